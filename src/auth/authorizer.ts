@@ -1,0 +1,25 @@
+import type { KindDef } from '../kinds/types.js';
+import type { SqlParams } from '../store/sql.js';
+import type { Principal } from './principal.js';
+
+/** What a permission check is about: a kind in an org, and the item when there is one. */
+export interface Target {
+  org: string;
+  gvc?: string;
+  name?: string;
+  /** The item's body (stored, or the would-be item of a create) for targetQuery matching. */
+  data?: Record<string, unknown>;
+}
+
+/** Restricts a list to what the caller may view: a WHERE fragment over `resources r`, or null for everything. */
+export type ViewFilter = ((params: SqlParams) => string) | null;
+
+export interface Authorizer {
+  /** Throws 403 unless the principal belongs to the org (directly or through its groups and policies). */
+  requireMember(principal: Principal, org: string): Promise<void>;
+  /** Throws 403 unless the principal holds `permission` on the target. */
+  check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void>;
+  viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter>;
+  /** Forgets cached decisions of an org after a write that can change them. */
+  invalidate(org: string): void;
+}

@@ -1,0 +1,168 @@
+import { ApiError } from '../errors.js';
+import { findKind } from '../kinds/index.js';
+import { grants } from '../kinds/derive.js';
+import type { KindDef } from '../kinds/types.js';
+import { compileQuery, matchesQuery, parseQuery, type Query } from '../query/index.js';
+import { parseLink, selfLink } from '../resources/links.js';
+import type { SqlParams } from '../store/sql.js';
+import type { Store, StoredItem } from '../store/types.js';
+import type { Authorizer, Target, ViewFilter } from './authorizer.js';
+import type { Principal } from './principal.js';
+
+interface Binding {
+  permissions: string[];
+  principalLinks: string[];
+}
+
+interface Policy {
+  name: string;
+  targetKind: string;
+  all: boolean;
+  targetLinks: Set<string>;
+  targetQuery?: Query;
+  bindings: Binding[];
+}
+
+interface Group {
+  link: string;
+  memberLinks: Set<string>;
+}
+
+/** What one org says about access: its policies by target kind and its groups. */
+interface OrgAccess {
+  exists: boolean;
+  policies: Map<string, Policy[]>;
+  groups: Group[];
+  loadedAt: number;
+}
+
+const FRESH_MS = 1000; // other processes' policy and group changes are seen within this time
+
+/**
+ * Policy-based authorization (api-semantics §9): a principal holds a permission on an item when a
+ * policy of the item's kind targets it (all, link or query) and binds a permission implying it to
+ * the principal or to a group the principal is in. Decisions are computed from a per-org snapshot
+ * that a local write invalidates at once and that is reloaded after FRESH_MS.
+ */
+export class PolicyAuthorizer implements Authorizer {
+  private readonly snapshots = new Map<string, Promise<OrgAccess>>();
+
+  constructor(private readonly store: Store) {}
+
+  invalidate(org: string): void {
+    this.snapshots.delete(org);
+  }
+
+  async requireMember(principal: Principal, org: string): Promise<void> {
+    const access = await this.access(org);
+    if (principal.org === org && access.exists) return;
+    const mentioned = this.principalLinks(principal, access);
+    const named = [...access.policies.values()].some((ps) =>
+      ps.some((p) => p.bindings.some((b) => b.principalLinks.some((l) => mentioned.has(l)))),
+    );
+    if (!access.exists || !named) throw ApiError.forbidden(`access to org '${org}' is denied`);
+  }
+
+  async check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void> {
+    const access = await this.access(target.org);
+    const principals = this.principalLinks(principal, access);
+    const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    for (const policy of access.policies.get(def.kind) ?? []) {
+      if (!policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, permission)) && b.principalLinks.some((l) => principals.has(l)))) continue;
+      if (policy.all) return;
+      if (link && policy.targetLinks.has(link)) return;
+      if (policy.targetQuery && target.data && matchesQuery(policy.targetQuery, { ...target.data, name: target.name }, { gvc: target.gvc })) return;
+    }
+    throw ApiError.forbidden(`not granted [${permission}] on ${link ?? def.kind}`);
+  }
+
+  async viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter> {
+    const access = await this.access(org);
+    const principals = this.principalLinks(principal, access);
+    const granting = (access.policies.get(def.kind) ?? []).filter((policy) =>
+      policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, 'view')) && b.principalLinks.some((l) => principals.has(l))),
+    );
+    if (granting.some((p) => p.all)) return null;
+    return (params: SqlParams) => {
+      const clauses: string[] = [];
+      const names = new Map<string, string[]>(); // gvc -> names
+      for (const policy of granting) {
+        for (const link of policy.targetLinks) {
+          const t = parseLink(link);
+          if (!t || t.kind !== def.kind || t.org !== org) continue;
+          const gvc = t.gvc ?? '';
+          names.set(gvc, [...(names.get(gvc) ?? []), t.name]);
+        }
+        if (policy.targetQuery) clauses.push(`(${compileQuery(policy.targetQuery, params, { org }).where})`);
+      }
+      for (const [gvc, list] of names) {
+        clauses.push(`(r.gvc = ${params.add(gvc)} AND r.name IN (${list.map((n) => params.add(n)).join(', ')}))`);
+      }
+      return clauses.length ? clauses.join(' OR ') : '1 = 0';
+    };
+  }
+
+  /** The principal's own link and the links of the org's groups it belongs to. */
+  private principalLinks(principal: Principal, access: OrgAccess): Set<string> {
+    const links = new Set([principal.link]);
+    for (const group of access.groups) if (group.memberLinks.has(principal.link)) links.add(group.link);
+    return links;
+  }
+
+  private access(org: string): Promise<OrgAccess> {
+    const cached = this.snapshots.get(org);
+    if (cached) {
+      return cached.then((a) => {
+        if (Date.now() - a.loadedAt < FRESH_MS) return a;
+        this.snapshots.delete(org);
+        return this.access(org);
+      });
+    }
+    const loading = this.load(org);
+    this.snapshots.set(org, loading);
+    loading.catch(() => this.snapshots.delete(org));
+    return loading;
+  }
+
+  private async load(org: string): Promise<OrgAccess> {
+    const loadedAt = Date.now();
+    const orgItem = await this.store.get({ org, kind: 'org', gvc: '', name: org });
+    const all = (kind: string) =>
+      this.store.list({ org, kind, gvc: '', limit: 100_000, build: () => ({ where: '1 = 1', orderBy: 'r.name' }) });
+    const [policyRows, groupRows] = orgItem ? await Promise.all([all('policy'), all('group')]) : [[], []];
+    const policies = new Map<string, Policy[]>();
+    for (const row of policyRows) {
+      const policy = toPolicy(row);
+      if (!policy) continue;
+      policies.set(policy.targetKind, [...(policies.get(policy.targetKind) ?? []), policy]);
+    }
+    const groups = groupRows.map((row) => toGroup(row));
+    return { exists: Boolean(orgItem), policies, groups, loadedAt };
+  }
+}
+
+function toPolicy(row: StoredItem): Policy | undefined {
+  const d = row.data;
+  const targetKind = typeof d.targetKind === 'string' ? d.targetKind : undefined;
+  if (!targetKind || !findKind(targetKind)) return undefined;
+  let targetQuery: Query | undefined;
+  if (d.targetQuery) {
+    try {
+      targetQuery = parseQuery(d.targetQuery, targetKind);
+    } catch {
+      targetQuery = undefined; // a stored query that no longer parses grants nothing
+    }
+  }
+  return {
+    name: row.name,
+    targetKind,
+    all: d.target === 'all',
+    targetLinks: new Set((d.targetLinks as string[] | undefined) ?? []),
+    targetQuery,
+    bindings: ((d.bindings as Binding[] | undefined) ?? []).map((b) => ({ permissions: b.permissions ?? [], principalLinks: b.principalLinks ?? [] })),
+  };
+}
+
+function toGroup(row: StoredItem): Group {
+  return { link: `/org/${row.org}/group/${row.name}`, memberLinks: new Set((row.data.memberLinks as string[] | undefined) ?? []) };
+}

@@ -1,0 +1,11 @@
+/** Who is making a request, as policies and group members name it. */
+export interface Principal {
+  /** The org the principal belongs to (service accounts and users live in one org). */
+  org: string;
+  kind: 'serviceaccount' | 'user';
+  name: string;
+  /** Full link: `/org/o/serviceaccount/s` or `/org/o/user/email`. */
+  link: string;
+  /** Token claims, for group identityMatcher expressions (JWT users). */
+  claims?: Record<string, unknown>;
+}

@@ -1,0 +1,30 @@
+import { defineKind, standardPermissions } from './define.js';
+import { anyObject, bool, int, keyed, num, obj, readOnly, str } from './schema.js';
+
+// Public types (types-ts dbcluster.ts): a managed PostgreSQL cluster across locations.
+const size = () => str({ maxLength: 64 });
+
+export default defineKind({
+  kind: 'dbcluster',
+  scope: 'org',
+  summary: 'A managed PostgreSQL cluster replicated across locations.',
+  fields: {
+    alias: readOnly(str()),
+    spec: obj({
+      externalAccessEnabled: bool(),
+      postgres: obj(
+        {
+          version: str({ maxLength: 16 }),
+          storageGB: num({ minimum: 1 }),
+          defaults: obj({ size: size(), instances: int({ minimum: 1 }) }, { required: ['size', 'instances'] }),
+          locations: keyed(obj({ name: str({ maxLength: 512 }), writable: bool(), size: size(), instances: int({ minimum: 0 }) }), 'name', {
+            maxItems: 50,
+          }),
+        },
+        { required: ['storageGB'] },
+      ),
+    }),
+    status: readOnly(anyObject()),
+  },
+  permissions: standardPermissions('database clusters'),
+});

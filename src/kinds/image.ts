@@ -1,0 +1,18 @@
+import { defineKind, standardPermissions } from './define.js';
+import { anyObject, readOnly, str } from './schema.js';
+
+// Public types: images are produced by pushes to the org's registry; every image field is the registry's.
+export default defineKind({
+  kind: 'image',
+  scope: 'org',
+  summary: 'A container image in the private registry of the org, named REPOSITORY:TAG; created by pushing to the registry.',
+  fields: {
+    repository: readOnly(str()),
+    tag: readOnly(str()),
+    digest: readOnly(str()),
+    manifest: readOnly(anyObject()),
+  },
+  permissions: standardPermissions('images', [{ name: 'pull', description: 'Pull the image from the registry' }]),
+  implied: { create: ['pull'], pull: ['view'] },
+  operations: { create: 'images are created only by pushing them to the registry' },
+});

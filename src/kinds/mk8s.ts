@@ -1,0 +1,36 @@
+import { defineKind, standardPermissions } from './define.js';
+import { anyObject, arr, obj, readOnly, str } from './schema.js';
+
+// Managed Kubernetes (public types mk8s*.ts): one provider block, add-ons and a firewall.
+// Provider and add-on blocks are large and change often; Keel stores them as sent.
+
+export const MK8S_PROVIDERS = [
+  'generic', 'hetzner', 'aws', 'gcp', 'linode', 'oblivus', 'lambdalabs', 'paperspace', 'ephemeral', 'triton', 'azure', 'digitalocean',
+] as const;
+
+export default defineKind({
+  kind: 'mk8s',
+  scope: 'org',
+  summary: 'A Kubernetes cluster that the service manages on a chosen provider.',
+  fields: {
+    alias: readOnly(str()),
+    spec: obj(
+      {
+        version: str({ minLength: 1, maxLength: 32 }),
+        provider: obj(Object.fromEntries(MK8S_PROVIDERS.map((p) => [p, anyObject()])), { minProperties: 1, maxProperties: 1 }),
+        addOns: anyObject(),
+        firewall: arr(
+          obj({ sourceCIDR: str({ maxLength: 64 }), description: str({ maxLength: 250 }) }, { required: ['sourceCIDR'] }),
+          { maxItems: 100 },
+        ),
+      },
+      { required: ['version', 'provider'] },
+    ),
+    status: readOnly(anyObject()),
+  },
+  required: ['spec'],
+  permissions: standardPermissions('clusters', [{ name: 'clusterAdmin', description: 'Administer the Kubernetes cluster itself' }]),
+  defaults(item) {
+    item.status ??= {};
+  },
+});

@@ -1,0 +1,15 @@
+import { defineKind, standardPermissions } from './define.js';
+import { anyObject, arr, link, obj, readOnly, str } from './schema.js';
+
+// Public types (types-ts spicedb.ts).
+export default defineKind({
+  kind: 'spicedbcluster',
+  scope: 'org',
+  summary: 'A managed SpiceDB (authorization database) cluster available to workloads in chosen locations.',
+  fields: {
+    alias: readOnly(str()),
+    spec: obj({ version: str({ maxLength: 16 }), locations: arr(link(), { maxItems: 50 }) }),
+    status: readOnly(anyObject()),
+  },
+  permissions: standardPermissions('SpiceDB clusters'),
+});

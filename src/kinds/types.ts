@@ -1,0 +1,73 @@
+import type { JsonSchema } from './schema.js';
+
+export type Scope = 'org' | 'gvc';
+
+export interface Link {
+  rel: string;
+  href: string;
+}
+
+/** A resource as the API shows it (common fields plus the kind's own). */
+export interface Resource {
+  id: string;
+  kind: string;
+  name: string;
+  description?: string;
+  version: number;
+  tags: Record<string, unknown>;
+  created: string;
+  lastModified: string;
+  links: Link[];
+  [field: string]: unknown;
+}
+
+/** Where a resource lives: its org and, for gvc-scoped kinds, its GVC. */
+export interface Place {
+  org: string;
+  gvc?: string;
+}
+
+export interface Permission {
+  name: string;
+  description: string;
+}
+
+export interface HookContext {
+  place: Place;
+  /** Reads other resources of the same org inside the current transaction. */
+  lookup(kind: string, name: string, gvc?: string): Promise<Resource | undefined>;
+  /** Counts resources of a kind inside a GVC, inside the current transaction. */
+  countInGvc(kind: string, gvc: string): Promise<number>;
+  /** Revokes every key of a service account whose name is not in `keep`. */
+  revokeKeysExcept(serviceAccount: string, keep: string[]): Promise<void>;
+}
+
+export interface KindDef {
+  kind: string;
+  scope: Scope;
+  /** One line for docs and the OpenAPI document. */
+  summary: string;
+  /** The schema of names when the kind's differ from the common rule (users: emails, images: NAME:TAG). */
+  name?: JsonSchema;
+  /** JSON Schemas of the kind's own top-level fields (common fields are added by the registry). */
+  fields: Record<string, JsonSchema>;
+  /** Kind fields a create must carry. */
+  required?: string[];
+  permissions: Permission[];
+  /** Implications beyond the generic ones (manage implies all; edit implies view). */
+  implied?: Record<string, string[]>;
+  /** Which operations clients may perform through the generic endpoints. */
+  operations?: Partial<Record<'create' | 'update' | 'delete', false | string>>;
+  /** Fills defaults in a new or replaced resource before validation. */
+  defaults?(item: Record<string, unknown>, place: Place): void;
+  /** Extra checks on a validated resource; throw an ApiError to reject. */
+  check?(item: Record<string, unknown>, ctx: HookContext, previous?: Resource): Promise<void> | void;
+  /** Refuses or prepares a delete inside its transaction; throw an ApiError to refuse. */
+  beforeDelete?(item: Resource, ctx: HookContext): Promise<void> | void;
+  /** Runs inside the write's transaction after it; `item` is undefined after a delete. */
+  afterWrite?(name: string, item: Record<string, unknown> | undefined, ctx: HookContext): Promise<void>;
+  /** Kind-specific links added to self/org/gvc. */
+  links?(item: Resource, self: string): Link[];
+  /** Fields removed from ordinary reads (secret data, key hashes). */
+  hidden?(item: Resource): Resource;
+}

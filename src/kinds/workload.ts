@@ -1,0 +1,250 @@
+import { ApiError } from '../errors.js';
+import { defineKind, standardPermissions } from './define.js';
+import { anyObject, arr, bool, immutable, int, keyed, link, num, obj, oneOf, readOnly, str, type JsonSchema } from './schema.js';
+
+// Workload spec from the public types (types-ts workload.ts, workloadOptions.ts) and the
+// Terraform provider's documented defaults. Closed everywhere except envoy/keda/extras blocks.
+
+export const WORKLOAD_TYPES = ['standard', 'serverless', 'cron', 'stateful'] as const;
+
+const port = () => int({ minimum: 1, maximum: 65535 });
+const strings = (max = 100, len = 1024) => arr(str({ maxLength: len }), { maxItems: max });
+const quantity = () => str({ maxLength: 32 });
+const execAction = () => obj({ command: strings() });
+
+const probe = (): JsonSchema =>
+  obj({
+    exec: execAction(),
+    grpc: obj({ port: port() }),
+    tcpSocket: obj({ port: port() }),
+    httpGet: obj({
+      path: str({ maxLength: 1024 }),
+      port: port(),
+      httpHeaders: arr(obj({ name: str({ maxLength: 256 }), value: str({ maxLength: 4096 }) }, { required: ['name', 'value'] }), {
+        maxItems: 50,
+      }),
+      scheme: oneOf(['HTTP', 'HTTPS']),
+    }),
+    initialDelaySeconds: int({ minimum: 0 }),
+    periodSeconds: int({ minimum: 1 }),
+    timeoutSeconds: int({ minimum: 1 }),
+    successThreshold: int({ minimum: 1 }),
+    failureThreshold: int({ minimum: 1 }),
+  });
+
+const container = obj(
+  {
+    name: str({ minLength: 1, maxLength: 64 }),
+    image: str({ minLength: 1, maxLength: 1024 }),
+    workingDir: str({ maxLength: 1024 }),
+    metrics: obj(
+      { port: port(), path: str({ maxLength: 1024 }), dropMetrics: strings() },
+      { required: ['port', 'path'] },
+    ),
+    port: port(),
+    ports: arr(obj({ protocol: oneOf(['http', 'http2', 'grpc', 'tcp']), number: port() }, { required: ['number'] }), { maxItems: 20 }),
+    cpu: quantity(),
+    memory: quantity(),
+    minCpu: quantity(),
+    minMemory: quantity(),
+    readinessProbe: probe(),
+    livenessProbe: probe(),
+    env: keyed(obj({ name: str({ minLength: 1, maxLength: 256 }), value: str({ maxLength: 65536 }) }, { required: ['name'] }), 'name', {
+      maxItems: 500,
+    }),
+    gpu: obj({
+      nvidia: obj({ model: {}, quantity: int({ minimum: 0 }) }),
+      custom: obj({ resource: str({ maxLength: 256 }), runtimeClass: str({ maxLength: 256 }), quantity: int({ minimum: 0 }) }, { required: ['resource'] }),
+    }),
+    inheritEnv: bool(),
+    command: str({ maxLength: 4096 }),
+    args: strings(200, 4096),
+    lifecycle: obj({ postStart: obj({ exec: execAction() }), preStop: obj({ exec: execAction() }) }),
+    volumes: arr(
+      obj(
+        {
+          uri: str({ minLength: 1, maxLength: 1024 }),
+          recoveryPolicy: oneOf(['retain', 'recycle']),
+          path: str({ maxLength: 1024 }),
+          name: str({ maxLength: 64 }),
+        },
+        { required: ['uri'] },
+      ),
+      { maxItems: 20 },
+    ),
+  },
+  { required: ['name', 'image'] },
+);
+
+const autoscaling = obj({
+  metric: oneOf(['concurrency', 'cpu', 'memory', 'rps', 'latency', 'keda', 'disabled']),
+  multi: arr(obj({ metric: str({ maxLength: 32 }), target: num({ minimum: 0 }) }), { maxItems: 10 }),
+  metricPercentile: oneOf(['p50', 'p75', 'p99']),
+  target: num({ minimum: 0, maximum: 20000 }),
+  maxScale: int({ minimum: 0 }),
+  minScale: int({ minimum: 0 }),
+  scaleToZeroDelay: int({ minimum: 30, maximum: 3600 }),
+  maxConcurrency: int({ minimum: 0, maximum: 1000 }),
+  keda: anyObject(),
+});
+
+const optionFields = {
+  autoscaling,
+  timeoutSeconds: int({ minimum: 1, maximum: 3600 }),
+  capacityAI: bool(),
+  capacityAIUpdateMinutes: int({ minimum: 0 }),
+  spot: bool(),
+  debug: bool(),
+  suspend: bool(),
+  multiZone: obj({ enabled: bool() }),
+};
+
+const protocolPort = (protocols: readonly string[]) =>
+  obj({ protocol: oneOf(protocols), number: port() }, { required: ['protocol', 'number'] });
+
+export default defineKind({
+  kind: 'workload',
+  scope: 'gvc',
+  summary: 'A set of containers that runs in every location of its GVC: a standard or serverless service, a cron job, or a stateful set.',
+  fields: {
+    spec: obj(
+      {
+        type: immutable(oneOf(WORKLOAD_TYPES)),
+        identityLink: link(),
+        containers: keyed(container, 'name', { minItems: 1, maxItems: 20 }),
+        firewallConfig: obj({
+          external: obj({
+            inboundAllowCIDR: strings(500, 64),
+            inboundBlockedCIDR: strings(500, 64),
+            outboundAllowHostname: strings(500, 253),
+            outboundAllowPort: arr(protocolPort(['http', 'https', 'tcp']), { maxItems: 100 }),
+            outboundAllowCIDR: strings(500, 64),
+            outboundBlockedCIDR: strings(500, 64),
+            http: obj({
+              inboundHeaderFilter: arr(
+                obj({ key: str({ maxLength: 256 }), allowedValues: strings(), blockedValues: strings() }, { required: ['key'] }),
+                { maxItems: 50 },
+              ),
+            }),
+          }),
+          internal: obj({
+            inboundAllowType: oneOf(['none', 'same-gvc', 'same-org', 'workload-list']),
+            inboundAllowWorkload: arr(link(), { maxItems: 500 }),
+          }),
+        }),
+        defaultOptions: obj(optionFields),
+        localOptions: keyed(obj({ ...optionFields, location: str({ maxLength: 512 }) }, { required: ['location'] }), 'location', {
+          maxItems: 100,
+        }),
+        job: obj(
+          {
+            schedule: str({ minLength: 1, maxLength: 256 }),
+            concurrencyPolicy: oneOf(['Forbid', 'Replace', 'Allow']),
+            historyLimit: int({ minimum: 1, maximum: 10 }),
+            restartPolicy: oneOf(['OnFailure', 'Never']),
+            activeDeadlineSeconds: int({ minimum: 1 }),
+          },
+          { required: ['schedule'] },
+        ),
+        sidecar: obj({ envoy: anyObject() }),
+        supportDynamicTags: bool(),
+        rolloutOptions: obj({
+          minReadySeconds: int({ minimum: 0 }),
+          maxUnavailableReplicas: str({ maxLength: 16 }),
+          maxSurgeReplicas: str({ maxLength: 16 }),
+          scalingPolicy: oneOf(['OrderedReady', 'Parallel']),
+          terminationGracePeriodSeconds: int({ minimum: 0 }),
+        }),
+        securityOptions: obj({ filesystemGroupId: int({ minimum: 0 }), runAsUser: int({ minimum: 0 }) }),
+        loadBalancer: obj({
+          direct: obj(
+            {
+              enabled: bool(),
+              ports: arr(
+                obj(
+                  {
+                    externalPort: port(),
+                    protocol: oneOf(['TCP', 'UDP']),
+                    scheme: oneOf(['http', 'tcp', 'https', 'ws', 'wss']),
+                    containerPort: port(),
+                  },
+                  { required: ['externalPort', 'protocol'] },
+                ),
+                { maxItems: 20 },
+              ),
+              ipSet: str({ maxLength: 512 }),
+            },
+            { required: ['enabled'] },
+          ),
+          geoLocation: obj({
+            enabled: bool(),
+            headers: obj({
+              asn: str({ maxLength: 128 }),
+              city: str({ maxLength: 128 }),
+              country: str({ maxLength: 128 }),
+              region: str({ maxLength: 128 }),
+            }),
+          }),
+          replicaDirect: bool(),
+        }),
+        extras: anyObject(),
+        requestRetryPolicy: obj({ attempts: int({ minimum: 0 }), retryOn: strings(20, 64) }),
+      },
+      { required: ['containers'] },
+    ),
+    status: readOnly(anyObject()),
+  },
+  required: ['spec'],
+  permissions: standardPermissions('workloads', [
+    { name: 'connect', description: 'Open an interactive session to a replica' },
+    { name: 'configureLoadBalancer', description: 'Change the load balancer settings of a workload' },
+    { name: 'exec', description: 'Run commands against a workload' },
+    { name: 'exec.runCronWorkload', description: 'Start a run of a cron workload now' },
+    { name: 'exec.stopReplica', description: 'Stop a running replica' },
+  ]),
+  implied: { exec: ['exec.runCronWorkload', 'exec.stopReplica'] },
+  defaults(item) {
+    const spec = (item.spec ??= {}) as Record<string, unknown>;
+    spec.type ??= 'standard';
+    const options = (spec.defaultOptions ??= {}) as Record<string, unknown>;
+    if (spec.type === 'cron') {
+      // Cron jobs neither autoscale nor right-size; the hosted service shows capacityAI off for them.
+      options.capacityAI ??= false;
+    } else {
+      const scaling = (options.autoscaling ??= {}) as Record<string, unknown>;
+      scaling.metric ??= 'concurrency';
+      scaling.target ??= 100;
+      scaling.minScale ??= 1;
+      scaling.maxScale ??= 5;
+      scaling.scaleToZeroDelay ??= 300;
+      scaling.maxConcurrency ??= 0;
+      options.capacityAI ??= true;
+    }
+    options.timeoutSeconds ??= 5;
+    options.debug ??= false;
+    options.suspend ??= false;
+    item.status ??= {};
+  },
+  check(item) {
+    // Workload names become DNS labels with suffixes: at most 49 characters, never `-headless`.
+    const name = String(item.name ?? '');
+    if (name.length > 49 || name.endsWith('-headless')) {
+      throw ApiError.badRequest(`invalid workload name '${name}': at most 49 characters and must not end in -headless`, [
+        { path: 'name', message: 'must be at most 49 characters and not end in -headless' },
+      ]);
+    }
+    const spec = (item.spec ?? {}) as Record<string, unknown>;
+    if (spec.type === 'cron' && !spec.job) {
+      throw ApiError.badRequest('a cron workload needs spec.job with a schedule', [{ path: 'spec.job', message: 'is required for cron workloads' }]);
+    }
+    const scaling = ((spec.defaultOptions ?? {}) as Record<string, unknown>).autoscaling as Record<string, unknown> | undefined;
+    if (scaling && typeof scaling.minScale === 'number' && typeof scaling.maxScale === 'number' && scaling.minScale > scaling.maxScale) {
+      throw ApiError.badRequest('spec.defaultOptions.autoscaling.minScale must not exceed maxScale', [
+        { path: 'spec.defaultOptions.autoscaling.minScale', message: 'must not exceed maxScale' },
+      ]);
+    }
+  },
+  links(_item, self) {
+    return [{ rel: 'deployment', href: `${self}/deployment` }];
+  },
+});

@@ -1,0 +1,192 @@
+// Compiles a query to SQL over `resources r`: a WHERE fragment (terms, then the keyset position)
+// and an ORDER BY, with the same semantics as evaluate.ts and sort.ts.
+import { ApiError } from '../errors.js';
+import type { SqlParams } from '../store/sql.js';
+import { decodeCursor } from './cursor.js';
+import { DIALECTS, type Slot, type SqlDialect } from './dialects.js';
+import { checkedSegments, COLUMNS } from './paths.js';
+import type { Position } from './sort.js';
+import { sortOf, type Op, type PropertyTerm, type Query, type RelTerm, type TagTerm, type Term } from './types.js';
+import { operandOf, type Operand } from './values.js';
+
+export interface CompileOptions {
+  /** The org queried. Tag terms look it up in resource_tags uncorrelated, so SQLite can drive from the tag index. */
+  org: string;
+  /** A cursorOf() value: continue after that item. */
+  after?: string;
+}
+
+export interface CompiledQuery {
+  /** A two-valued condition over `resources r`; its parameters were added to `params` in text order. */
+  where: string;
+  /** Holds no parameters, so it may follow anything. */
+  orderBy: string;
+}
+
+/**
+ * The caller runs `... FROM resources r WHERE r.org = ? AND r.kind = ? AND (<where>) ORDER BY <orderBy> LIMIT ?`,
+ * adding org and kind to `params` before, and the limit after, calling this.
+ */
+export function compileQuery(query: Query, params: SqlParams, options: CompileOptions): CompiledQuery {
+  const position = options.after === undefined ? undefined : decodeCursor(query, options.after);
+  const c = new Compiler(query, params, options.org);
+  const terms = c.terms();
+  const where = position ? `(${terms}) AND (${c.after(position)})` : terms;
+  return { where, orderBy: c.orderBy() };
+}
+
+class Compiler {
+  private readonly d: SqlDialect;
+  constructor(
+    private readonly query: Query,
+    private readonly params: SqlParams,
+    private readonly org: string,
+  ) {
+    this.d = DIALECTS[params.dialect];
+  }
+
+  private p(value: unknown): string {
+    return this.params.add(value);
+  }
+
+  terms(): string {
+    const { match, terms } = this.query.spec;
+    if (terms.length === 0) return 'TRUE';
+    // `none` as a conjunction of negations lets PostgreSQL turn NOT IN/NOT EXISTS into anti-joins.
+    if (match === 'none') return terms.map((t) => `NOT (${this.term(t)})`).join(' AND ');
+    return terms.map((t) => `(${this.term(t)})`).join(match === 'all' ? ' AND ' : ' OR ');
+  }
+
+  /** Every term compiles to a two-valued condition, so NOT and `none` mean what they say. */
+  private term(term: Term): string {
+    if ('tag' in term) return this.tag(term);
+    if ('rel' in term) return this.rel(term);
+    return this.property(term);
+  }
+
+  // Index-backed: (org, kind, key, value) is a range of resource_tags_lookup, whose (name, gvc) then
+  // probe the resources primary key. Uncorrelated, so SQLite evaluates it once; PostgreSQL makes a semi-join.
+  private tag(term: TagTerm): string {
+    const subquery = (condition: () => string) => {
+      let sql = `(r.name, r.gvc) IN (SELECT t.name, t.gvc FROM resource_tags t WHERE t.org = ${this.p(this.org)} AND t.kind = ${this.p(this.query.kind)}`;
+      if (term.tag !== '*') sql += ` AND t.key = ${this.p(term.tag)}`;
+      return `${sql}${condition()})`;
+    };
+    if (term.op === 'exists') return subquery(() => '');
+    if (term.op === '!exists') return `NOT ${subquery(() => '')}`;
+    const operand = operandOf(term.value);
+    return subquery(() => ` AND ${this.text('t.value', term.op, operand)}`);
+  }
+
+  private rel(term: RelTerm): string {
+    if (term.rel === 'gvc') {
+      // Org-scoped kinds store gvc ''; kept sargable on the primary key (org, kind, gvc, name).
+      if (term.op === 'exists') return `r.gvc <> ''`;
+      if (term.op === '!exists') return `r.gvc = ''`;
+      return `r.gvc <> '' AND ${this.text('r.gvc', term.op, operandOf(term.value))}`;
+    }
+    const field = `${term.rel}Link`;
+    const link = `COALESCE(${this.d.path([field]).str}, ${this.d.path(['spec', field]).str})`;
+    if (term.op === 'exists') return `${link} IS NOT NULL`;
+    if (term.op === '!exists') return `${link} IS NULL`;
+    const operand = operandOf(term.value);
+    const target = operand.text.includes('/') ? link : this.d.lastSegment(link);
+    return `COALESCE(${this.text(target, term.op, operand)}, FALSE)`;
+  }
+
+  /** Tags and rels (see evaluate.ts matchesText). */
+  private text(expr: string, op: Op, o: Operand): string {
+    if (op === '=' || op === '!=') return `${expr} ${op === '=' ? '=' : '<>'} ${this.p(o.text)}`;
+    if (op === '~') return this.d.contains(expr, this.p(o.lower));
+    if (o.textNumber === undefined) return `${expr} ${op} ${this.p(o.text)}`;
+    const d = this.d;
+    return `CASE WHEN ${d.isNumeric(expr)} THEN ${d.asNumber(expr)} ${op} ${d.asNumber(this.p(o.text))} ELSE ${expr} ${op} ${this.p(o.text)} END`;
+  }
+
+  private property(term: PropertyTerm): string {
+    if (term.property === '*') {
+      const { from, slot } = this.d.each;
+      if (term.op === '!exists') return `NOT EXISTS (SELECT 1 FROM ${from} WHERE ${slot.present})`;
+      return `EXISTS (SELECT 1 FROM ${from} WHERE ${this.value(slot, term)})`;
+    }
+    return this.value(this.slot(term.property), term);
+  }
+
+  private slot(property: string): Slot {
+    const column = COLUMNS[property];
+    return column ? this.d.column(column.column, column.type) : this.d.path(checkedSegments(property));
+  }
+
+  /** Properties (see evaluate.ts matchesValue). */
+  private value(slot: Slot, term: Term): string {
+    if (term.op === 'exists') return slot.present;
+    if (term.op === '!exists') return `NOT (${slot.present})`;
+    const o = operandOf(term.value);
+    if (term.op === '~') return slot.str ? this.twoValued(slot, this.d.contains(slot.str, this.p(o.lower))) : 'FALSE';
+    if (term.op === '!=') return `${slot.present} AND NOT (${this.compare(slot, '=', o)})`;
+    return this.compare(slot, term.op, o);
+  }
+
+  private compare(slot: Slot, op: Op, o: Operand): string {
+    const parts: string[] = [];
+    if (slot.num && o.number !== undefined) parts.push(`${slot.num} ${op} ${this.d.numberParam(this.p(o.number))}`);
+    if (slot.bool && o.boolean !== undefined) parts.push(`${slot.bool} ${op} ${this.d.booleanParam(this.p(this.d.booleanValue(o.boolean)))}`);
+    if (slot.str && (op === '=' || o.isString)) parts.push(`${slot.str} ${op} ${this.p(o.text)}`);
+    if (parts.length === 0) return 'FALSE';
+    return this.twoValued(slot, parts.join(' OR '));
+  }
+
+  private twoValued(slot: Slot, condition: string): string {
+    return slot.nullable ? `COALESCE(${condition}, FALSE)` : condition;
+  }
+
+  /** The sort key as SQL: a real column, or (rank, num, str) of a JSON value as in sort.ts. */
+  private sortKey(): { column: string; type: 'string' | 'number' } | { rank: string; num: string; str: string } {
+    const { by } = sortOf(this.query);
+    const column = COLUMNS[by];
+    if (column) {
+      const slot = this.d.column(column.column, column.type);
+      return { column: (slot.str ?? slot.num)!, type: column.type };
+    }
+    const slot = this.d.path(checkedSegments(by));
+    return {
+      rank: `CASE WHEN ${slot.num} IS NOT NULL THEN 2 WHEN ${slot.bool} IS NOT NULL THEN 1 WHEN ${slot.str} IS NOT NULL THEN 3 ELSE 0 END`,
+      num: `COALESCE(${slot.num}, CASE ${slot.bool} WHEN TRUE THEN 1 WHEN FALSE THEN 0 END)`,
+      str: slot.str!,
+    };
+  }
+
+  private byName(): boolean {
+    return sortOf(this.query).by === 'name';
+  }
+
+  orderBy(): string {
+    const dir = sortOf(this.query).order === 'desc' ? ' DESC' : '';
+    const key = this.sortKey();
+    // Sorting by name needs no extra key: name is the first tie-breaker anyway.
+    const keys = 'column' in key ? (this.byName() ? [] : [key.column]) : [key.rank, key.num, key.str];
+    return [...keys, 'r.name', 'r.gvc'].map((k) => k + dir).join(', ');
+  }
+
+  /** Rows strictly after `position` in the order of orderBy(). */
+  after(position: Position): string {
+    const gt = sortOf(this.query).order === 'desc' ? '<' : '>';
+    const key = this.sortKey();
+    const tail = () => `(r.name, r.gvc) ${gt} (${this.p(position.name)}, ${this.p(position.gvc)})`;
+    if ('column' in key) {
+      if (this.byName()) return tail();
+      const value = key.type === 'number' ? position.key.num : position.key.str;
+      if (value === null || position.key.rank !== (key.type === 'number' ? 2 : 3)) throw ApiError.badRequest('the page cursor is not valid');
+      const param = key.type === 'number' ? this.d.numberParam(this.p(value)) : this.p(value);
+      return `(${key.column}, r.name, r.gvc) ${gt} (${param}, ${this.p(position.name)}, ${this.p(position.gvc)})`;
+    }
+    const { rank, num, str } = position.key;
+    const within = () => {
+      if (rank === 0) return tail();
+      const [expr, value] = rank === 3 ? [key.str, str] : [key.num, num];
+      const param = () => (rank === 3 ? this.p(value) : this.d.numberParam(this.p(value)));
+      return `${expr} ${gt} ${param()} OR (${expr} = ${param()} AND ${tail()})`;
+    };
+    return `${key.rank} ${gt} ${rank} OR (${key.rank} = ${rank} AND (${within()}))`;
+  }
+}

@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import { mintKey } from '../auth/keys.js';
+import { KINDS, findKind } from '../kinds/index.js';
+import { LOCATIONS_CATALOG } from '../kinds/locations-catalog.js';
+import type { Store, StoredItem, Tx } from '../store/types.js';
+import { validateResource } from './validate.js';
+
+export interface NewOrg {
+  name: string;
+  description?: string;
+  tags?: Record<string, unknown>;
+  /** Principal links made members of the new org's superusers group. */
+  superusers: string[];
+  /** Also create this service account in the org, add it to superusers and mint it a key. */
+  adminServiceAccount?: string;
+}
+
+/**
+ * Creates an org with its built-ins in one transaction: groups superusers and viewers, service
+ * account controlplane, audit context cpln, the location catalog and, for every kind, the
+ * policies superusers-<kind> (manage) and viewers-<kind> (view). Returns the admin key if asked.
+ */
+export async function createOrg(store: Store, spec: NewOrg): Promise<{ token?: string }> {
+  const org = spec.name;
+  const superusers = [...spec.superusers];
+  if (spec.adminServiceAccount) superusers.push(`/org/${org}/serviceaccount/${spec.adminServiceAccount}`);
+  const now = new Date().toISOString();
+  const items: Array<[string, string, Record<string, unknown>]> = [
+    ['org', org, { description: spec.description ?? org, tags: spec.tags ?? {} }],
+    ['group', 'superusers', { description: 'Members have full access to the org', memberLinks: superusers, origin: 'builtin' }],
+    ['group', 'viewers', { description: 'Members can view everything in the org', memberLinks: [], origin: 'builtin' }],
+    ['serviceaccount', 'controlplane', { description: 'The control plane itself', keys: [], origin: 'builtin' }],
+    ['auditctx', 'cpln', { description: 'Audit events of the platform', origin: 'builtin' }],
+    ...LOCATIONS_CATALOG.map((l): [string, string, Record<string, unknown>] => ['location', l.name, { ...l, origin: 'builtin' }]),
+  ];
+  for (const def of KINDS) {
+    if (def.permissions.length === 0) continue;
+    items.push(
+      ['policy', `superusers-${def.kind}`, builtinPolicy(org, def.kind, 'manage', [`/org/${org}/group/superusers`, `/org/${org}/serviceaccount/controlplane`])],
+      ['policy', `viewers-${def.kind}`, builtinPolicy(org, def.kind, 'view', [`/org/${org}/group/viewers`])],
+    );
+  }
+  let token: string | undefined;
+  await store.transaction(async (tx) => {
+    for (const [kind, name, data] of items) await insert(tx, org, kind, name, data, now);
+    if (spec.adminServiceAccount) {
+      const key = mintKey(org, spec.adminServiceAccount);
+      const keys = [{ name: key.keyName, description: 'bootstrap admin key', created: now }];
+      await insert(tx, org, 'serviceaccount', spec.adminServiceAccount, { description: 'Keel administrator', keys, origin: 'default' }, now);
+      await tx.putKey({ keyName: key.keyName, org, serviceAccount: spec.adminServiceAccount, secretHash: key.secretHash, created: now });
+      token = key.token;
+    }
+  });
+  return { token };
+}
+
+function builtinPolicy(org: string, kind: string, permission: string, principalLinks: string[]): Record<string, unknown> {
+  return {
+    description: `Built-in: ${permission} on every ${kind}`,
+    targetKind: kind,
+    target: 'all',
+    bindings: [{ permissions: [permission], principalLinks }],
+    origin: 'builtin',
+  };
+}
+
+async function insert(tx: Tx, org: string, kind: string, name: string, data: Record<string, unknown>, now: string): Promise<void> {
+  const body = { name, tags: {}, ...data };
+  validateResource(findKind(kind)!, body);
+  const item: StoredItem = { org, kind, gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: body };
+  await tx.insert(item);
+}

@@ -1,0 +1,39 @@
+import { resourceSchema } from '../kinds/derive.js';
+import type { KindDef, Link, Resource } from '../kinds/types.js';
+import type { StoredItem } from '../store/types.js';
+import { selfLink } from './links.js';
+
+const LEADING = ['kind', 'id', 'name', 'description', 'version', 'tags', 'created', 'lastModified', 'links'];
+
+export function itemSelfLink(def: KindDef, item: Pick<StoredItem, 'org' | 'gvc' | 'name'>): string {
+  return selfLink(def.kind, def.scope, item.org, item.gvc, item.name);
+}
+
+/**
+ * The API view of a stored item: common fields first in a fixed order, then the kind's fields
+ * in schema order (PostgreSQL's JSONB does not keep key order), links derived from its place.
+ */
+export function present(def: KindDef, item: StoredItem, options: { reveal?: boolean } = {}): Resource {
+  const self = itemSelfLink(def, item);
+  const links: Link[] = [{ rel: 'self', href: self }];
+  if (def.kind !== 'org') links.push({ rel: 'org', href: `/org/${item.org}` });
+  if (def.scope === 'gvc') links.push({ rel: 'gvc', href: `/org/${item.org}/gvc/${item.gvc}` });
+  const out: Record<string, unknown> = {
+    kind: def.kind,
+    id: item.id,
+    name: item.name,
+    description: item.data.description,
+    version: item.version,
+    tags: item.data.tags ?? {},
+    created: item.created,
+    lastModified: item.lastModified,
+    links,
+  };
+  if (out.description === undefined) delete out.description;
+  for (const key of Object.keys(resourceSchema(def).properties ?? {})) {
+    if (!LEADING.includes(key) && item.data[key] !== undefined) out[key] = item.data[key];
+  }
+  const resource = out as Resource;
+  links.push(...(def.links?.(resource, self) ?? []));
+  return !options.reveal && def.hidden ? def.hidden(resource) : resource;
+}

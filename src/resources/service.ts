@@ -1,0 +1,421 @@
+import { randomUUID } from 'node:crypto';
+import type { Authorizer, ViewFilter } from '../auth/authorizer.js';
+import type { Principal } from '../auth/principal.js';
+import { ApiError } from '../errors.js';
+import { resourceSchema } from '../kinds/derive.js';
+import { findKind } from '../kinds/index.js';
+import type { JsonSchema } from '../kinds/schema.js';
+import type { HookContext, KindDef, Place, Resource } from '../kinds/types.js';
+import { applyPatch } from '../patch/index.js';
+import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
+import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+import { resolveLink, resolveLinksIn } from './links.js';
+import { present } from './present.js';
+import { createOrg } from './orgs.js';
+import { mintKey } from '../auth/keys.js';
+import { validateResource } from './validate.js';
+
+export interface WriteOptions {
+  dryRun?: boolean;
+}
+
+export interface Page {
+  items: Resource[];
+  /** Cursor of the last item when more may follow. */
+  next?: string;
+  query: Query;
+}
+
+/** Thrown inside a transaction to roll back a dry run while keeping its result. */
+class DryRun {
+  constructor(readonly item: StoredItem) {}
+}
+
+const isGvcScoped = (kind: string) => findKind(kind)?.scope === 'gvc';
+
+/**
+ * The generic resource service: every kind's create, read, list, query, patch, replace, apply
+ * and delete, with the kind's hooks, validation, authorization and version checks.
+ */
+export class Resources {
+  constructor(
+    private readonly store: Store,
+    private readonly auth: Authorizer,
+  ) {}
+
+  async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const item = await this.store.get(keyOf(def, place, name));
+    if (!item) throw notFound(def, place, name);
+    await this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, targetOf(item));
+    return present(def, item, options);
+  }
+
+  /** A page of a list or query: `after` continues from a previous page's cursor. */
+  async query(
+    principal: Principal,
+    def: KindDef,
+    place: Place,
+    query: Query,
+    page: { limit: number; after?: string },
+  ): Promise<Page> {
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
+    const rows = await this.store.list({
+      org: place.org,
+      kind: def.kind,
+      gvc: def.scope === 'gvc' ? place.gvc : def.kind === 'org' ? undefined : '',
+      limit: page.limit + 1,
+      build: (params) => {
+        const compiled = compileQuery(query, params, { org: place.org, after: page.after });
+        const where = view ? `(${compiled.where}) AND (${view(params)})` : compiled.where;
+        return { where, orderBy: compiled.orderBy };
+      },
+    });
+    const more = rows.length > page.limit;
+    const items = more ? rows.slice(0, page.limit) : rows;
+    const last = items[items.length - 1];
+    return {
+      items: items.map((row) => present(def, row)),
+      next: more && last ? cursorOf(query, present(def, last), { gvc: last.gvc || undefined }) : undefined,
+      query,
+    };
+  }
+
+  async create(principal: Principal, def: KindDef, place: Place, body: unknown, options: WriteOptions = {}): Promise<Resource> {
+    assertAllowed(def, 'create');
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const input = requireObject(body);
+    const name = typeof input.name === 'string' ? input.name : undefined;
+    await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, data: input });
+    const data = this.prepare(def, place, input, undefined);
+    const item = await this.write(options, async (tx, hooks) => {
+      await this.lockGvc(tx, def, place);
+      await def.check?.(data, hooks);
+      const now = new Date().toISOString();
+      const created: StoredItem = { ...keyOf(def, place, name!), id: randomUUID(), version: 1, created: now, lastModified: now, data: stored(data) };
+      await tx.insert(created);
+      await def.afterWrite?.(name!, created.data, hooks);
+      return created;
+    }, place);
+    return present(def, item);
+  }
+
+  async patch(principal: Principal, def: KindDef, place: Place, name: string, body: unknown, options: WriteOptions = {}): Promise<Resource> {
+    assertAllowed(def, 'update');
+    const patch = requireObject(body);
+    const expected = preconditionOf(patch);
+    assertSameName(def, name, patch.name);
+    const current = await this.loadForWrite(principal, def, place, name);
+    await this.auth.check(principal, 'edit', def, targetOf(current));
+    const item = await this.write(options, async (tx, hooks) => {
+      const locked = await this.lockCurrent(tx, def, place, name, expected);
+      const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def));
+      next.name = name;
+      this.normalize(def, place, next);
+      validateResource(def, next);
+      return this.update(tx, hooks, def, locked, next);
+    }, place);
+    return present(def, item);
+  }
+
+  /** PUT on an item: replaces it whole (absent fields reset to defaults), or creates it. */
+  async replace(
+    principal: Principal,
+    def: KindDef,
+    place: Place,
+    name: string,
+    body: unknown,
+    options: WriteOptions = {},
+  ): Promise<{ resource: Resource; created: boolean }> {
+    const input = requireObject(body);
+    assertSameName(def, name, input.name);
+    return this.apply(principal, def, place, { ...input, name }, options);
+  }
+
+  /** PUT on a collection: creates the named item or replaces it. */
+  async apply(principal: Principal, def: KindDef, place: Place, body: unknown, options: WriteOptions = {}): Promise<{ resource: Resource; created: boolean }> {
+    const input = requireObject(body);
+    if (typeof input.name !== 'string') throw ApiError.badRequest('name is required', [{ path: 'name', message: 'is required' }]);
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const existing = await this.store.get(keyOf(def, place, input.name));
+    if (!existing) {
+      return { resource: await this.create(principal, def, place, input, options), created: true };
+    }
+    assertAllowed(def, 'update');
+    const expected = preconditionOf(input);
+    await this.auth.check(principal, 'edit', def, targetOf(existing));
+    const item = await this.write(options, async (tx, hooks) => {
+      const locked = await this.lockCurrent(tx, def, place, input.name as string, expected);
+      const next = this.prepare(def, place, input, locked);
+      return this.update(tx, hooks, def, locked, next);
+    }, place);
+    return { resource: present(def, item), created: false };
+  }
+
+  async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
+    assertAllowed(def, 'delete');
+    const current = await this.loadForWrite(principal, def, place, name);
+    await this.auth.check(principal, 'delete', def, targetOf(current));
+    await this.write({}, async (tx, hooks) => {
+      const locked = await this.lockCurrent(tx, def, place, name, undefined);
+      await def.beforeDelete?.(present(def, locked, { reveal: true }), hooks);
+      await tx.delete(locked);
+      await def.afterWrite?.(name, undefined, hooks);
+      return locked;
+    }, place);
+  }
+
+  /** The orgs the caller may view: its own and those whose groups or policies name it. */
+  async listOrgs(principal: Principal): Promise<Resource[]> {
+    const def = findKind('org')!;
+    const candidates = new Set([principal.org, ...(await this.store.orgsNaming(principal.link))]);
+    const visible: Resource[] = [];
+    for (const org of [...candidates].sort()) {
+      const item = await this.store.get(keyOf(def, { org }, org));
+      if (!item) continue;
+      try {
+        await this.auth.check(principal, 'view', def, targetOf(item));
+        visible.push(present(def, item));
+      } catch (err) {
+        if (!(err instanceof ApiError && err.code === 'forbidden')) throw err;
+      }
+    }
+    return visible;
+  }
+
+  /** POST /org: any authenticated principal may create an org and becomes one of its superusers. */
+  async createOrg(principal: Principal, body: unknown): Promise<Resource> {
+    const def = findKind('org')!;
+    const input = requireObject(body);
+    const data = this.prepare(def, { org: String(input.name) }, input, undefined);
+    const name = data.name as string;
+    await createOrg(this.store, { name, description: data.description as string, tags: data.tags as Record<string, unknown>, superusers: [principal.link] });
+    const item = await this.store.get(keyOf(def, { org: name }, name));
+    return present(def, item!);
+  }
+
+  /** Mints a key for a service account: shown once, only its hash is stored. */
+  async addKey(principal: Principal, def: KindDef, place: Place, name: string, body: unknown): Promise<Record<string, unknown>> {
+    const input = body === undefined || body === '' ? {} : requireObject(body);
+    const description = input.description ?? '';
+    if (typeof description !== 'string' || description.length > 250) {
+      throw ApiError.badRequest('description must be a string of at most 250 characters', [{ path: 'description', message: 'must be a string of at most 250 characters' }]);
+    }
+    const current = await this.loadForWrite(principal, def, place, name);
+    await this.auth.check(principal, 'addKey', def, targetOf(current));
+    if (current.data.origin === 'builtin') throw ApiError.forbidden(`${def.kind} '${name}' is built in; keys cannot be added to it`);
+    const key = mintKey(place.org, name);
+    const created = new Date().toISOString();
+    await this.write({}, async (tx, hooks) => {
+      const locked = await this.lockCurrent(tx, def, place, name, undefined);
+      const keys = [...((locked.data.keys as unknown[] | undefined) ?? []), { name: key.keyName, description, created }];
+      const updated = await this.update(tx, hooks, def, locked, { ...locked.data, keys });
+      await tx.putKey({ keyName: key.keyName, org: place.org, serviceAccount: name, secretHash: key.secretHash, created });
+      return updated;
+    }, place);
+    return { name: key.keyName, description, created, key: key.token };
+  }
+
+  /** Runs a write in one transaction; a dry run does everything, then rolls back. */
+  private async write(options: WriteOptions, fn: (tx: Tx, hooks: HookContext) => Promise<StoredItem>, place: Place): Promise<StoredItem> {
+    try {
+      const item = await this.store.transaction(async (tx) => {
+        const result = await fn(tx, hookContext(tx, place));
+        if (options.dryRun) throw new DryRun(result);
+        return result;
+      });
+      if (AUTHORIZATION_KINDS.has(item.kind)) this.auth.invalidate(item.org);
+      return item;
+    } catch (err) {
+      if (err instanceof DryRun) return err.item;
+      throw err;
+    }
+  }
+
+  private async update(tx: Tx, hooks: HookContext, def: KindDef, current: StoredItem, next: Record<string, unknown>): Promise<StoredItem> {
+    assertImmutables(resourceSchema(def), current.data, next, '');
+    await def.check?.(next, hooks, present(def, current, { reveal: true }));
+    const data = stored(next);
+    if (sameJson(data, current.data)) return current;
+    const updated: StoredItem = { ...current, version: current.version + 1, lastModified: new Date().toISOString(), data };
+    await tx.update(updated, current.version);
+    await def.afterWrite?.(current.name, data, hooks);
+    return updated;
+  }
+
+  private async loadForWrite(principal: Principal, def: KindDef, place: Place, name: string): Promise<StoredItem> {
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const current = await this.store.get(keyOf(def, place, name));
+    if (!current) throw notFound(def, place, name);
+    return current;
+  }
+
+  private async lockCurrent(tx: Tx, def: KindDef, place: Place, name: string, expected: number | undefined): Promise<StoredItem> {
+    const locked = await tx.get(keyOf(def, place, name), 'update');
+    if (!locked) throw notFound(def, place, name);
+    if (expected !== undefined && expected !== locked.version) {
+      throw ApiError.conflict(`${def.kind} '${name}' is at version ${locked.version}, not ${expected}; read it again and retry`);
+    }
+    return locked;
+  }
+
+  /** Body of a create or replace: read-only fields dropped, defaults filled, links resolved, validated. */
+  private prepare(def: KindDef, place: Place, body: unknown, previous: StoredItem | undefined): Record<string, unknown> {
+    const input = requireObject(body);
+    const item = stripReadOnly(input, resourceSchema(def)) as Record<string, unknown>;
+    if (previous) {
+      // Server-owned state (status, origin, keys...) survives a replace.
+      for (const [field, schema] of Object.entries(resourceSchema(def).properties ?? {})) {
+        if (schema.readOnly && previous.data[field] !== undefined) item[field] = previous.data[field];
+      }
+    }
+    if (typeof item.name === 'string') item.description ??= item.name;
+    item.tags ??= {};
+    def.defaults?.(item, place);
+    this.normalize(def, place, item);
+    validateResource(def, item);
+    return item;
+  }
+
+  private normalize(def: KindDef, place: Place, item: Record<string, unknown>): void {
+    resolveLinksIn(item, resourceSchema(def), (link) => resolveLink(link, place, isGvcScoped));
+  }
+
+  private async requireGvc(def: KindDef, place: Place): Promise<void> {
+    if (def.scope !== 'gvc' || place.gvc === undefined) return;
+    if (!(await this.store.get({ org: place.org, kind: 'gvc', gvc: '', name: place.gvc }))) {
+      throw ApiError.notFound(`gvc '${place.gvc}' not found`);
+    }
+  }
+
+  /** Holds the GVC against a concurrent delete until the child is written. */
+  private async lockGvc(tx: Tx, def: KindDef, place: Place): Promise<void> {
+    if (def.scope !== 'gvc') return;
+    if (!(await tx.get({ org: place.org, kind: 'gvc', gvc: '', name: place.gvc! }, 'share'))) {
+      throw ApiError.notFound(`gvc '${place.gvc}' not found`);
+    }
+  }
+}
+
+/** Kinds whose writes can change authorization decisions. */
+const AUTHORIZATION_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
+
+function hookContext(tx: Tx, place: Place): HookContext {
+  return {
+    place,
+    async lookup(kind, name, gvc) {
+      const def = findKind(kind);
+      if (!def) return undefined;
+      const item = await tx.get({ org: place.org, kind, gvc: def.scope === 'gvc' ? (gvc ?? place.gvc ?? '') : '', name });
+      return item && present(def, item, { reveal: true });
+    },
+    countInGvc: (kind, gvc) => tx.countInGvc(place.org, kind, gvc),
+    revokeKeysExcept: (serviceAccount, keep) => tx.deleteKeys(place.org, serviceAccount, keep),
+  };
+}
+
+export function keyOf(def: KindDef, place: Place, name: string): ItemKey {
+  if (def.kind === 'org') return { org: name, kind: 'org', gvc: '', name };
+  return { org: place.org, kind: def.kind, gvc: def.scope === 'gvc' ? (place.gvc ?? '') : '', name };
+}
+
+/** The item as authorization sees it: its place and every queryable field, columns included. */
+function targetOf(item: StoredItem) {
+  const data = { ...item.data, id: item.id, name: item.name, version: item.version, created: item.created, lastModified: item.lastModified };
+  return { org: item.org, gvc: item.gvc || undefined, name: item.name, data };
+}
+
+function notFound(def: KindDef, place: Place, name: string): ApiError {
+  const where = def.scope === 'gvc' ? ` in gvc '${place.gvc}'` : '';
+  return ApiError.notFound(`${def.kind} '${name}' not found${where}`);
+}
+
+function assertAllowed(def: KindDef, operation: 'create' | 'update' | 'delete'): void {
+  const rule = def.operations?.[operation];
+  if (rule === false) throw new ApiError('method_not_allowed', `${def.kind} items cannot be ${operation === 'update' ? 'updated' : operation + 'd'} through the API`);
+  if (typeof rule === 'string') throw ApiError.forbidden(rule);
+}
+
+function requireObject(body: unknown): Record<string, unknown> {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('the request body must be a JSON object');
+  return body as Record<string, unknown>;
+}
+
+/** A `version` in a body is an optimistic-lock precondition. */
+function preconditionOf(body: Record<string, unknown>): number | undefined {
+  const v = body.version;
+  if (v === undefined || v === null) return undefined;
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) {
+    throw ApiError.badRequest('version must be a positive integer', [{ path: 'version', message: 'must be a positive integer' }]);
+  }
+  return n;
+}
+
+function withoutPrecondition(patch: Record<string, unknown>): Record<string, unknown> {
+  const { version: _version, ...rest } = patch;
+  return rest;
+}
+
+function assertSameName(def: KindDef, name: string, bodyName: unknown): void {
+  if (bodyName !== undefined && bodyName !== null && bodyName !== name) {
+    throw ApiError.badRequest(`names are immutable: the body names '${String(bodyName)}' but the ${def.kind} is '${name}'`, [
+      { path: 'name', message: 'cannot be changed' },
+    ]);
+  }
+}
+
+/** A copy without the fields the schema marks read-only, at any depth, and without nulls ("absent"). */
+export function stripReadOnly(value: unknown, schema: JsonSchema | undefined): unknown {
+  if (Array.isArray(value)) return value.map((v) => stripReadOnly(v, schema?.items));
+  if (!value || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(value)) {
+    const sub = schema?.properties?.[key] ?? (typeof schema?.additionalProperties === 'object' ? schema.additionalProperties : undefined);
+    if (v === null || sub?.readOnly) continue;
+    out[key] = stripReadOnly(v, sub);
+  }
+  return out;
+}
+
+function assertImmutables(schema: JsonSchema, before: unknown, after: unknown, path: string): void {
+  if (!schema.properties || !before || typeof before !== 'object' || !after || typeof after !== 'object') return;
+  for (const [key, sub] of Object.entries(schema.properties)) {
+    const b = (before as Record<string, unknown>)[key];
+    const a = (after as Record<string, unknown>)[key];
+    const here = path ? `${path}.${key}` : key;
+    if (sub['x-immutable'] && b !== undefined && !sameJson(a, b)) {
+      throw ApiError.badRequest(`${here} cannot be changed once set`, [{ path: here, message: 'cannot be changed once set' }]);
+    }
+    assertImmutables(sub, b, a, here);
+  }
+}
+
+/** The body as stored: the API's own fields live in columns, not in `data`. */
+function stored(item: Record<string, unknown>): Record<string, unknown> {
+  const { id: _i, kind: _k, version: _v, created: _c, lastModified: _l, links: _links, ...rest } = item;
+  return rest;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+
+function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+    );
+  }
+  return v;
+}
+

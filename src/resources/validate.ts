@@ -1,0 +1,56 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { ApiError, type FieldError } from '../errors.js';
+import { resourceSchema } from '../kinds/derive.js';
+import type { KindDef } from '../kinds/types.js';
+
+// One ajv instance for every kind. coerceTypes turns the strings the CLI sends ("20", "false")
+// into the schema's numbers and booleans, in place.
+const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false, useDefaults: false });
+addFormats.default(ajv);
+ajv.addFormat('keel-link', /^\/(\/|org\/)[^\s]*$/);
+ajv.addKeyword({ keyword: 'x-key' });
+ajv.addKeyword({ keyword: 'x-immutable' });
+
+const compiled = new Map<string, ValidateFunction>();
+
+function validatorFor(def: KindDef): ValidateFunction {
+  let validate = compiled.get(def.kind);
+  if (!validate) {
+    validate = ajv.compile(resourceSchema(def));
+    compiled.set(def.kind, validate);
+  }
+  return validate;
+}
+
+/** Validates (and coerces, in place) a resource body against its kind's full schema. */
+export function validateResource(def: KindDef, item: Record<string, unknown>): void {
+  const validate = validatorFor(def);
+  if (!validate(item)) {
+    const errors = (validate.errors ?? []).map(fieldError);
+    throw ApiError.badRequest(`invalid ${def.kind}: ${errors.map((e) => `${e.path || '(body)'} ${e.message}`).join('; ')}`, errors);
+  }
+}
+
+function fieldError(e: ErrorObject): FieldError {
+  let path = e.instancePath
+    .split('/')
+    .slice(1)
+    .map((seg) => seg.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .map((seg) => (/^\d+$/.test(seg) ? `[${seg}]` : `.${seg}`))
+    .join('')
+    .replace(/^\./, '');
+  let message = e.message ?? 'is invalid';
+  if (e.keyword === 'additionalProperties') {
+    const extra = (e.params as { additionalProperty: string }).additionalProperty;
+    path = path ? `${path}.${extra}` : extra;
+    message = 'is not a known field';
+  } else if (e.keyword === 'required') {
+    const missing = (e.params as { missingProperty: string }).missingProperty;
+    path = path ? `${path}.${missing}` : missing;
+    message = 'is required';
+  } else if (e.keyword === 'enum') {
+    message = `must be one of: ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+  }
+  return { path, message };
+}

@@ -1,0 +1,68 @@
+import Fastify from 'fastify';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from './config.js';
+import { ApiError } from './errors.js';
+import { createOrg } from './resources/orgs.js';
+import { buildApp } from './server/app.js';
+import { installErrorHandling } from './server/errors.js';
+import { mountMeta } from './server/meta.js';
+import { openStore } from './store/open.js';
+import type { Store } from './store/types.js';
+
+/**
+ * First start on an empty store: the org $KEEL_ORG with its built-ins and a superuser key,
+ * written to $KEEL_DATA_DIR/admin.token. Returns the key when this process created it.
+ */
+export async function bootstrap(config: Config, store: Store): Promise<string | undefined> {
+  if (!(await store.isEmpty())) return undefined;
+  try {
+    const { token } = await createOrg(store, { name: config.org, superusers: [], adminServiceAccount: 'admin' });
+    mkdirSync(config.dataDir, { recursive: true });
+    const file = join(config.dataDir, 'admin.token');
+    writeFileSync(file, `${token}\n`, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    return token;
+  } catch (err) {
+    // Another Keel process on the same database bootstrapped first.
+    if (err instanceof ApiError && err.code === 'already_exists') return undefined;
+    throw err;
+  }
+}
+
+export async function serve(config: Config): Promise<void> {
+  const store = await openStore(config);
+  const token = await bootstrap(config, store);
+  const { core } = await buildApp(config, store);
+  const audit = Fastify({ logger: false });
+  installErrorHandling(audit);
+  mountMeta(audit, config);
+
+  await core.listen({ host: config.host, port: config.port });
+  await audit.listen({ host: config.host, port: config.auditPort });
+  const endpoint = `http://${config.host}:${config.port}`;
+  if (token) {
+    process.stdout.write(
+      [
+        '',
+        `Keel created org '${config.org}' and a superuser key (shown once; also in ${join(config.dataDir, 'admin.token')}):`,
+        '',
+        `  ${token}`,
+        '',
+        'Point the cpln CLI at this server with:',
+        '',
+        `  cpln profile update keel --endpoint ${endpoint} --token ${token} --org ${config.org} --default`,
+        '',
+      ].join('\n') + '\n',
+    );
+  }
+  core.log.info({ endpoint, audit: `http://${config.host}:${config.auditPort}`, store: store.dialect }, 'keel is serving');
+
+  const shutdown = async () => {
+    await Promise.allSettled([core.close(), audit.close()]);
+    await store.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
+}

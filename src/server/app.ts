@@ -1,0 +1,64 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import { PolicyAuthorizer } from '../auth/policies.js';
+import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import { Resources } from '../resources/service.js';
+import type { Store } from '../store/types.js';
+import { authenticate } from './authenticate.js';
+import { installErrorHandling } from './errors.js';
+import { mountMeta } from './meta.js';
+import { mountRoutes } from './routes.js';
+
+export interface App {
+  core: FastifyInstance;
+  resources: Resources;
+}
+
+/** The Core API: JSON in and out, authentication in one hook, every kind's routes from the registry. */
+export async function buildApp(config: Config, store: Store, options: { logger?: boolean } = {}): Promise<App> {
+  const core = Fastify({
+    bodyLimit: config.bodyLimit,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'] },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+  });
+  installErrorHandling(core);
+  installBodyParsing(core);
+
+  const auth = new PolicyAuthorizer(store);
+  const resources = new Resources(store, auth);
+
+  core.addHook('onRequest', async (request) => {
+    if (request.routeOptions.config?.public) return;
+    request.principal = await authenticate(store, request);
+  });
+  core.addHook('onSend', async (_request, reply, payload) => {
+    if (!reply.hasHeader('content-type')) reply.type('application/json');
+    return payload;
+  });
+
+  mountMeta(core, config);
+  mountRoutes(core, resources);
+  await core.ready();
+  return { core, resources };
+}
+
+/**
+ * JSON bodies are parsed safely (prototype-poisoning keys rejected); an empty body is "no body".
+ * The CLI sends an empty form-encoded body for a query without terms, so that is accepted too.
+ */
+function installBodyParsing(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser(['application/json', 'text/plain']);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined);
+    if (String(body).includes('\\u0000')) return done(ApiError.badRequest('strings must not contain NUL characters'));
+    parseJson(request, String(body), done);
+  });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+    if ((body as string).trim() === '') return done(null, undefined);
+    done(new ApiError('unsupported_media_type', 'the request body must be JSON (Content-Type: application/json)'));
+  });
+}

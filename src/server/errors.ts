@@ -1,0 +1,48 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, type ErrorCode } from '../errors.js';
+
+const CODE_BY_STATUS: Record<number, ErrorCode> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+  503: 'service_unavailable',
+};
+
+export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
+  return reply
+    .code(err.status)
+    .type('application/json')
+    .send({ status: err.status, message: err.message, code: err.code, details: err.details, id: request.id });
+}
+
+/** Every failure leaves as the API's error object; anything unexpected is a logged 500 without internals. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
+    if (error instanceof ApiError) return sendError(reply, request, error);
+    const status = (error as FastifyError).statusCode;
+    if (status && status >= 400 && status < 500) {
+      const code = CODE_BY_STATUS[status] ?? 'bad_request';
+      return sendError(reply, request, new ApiError(code, clientMessage(error as FastifyError)));
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return sendError(reply, request, new ApiError('internal', 'internal error; quote the id when reporting it'));
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, request, ApiError.notFound(`no such path: ${request.method} ${request.url.split('?')[0]}`)));
+}
+
+function clientMessage(error: FastifyError): string {
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'the request body is larger than the server accepts';
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return 'the request body must be JSON (Content-Type: application/json)';
+    default:
+      return error.message;
+  }
+}

@@ -1,0 +1,215 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { ApiError } from '../errors.js';
+import { KINDS, findKind } from '../kinds/index.js';
+import { impliedPermissions } from '../kinds/derive.js';
+import type { KindDef, Place, Resource } from '../kinds/types.js';
+import { parseQuery, type Query } from '../query/index.js';
+import type { Page, Resources } from '../resources/service.js';
+import { sendError } from './errors.js';
+
+const ALL_METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1000;
+
+type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+type Params = Record<string, string>;
+type QueryString = Record<string, string | undefined>;
+
+/** Mounts `handlers` on `url` and answers 405 with the error object for every other method. */
+function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
+  for (const [method, handler] of Object.entries(handlers)) app.route({ method: method as HTTPMethods, url, handler: handler! });
+  const others = ALL_METHODS.filter((m) => !(m in handlers));
+  if (others.length === 0) return;
+  const allowed = Object.keys(handlers).join(', ');
+  app.route({
+    method: others,
+    url,
+    handler: async (request, reply) =>
+      sendError(reply.header('allow', allowed), request, new ApiError('method_not_allowed', `${request.method} is not allowed on ${url}; allowed: ${allowed}`)),
+  });
+}
+
+/** Every kind's routes, derived from the registry: one generic handler per operation. */
+export function mountRoutes(app: FastifyInstance, resources: Resources): void {
+  for (const def of KINDS) {
+    if (def.kind === 'org') continue;
+    const collection = def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}` : `/org/:org/${def.kind}`;
+    const nameParam = def.kind === 'gvc' ? 'gvc' : 'name';
+    const item = `${collection}/:${nameParam}`;
+    const nameOf = (request: FastifyRequest) => (request.params as Params)[nameParam];
+
+    mount(app, collection, {
+      GET: (request) => list(resources, def, placeOf(def, request), request),
+      POST: async (request, reply) => {
+        const created = await resources.create(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
+        return reply.code(201).header('location', selfOf(created)).send(created);
+      },
+      PUT: async (request, reply) => {
+        const result = await resources.apply(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
+        if (result.created) reply.code(201).header('location', selfOf(result.resource));
+        return result.resource;
+      },
+    });
+    mount(app, item, {
+      GET: (request) => resources.get(request.principal, def, placeOf(def, request), nameOf(request)),
+      PATCH: (request) => resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request)),
+      PUT: async (request, reply) => {
+        const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
+        if (result.created) reply.code(201).header('location', selfOf(result.resource));
+        return result.resource;
+      },
+      DELETE: async (request, reply) => {
+        await resources.delete(request.principal, def, placeOf(def, request), nameOf(request));
+        return reply.code(202).send();
+      },
+    });
+    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request) => list(resources, def, placeOf(def, request), request) });
+    mountKindWide(app, resources, def);
+  }
+  mountOrgs(app, resources);
+  mountActions(app, resources);
+}
+
+/** Routes that address a kind as a whole: query (org-wide, also for gvc-scoped kinds) and its permission schema. */
+function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef): void {
+  const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
+  mount(app, `${base}/-query`, {
+    POST: async (request) => {
+      const place = { org: orgOf(request) };
+      const query = parseQuery(emptyToUndefined(request.body), def.kind);
+      return queryPage(resources, def, place, request, query, echoOf(request.body, def, place));
+    },
+    GET: async (request) => {
+      const place = { org: orgOf(request) };
+      const token = decodeNext((request.query as QueryString).next);
+      const query = parseQuery(token.query, def.kind);
+      return queryPage(resources, def, place, request, query, token.echo, token.after, token.limit);
+    },
+  });
+  mount(app, `${base}/-schema/permissions`, {
+    GET: async (request) => {
+      const self = def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`;
+      return { kind: 'permissions', targetKind: def.kind, items: def.permissions, implied: impliedPermissions(def), links: [{ rel: 'self', href: self }] };
+    },
+  });
+}
+
+function mountOrgs(app: FastifyInstance, resources: Resources): void {
+  const org = findKind('org')!;
+  mount(app, '/org', {
+    GET: async (request) => ({ kind: 'list', itemKind: 'org', items: await resources.listOrgs(request.principal), links: [{ rel: 'self', href: '/org' }] }),
+    POST: async (request, reply) => {
+      const created = await resources.createOrg(request.principal, request.body);
+      return reply.code(201).header('location', selfOf(created)).send(created);
+    },
+  });
+  mount(app, '/org/:org', {
+    GET: (request) => resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request)),
+    PATCH: (request) => resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request)),
+  });
+  mountKindWide(app, resources, org);
+}
+
+/** Kind-specific sub-resources. */
+function mountActions(app: FastifyInstance, resources: Resources): void {
+  const serviceaccount = findKind('serviceaccount')!;
+  const secret = findKind('secret')!;
+  mount(app, '/org/:org/serviceaccount/:name/-addKey', {
+    POST: (request) => resources.addKey(request.principal, serviceaccount, { org: orgOf(request) }, (request.params as Params).name, request.body),
+  });
+  mount(app, '/org/:org/secret/:name/-reveal', {
+    GET: (request) => resources.get(request.principal, secret, { org: orgOf(request) }, (request.params as Params).name, { reveal: true }),
+  });
+}
+
+function orgOf(request: FastifyRequest): string {
+  return (request.params as Params).org;
+}
+
+function placeOf(def: KindDef, request: FastifyRequest): Place {
+  const params = request.params as Params;
+  return { org: params.org, gvc: def.scope === 'gvc' ? params.gvc : undefined };
+}
+
+function selfOf(resource: Resource): string {
+  return resource.links.find((l) => l.rel === 'self')!.href;
+}
+
+function writeOptions(request: FastifyRequest): { dryRun: boolean } {
+  const dryRun = (request.query as QueryString).dryRun;
+  return { dryRun: dryRun === 'true' || dryRun === '1' };
+}
+
+function pageSize(request: FastifyRequest): number {
+  const raw = (request.query as QueryString).limit;
+  if (raw === undefined) return DEFAULT_PAGE;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_PAGE) throw ApiError.badRequest(`limit must be a whole number from 1 to ${MAX_PAGE}`, [{ path: 'limit', message: `must be 1..${MAX_PAGE}` }]);
+  return n;
+}
+
+async function list(resources: Resources, def: KindDef, place: Place, request: FastifyRequest) {
+  const limit = pageSize(request);
+  const after = (request.query as QueryString).cursor;
+  const page = await resources.query(request.principal, def, place, parseQuery(undefined, def.kind), { limit, after });
+  const path = request.url.split('?')[0];
+  const links = [{ rel: 'self', href: path }];
+  if (page.next) links.push({ rel: 'next', href: `${path}?limit=${limit}&cursor=${page.next}` });
+  return { kind: 'list', itemKind: def.kind, items: page.items, links };
+}
+
+interface NextToken {
+  query: unknown;
+  echo: Record<string, unknown>;
+  after: string;
+  limit: number;
+}
+
+async function queryPage(
+  resources: Resources,
+  def: KindDef,
+  place: Place,
+  request: FastifyRequest,
+  query: Query,
+  echo: Record<string, unknown>,
+  after?: string,
+  limit = pageSize(request),
+) {
+  const page: Page = await resources.query(request.principal, def, { org: place.org }, query, { limit, after });
+  const base = def.kind === 'org' ? '/org/-query' : `/org/${place.org}/${def.kind}/-query`;
+  const links = [{ rel: 'self', href: base }];
+  if (page.next) {
+    const token: NextToken = { query: request.method === 'POST' ? emptyToUndefined(request.body) : decodeNext((request.query as QueryString).next).query, echo, after: page.next, limit };
+    links.push({ rel: 'next', href: `${base}?next=${Buffer.from(JSON.stringify(token)).toString('base64url')}` });
+  }
+  const linksOnly = query.fetch === 'links';
+  return {
+    kind: 'queryresult',
+    itemKind: linksOnly ? 'link' : def.kind,
+    items: linksOnly ? page.items.map(selfOf) : page.items,
+    links,
+    query: echo,
+  };
+}
+
+function decodeNext(raw: string | undefined): NextToken {
+  try {
+    const token = JSON.parse(Buffer.from(raw ?? '', 'base64url').toString('utf8')) as NextToken;
+    if (typeof token.after === 'string' && token.echo && typeof token.echo === 'object' && Number.isInteger(token.limit) && token.limit >= 1 && token.limit <= MAX_PAGE) return token;
+  } catch {
+    // fall through to the error below
+  }
+  throw ApiError.badRequest('the next token is missing or invalid; POST the query again', [{ path: 'next', message: 'is invalid' }]);
+}
+
+/** The executed query as sent, with its kind and the server's scope as context. */
+function echoOf(body: unknown, def: KindDef, place: Place): Record<string, unknown> {
+  const sent = (emptyToUndefined(body) ?? {}) as Record<string, unknown>;
+  const spec = (sent.spec ?? {}) as Record<string, unknown>;
+  return { kind: def.kind, ...(sent.fetch ? { fetch: sent.fetch } : {}), context: { org: place.org }, spec: { match: 'all', terms: [], ...spec } };
+}
+
+function emptyToUndefined(body: unknown): unknown {
+  return body === '' || body === null ? undefined : body;
+}
+

@@ -1,0 +1,11 @@
+import { ApiError } from '../errors.js';
+import type { ItemKey } from './types.js';
+
+export function alreadyExists(key: ItemKey): ApiError {
+  const where = key.gvc ? ` in gvc '${key.gvc}'` : '';
+  return new ApiError('already_exists', `${key.kind} '${key.name}' already exists${where}`);
+}
+
+export function staleVersion(key: ItemKey): ApiError {
+  return ApiError.conflict(`${key.kind} '${key.name}' was changed by another request; the version sent is stale`);
+}

@@ -1,0 +1,175 @@
+import pg from 'pg';
+import { alreadyExists, staleVersion } from '../conflicts.js';
+import { migrations } from '../migrations.js';
+import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { SqlParams } from '../sql.js';
+import type { ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
+
+// Every write runs in a READ COMMITTED transaction: creates rely on the primary key, updates
+// on `version = expected` in the WHERE clause, and reads that guard an invariant (a GVC that
+// must exist, a GVC being deleted) lock the row. So several Keel processes can share one database.
+const MIGRATION_LOCK = 0x6b65656c; // 'keel'
+const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
+
+export class PostgresStore implements Store {
+  readonly dialect = 'postgres' as const;
+  private readonly pool: pg.Pool;
+
+  private constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  static async open(url: string, poolSize = 10): Promise<PostgresStore> {
+    const pool = new pg.Pool({ connectionString: url, max: poolSize });
+    pool.on('error', () => {}); // an idle client's error is reported on its next use
+    const store = new PostgresStore(pool);
+    await store.migrate();
+    return store;
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await client.query('CREATE TABLE IF NOT EXISTS keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)');
+      const done = new Set((await client.query('SELECT version FROM keel_migrations')).rows.map((r) => Number(r.version)));
+      for (const step of migrations) {
+        if (done.has(step.version)) continue;
+        await client.query(step.sql.postgres);
+        await client.query('INSERT INTO keel_migrations VALUES ($1, $2, $3)', [step.version, step.name, new Date().toISOString()]);
+      }
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async get(key: ItemKey): Promise<StoredItem | undefined> {
+    return getOn(this.pool, key);
+  }
+
+  async list(request: ListRequest): Promise<StoredItem[]> {
+    const params = new SqlParams('postgres');
+    const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
+    if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
+    const { where, orderBy } = request.build(params);
+    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    const result = await this.pool.query<ResourceRow>(sql, params.values);
+    return result.rows.map(fromRow);
+  }
+
+  async findKey(keyName: string): Promise<KeyRecord | undefined> {
+    const { rows } = await this.pool.query('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]);
+    const row = rows[0];
+    return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
+  }
+
+  async orgsNaming(link: string): Promise<string[]> {
+    const { rows } = await this.pool.query("SELECT DISTINCT org FROM resources WHERE kind IN ('group', 'policy') AND strpos(data::text, $1) > 0", [JSON.stringify(link)]);
+    return rows.map((r) => r.org as string);
+  }
+
+  async isEmpty(): Promise<boolean> {
+    const { rows } = await this.pool.query("SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1");
+    return rows.length === 0;
+  }
+
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await fn(transactionOn(client));
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        if (attempt < 5 && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
+        throw err;
+      } finally {
+        client.release();
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+async function getOn(db: Queryable, key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
+  const suffix = lock === 'update' ? ' FOR UPDATE' : lock === 'share' ? ' FOR SHARE' : '';
+  const { rows } = await db.query<ResourceRow>(
+    `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4${suffix}`,
+    [key.org, key.kind, key.gvc, key.name],
+  );
+  return rows[0] && fromRow(rows[0]);
+}
+
+async function writeTags(client: pg.PoolClient, item: StoredItem): Promise<void> {
+  await client.query('DELETE FROM resource_tags WHERE id = $1', [item.id]);
+  const tags = tagRows(item);
+  if (tags.length === 0) return;
+  await client.query(
+    `INSERT INTO resource_tags (id, org, kind, gvc, name, key, value)
+     SELECT $1, $2, $3, $4, $5, k, v FROM unnest($6::text[], $7::text[]) AS t(k, v)`,
+    [item.id, item.org, item.kind, item.gvc, item.name, tags.map((t) => t[0]), tags.map((t) => t[1])],
+  );
+}
+
+function transactionOn(client: pg.PoolClient): Tx {
+  return {
+    get: (key, lock) => getOn(client, key, lock),
+    async insert(item) {
+      await client.query('SAVEPOINT keel_insert');
+      try {
+        await client.query(
+          'INSERT INTO resources (org, kind, gvc, name, id, version, created, last_modified, data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+          [item.org, item.kind, item.gvc, item.name, item.id, item.version, item.created, item.lastModified, item.data],
+        );
+        await client.query('RELEASE SAVEPOINT keel_insert');
+      } catch (err) {
+        await client.query('ROLLBACK TO SAVEPOINT keel_insert');
+        if ((err as { code?: string }).code === '23505') throw alreadyExists(item);
+        throw err;
+      }
+      await writeTags(client, item);
+    },
+    async update(item, expectedVersion) {
+      const result = await client.query(
+        'UPDATE resources SET version = $1, last_modified = $2, data = $3 WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8',
+        [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion],
+      );
+      if (result.rowCount === 0) throw staleVersion(item);
+      await writeTags(client, item);
+    },
+    async writeStatus(key, data) {
+      await client.query('UPDATE resources SET data = $1 WHERE org = $2 AND kind = $3 AND gvc = $4 AND name = $5', [data, key.org, key.kind, key.gvc, key.name]);
+    },
+    async delete(key) {
+      const { rows } = await client.query('DELETE FROM resources WHERE org = $1 AND kind = $2 AND gvc = $3 AND name = $4 RETURNING id', [
+        key.org,
+        key.kind,
+        key.gvc,
+        key.name,
+      ]);
+      if (rows[0]) await client.query('DELETE FROM resource_tags WHERE id = $1', [rows[0].id]);
+    },
+    async countInGvc(org, kind, gvc) {
+      const { rows } = await client.query('SELECT COUNT(*)::int AS n FROM resources WHERE org = $1 AND kind = $2 AND gvc = $3', [org, kind, gvc]);
+      return rows[0].n;
+    },
+    async putKey(k) {
+      await client.query('INSERT INTO service_account_keys VALUES ($1, $2, $3, $4, $5)', [k.keyName, k.org, k.serviceAccount, k.secretHash, k.created]);
+    },
+    async deleteKeys(org, serviceAccount, keep) {
+      await client.query('DELETE FROM service_account_keys WHERE org = $1 AND service_account = $2 AND NOT (key_name = ANY($3::text[]))', [org, serviceAccount, keep]);
+    },
+  };
+}

@@ -1,0 +1,52 @@
+import type { StoredItem } from './types.js';
+
+/** The resource_tags rows of an item: one per tag, values as text (how query terms compare them). */
+export function tagRows(item: StoredItem): Array<[string, string]> {
+  const tags = item.data.tags;
+  if (!tags || typeof tags !== 'object') return [];
+  return Object.entries(tags as Record<string, unknown>)
+    .filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => [k, String(v)]);
+}
+
+export interface ResourceRow {
+  org: string;
+  kind: string;
+  gvc: string;
+  name: string;
+  id: string;
+  version: number | string;
+  created: string;
+  last_modified: string;
+  data: string | Record<string, unknown>;
+}
+
+export function fromRow(row: ResourceRow): StoredItem {
+  return {
+    org: row.org,
+    kind: row.kind,
+    gvc: row.gvc,
+    name: row.name,
+    id: row.id,
+    version: Number(row.version),
+    created: row.created,
+    lastModified: row.last_modified,
+    data: typeof row.data === 'string' ? JSON.parse(row.data) : row.data,
+  };
+}
+
+export const RESOURCE_COLUMNS = 'r.org, r.kind, r.gvc, r.name, r.id, r.version, r.created, r.last_modified, r.data';
+
+/** Serializes async work: the SQLite writer connection runs one transaction at a time. */
+export class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(fn);
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}

@@ -1,0 +1,177 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { alreadyExists, staleVersion } from '../conflicts.js';
+import { migrations } from '../migrations.js';
+import { fromRow, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { SqlParams } from '../sql.js';
+import type { ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
+
+// One writer connection (transactions serialized by a mutex, so an open transaction never
+// interleaves with another request's statements) and one reader connection: in WAL mode the
+// reader sees only committed data and never waits for the writer.
+export class SqliteStore implements Store {
+  readonly dialect = 'sqlite' as const;
+  private readonly writer: Database.Database;
+  private readonly reader: Database.Database;
+  private readonly mutex = new Mutex();
+  private readonly statements = new Map<string, Database.Statement>();
+
+  constructor(file: string) {
+    if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+    this.writer = new Database(file);
+    this.writer.pragma('journal_mode = WAL');
+    this.writer.pragma('synchronous = NORMAL');
+    this.writer.pragma('busy_timeout = 5000');
+    this.migrate();
+    this.reader = file === ':memory:' ? this.writer : new Database(file, { readonly: true });
+    this.reader.pragma('busy_timeout = 5000');
+  }
+
+  private migrate(): void {
+    this.writer.exec('CREATE TABLE IF NOT EXISTS keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)');
+    const done = new Set(this.writer.prepare('SELECT version FROM keel_migrations').all().map((r) => (r as { version: number }).version));
+    for (const step of migrations) {
+      if (done.has(step.version)) continue;
+      this.writer.transaction(() => {
+        this.writer.exec(step.sql.sqlite);
+        this.writer.prepare('INSERT INTO keel_migrations VALUES (?, ?, ?)').run(step.version, step.name, new Date().toISOString());
+      })();
+    }
+  }
+
+  private stmt(db: Database.Database, sql: string): Database.Statement {
+    const cacheKey = (db === this.writer ? 'w:' : 'r:') + sql;
+    let s = this.statements.get(cacheKey);
+    if (!s) {
+      s = db.prepare(sql);
+      this.statements.set(cacheKey, s);
+    }
+    return s;
+  }
+
+  private getOn(db: Database.Database, key: ItemKey): StoredItem | undefined {
+    const row = this.stmt(db, `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`).get(
+      key.org,
+      key.kind,
+      key.gvc,
+      key.name,
+    ) as ResourceRow | undefined;
+    return row && fromRow(row);
+  }
+
+  async get(key: ItemKey): Promise<StoredItem | undefined> {
+    return this.getOn(this.reader, key);
+  }
+
+  async list(request: ListRequest): Promise<StoredItem[]> {
+    const params = new SqlParams('sqlite');
+    const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
+    if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
+    const { where, orderBy } = request.build(params);
+    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    return (this.stmt(this.reader, sql).all(...params.values) as ResourceRow[]).map(fromRow);
+  }
+
+  async findKey(keyName: string): Promise<KeyRecord | undefined> {
+    const row = this.stmt(this.reader, 'SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = ?').get(keyName) as
+      | { key_name: string; org: string; service_account: string; secret_hash: string; created: string }
+      | undefined;
+    return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
+  }
+
+  async orgsNaming(link: string): Promise<string[]> {
+    const rows = this.stmt(this.reader, "SELECT DISTINCT org FROM resources WHERE kind IN ('group', 'policy') AND instr(data, ?) > 0").all(JSON.stringify(link)) as Array<{ org: string }>;
+    return rows.map((r) => r.org);
+  }
+
+  async isEmpty(): Promise<boolean> {
+    return !this.stmt(this.reader, "SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1").get();
+  }
+
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.mutex.run(async () => {
+      this.stmt(this.writer, 'BEGIN IMMEDIATE').run();
+      try {
+        const result = await fn(this.tx);
+        this.stmt(this.writer, 'COMMIT').run();
+        return result;
+      } catch (err) {
+        if (this.writer.inTransaction) this.stmt(this.writer, 'ROLLBACK').run();
+        throw err;
+      }
+    });
+  }
+
+  private readonly tx: Tx = {
+    get: async (key) => this.getOn(this.writer, key),
+    insert: async (item) => {
+      try {
+        this.stmt(this.writer, 'INSERT INTO resources (org, kind, gvc, name, id, version, created, last_modified, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)').run(
+          item.org,
+          item.kind,
+          item.gvc,
+          item.name,
+          item.id,
+          item.version,
+          item.created,
+          item.lastModified,
+          JSON.stringify(item.data),
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT')) throw alreadyExists(item);
+        throw err;
+      }
+      this.writeTags(item);
+    },
+    update: async (item, expectedVersion) => {
+      const result = this.stmt(
+        this.writer,
+        'UPDATE resources SET version = ?, last_modified = ?, data = ? WHERE org = ? AND kind = ? AND gvc = ? AND name = ? AND version = ?',
+      ).run(item.version, item.lastModified, JSON.stringify(item.data), item.org, item.kind, item.gvc, item.name, expectedVersion);
+      if (result.changes === 0) throw staleVersion(item);
+      this.writeTags(item);
+    },
+    writeStatus: async (key, data) => {
+      this.stmt(this.writer, 'UPDATE resources SET data = ? WHERE org = ? AND kind = ? AND gvc = ? AND name = ?').run(
+        JSON.stringify(data),
+        key.org,
+        key.kind,
+        key.gvc,
+        key.name,
+      );
+    },
+    delete: async (key) => {
+      const row = this.getOn(this.writer, key);
+      if (!row) return;
+      this.stmt(this.writer, 'DELETE FROM resource_tags WHERE id = ?').run(row.id);
+      this.stmt(this.writer, 'DELETE FROM resources WHERE id = ?').run(row.id);
+    },
+    countInGvc: async (org, kind, gvc) =>
+      (this.stmt(this.writer, 'SELECT COUNT(*) AS n FROM resources WHERE org = ? AND kind = ? AND gvc = ?').get(org, kind, gvc) as { n: number }).n,
+    putKey: async (k) => {
+      this.stmt(this.writer, 'INSERT INTO service_account_keys VALUES (?, ?, ?, ?, ?)').run(k.keyName, k.org, k.serviceAccount, k.secretHash, k.created);
+    },
+    deleteKeys: async (org, serviceAccount, keep) => {
+      const existing = this.stmt(this.writer, 'SELECT key_name FROM service_account_keys WHERE org = ? AND service_account = ?').all(org, serviceAccount) as Array<{
+        key_name: string;
+      }>;
+      for (const { key_name } of existing) {
+        if (!keep.includes(key_name)) this.stmt(this.writer, 'DELETE FROM service_account_keys WHERE key_name = ?').run(key_name);
+      }
+    },
+  };
+
+  private writeTags(item: StoredItem): void {
+    this.stmt(this.writer, 'DELETE FROM resource_tags WHERE id = ?').run(item.id);
+    const insert = this.stmt(this.writer, 'INSERT INTO resource_tags (id, org, kind, gvc, name, key, value) VALUES (?, ?, ?, ?, ?, ?, ?)');
+    for (const [k, v] of tagRows(item)) insert.run(item.id, item.org, item.kind, item.gvc, item.name, k, v);
+  }
+
+  async close(): Promise<void> {
+    await this.mutex.run(async () => {
+      if (this.reader !== this.writer) this.reader.close();
+      this.writer.close();
+    });
+  }
+}

@@ -1,0 +1,155 @@
+// A small set of workloads and queries with hand-checked answers, run in memory and on every backend.
+import type { Row } from './db.js';
+
+const item = (name: string, version: number, created: string, fields: Record<string, unknown>) => ({
+  id: `id-${name}`,
+  kind: 'workload',
+  name,
+  version,
+  created,
+  lastModified: created,
+  tags: {},
+  ...fields,
+});
+
+export const ROWS: Row[] = [
+  {
+    gvc: 'prod',
+    item: item('alpha', 1, '2025-01-01T00:00:00.000Z', {
+      description: 'Alpha Service',
+      tags: { team: 'core', tier: '10', on: true },
+      spec: { replicas: 3, enabled: true, image: 'nginx:1.25', identityLink: '/org/acme/gvc/prod/identity/web', nested: { deep: 'x' } },
+      links: [{ rel: 'self', href: '/org/acme/gvc/prod/workload/alpha' }],
+    }),
+  },
+  {
+    gvc: 'prod',
+    item: item('beta', 2, '2025-02-01T00:00:00.000Z', {
+      description: 'beta',
+      tags: { team: 'edge', tier: '9' },
+      spec: { replicas: 10, enabled: false, image: 'redis:7', ratio: 0.5 },
+    }),
+  },
+  {
+    gvc: 'dev',
+    item: item('gamma', 5, '2024-12-31T23:59:59.000Z', {
+      description: 'Gamma',
+      spec: { replicas: '3', enabled: 'true', identityLink: '/org/acme/gvc/dev/identity/api' },
+    }),
+  },
+  {
+    gvc: 'dev',
+    item: item('delta', 3, '2025-03-01T12:00:00.000Z', {
+      tags: { team: 'Core', tier: 'abc' },
+      spec: { replicas: null, list: [1, 2], nested: { deep: 5 } },
+    }),
+  },
+  {
+    gvc: 'prod',
+    item: item('epsilon', 1, '2025-01-15T00:00:00.000Z', {
+      description: 'has ALPHA inside',
+      identityLink: '/org/acme/gvc/prod/identity/web',
+      tags: { x: '3', flag: 'false' },
+      spec: {},
+    }),
+  },
+];
+
+const ALL = ['alpha', 'beta', 'delta', 'epsilon', 'gamma'];
+const t = (target: Record<string, string>, op: string, value?: unknown) => ({ op, ...target, ...(value === undefined ? {} : { value }) });
+const prop = (property: string, op: string, value?: unknown) => t({ property }, op, value);
+const tag = (key: string, op: string, value?: unknown) => t({ tag: key }, op, value);
+const rel = (name: string, op: string, value?: unknown) => t({ rel: name }, op, value);
+const terms = (...list: unknown[]) => ({ spec: { terms: list } });
+const sorted = (by: string, order: string) => ({ spec: { sort: { by, order } } });
+
+/** [title, query body, expected names in result order]. */
+export const CASES: Array<[string, unknown, string[]]> = [
+  ['empty body', undefined, ALL],
+  ['empty spec', { spec: {} }, ALL],
+  ['name =', terms(prop('name', '=', 'beta')), ['beta']],
+  ['op defaults to =', terms({ property: 'name', value: 'beta' }), ['beta']],
+  ['name !=', terms(prop('name', '!=', 'beta')), ['alpha', 'delta', 'epsilon', 'gamma']],
+  ['version >', terms(prop('version', '>', 2)), ['delta', 'gamma']],
+  ['version >= numeric string', terms(prop('version', '>=', '2')), ['beta', 'delta', 'gamma']],
+  ['version <', terms(prop('version', '<', 2)), ['alpha', 'epsilon']],
+  ['version <=', terms(prop('version', '<=', 2)), ['alpha', 'beta', 'epsilon']],
+  ['version = non-numeric never equal', terms(prop('version', '=', 'abc')), []],
+  ['version != non-numeric', terms(prop('version', '!=', 'abc')), ALL],
+  ['created > date-time, normalized', terms(prop('created', '>', '2025-01-01T00:00:00Z')), ['beta', 'delta', 'epsilon']],
+  ['created >= offset date-time', terms(prop('created', '>=', '2025-01-01T01:00:00+01:00')), ['alpha', 'beta', 'delta', 'epsilon']],
+  ['created < date only, bytewise', terms(prop('created', '<', '2025-01-01')), ['gamma']],
+  ['lastModified <=', terms(prop('lastModified', '<=', '2025-01-01T00:00:00.000Z')), ['alpha', 'gamma']],
+  ['id =', terms(prop('id', '=', 'id-delta')), ['delta']],
+  ['description ~ case-insensitive', terms(prop('description', '~', 'alpha')), ['alpha', 'epsilon']],
+  ['description exists', terms(prop('description', 'exists')), ['alpha', 'beta', 'epsilon', 'gamma']],
+  ['description !exists', terms(prop('description', '!exists')), ['delta']],
+  ['number = number and string "3"', terms(prop('spec.replicas', '=', 3)), ['alpha', 'gamma']],
+  ['number = numeric string', terms(prop('spec.replicas', '=', '3')), ['alpha', 'gamma']],
+  ['number >', terms(prop('spec.replicas', '>', 3)), ['beta']],
+  ['string > is bytewise', terms(prop('spec.replicas', '>', '10')), ['gamma']],
+  ['null is absent: exists', terms(prop('spec.replicas', 'exists')), ['alpha', 'beta', 'gamma']],
+  ['null is absent: !exists', terms(prop('spec.replicas', '!exists')), ['delta', 'epsilon']],
+  ['!= needs the property', terms(prop('spec.replicas', '!=', 3)), ['beta']],
+  ['boolean = true (and string "true")', terms(prop('spec.enabled', '=', true)), ['alpha', 'gamma']],
+  ['boolean = "false"', terms(prop('spec.enabled', '=', 'false')), ['beta']],
+  ['boolean >', terms(prop('spec.enabled', '>', false)), ['alpha']],
+  ['string >= string "false"', terms(prop('spec.enabled', '>=', 'false')), ['alpha', 'beta', 'gamma']],
+  ['number term never orders a string', terms(prop('description', '>', 1)), []],
+  ['boolean vs number never matches', terms(prop('spec.enabled', '=', 1)), []],
+  ['fraction <', terms(prop('spec.ratio', '<', 1)), ['beta']],
+  ['~ on a nested string', terms(prop('spec.image', '~', 'NGINX')), ['alpha']],
+  ['~ never matches a number', terms(prop('spec.replicas', '~', '1')), []],
+  ['deep path', terms(prop('spec.nested.deep', '=', 'x')), ['alpha']],
+  ['deep path number', terms(prop('spec.nested.deep', '>', 1)), ['delta']],
+  ['array exists', terms(prop('spec.list', 'exists')), ['delta']],
+  ['array never equals', terms(prop('spec.list', '=', 1)), []],
+  ['arrays are not indexed', terms(prop('spec.list.0', 'exists')), []],
+  ['links are not stored', terms(prop('links', 'exists')), []],
+  ['missing path, ordering op', terms(prop('spec.nope', '<', 'zzz')), []],
+  ['property * ~', terms(prop('*', '~', 'alpha')), ['alpha', 'epsilon']],
+  ['property * =', terms(prop('*', '=', 'Gamma')), ['gamma']],
+  ['property * !exists', terms(prop('*', '!exists')), []],
+  ['tag =', terms(tag('team', '=', 'core')), ['alpha']],
+  ['tag ~', terms(tag('team', '~', 'core')), ['alpha', 'delta']],
+  ['tag !=', terms(tag('team', '!=', 'core')), ['beta', 'delta']],
+  ['tag exists', terms(tag('team', 'exists')), ['alpha', 'beta', 'delta']],
+  ['tag !exists', terms(tag('team', '!exists')), ['epsilon', 'gamma']],
+  ['tag > numeric', terms(tag('tier', '>', 9)), ['alpha', 'delta']],
+  ['tag < numeric string', terms(tag('tier', '<', '9')), []],
+  ['tag >= string', terms(tag('tier', '>=', 'abc')), ['delta']],
+  ['tag <= numeric', terms(tag('tier', '<=', 10)), ['alpha', 'beta']],
+  ['tag = boolean stringified', terms(tag('on', '=', true)), ['alpha']],
+  ['tag = false', terms(tag('flag', '=', false)), ['epsilon']],
+  ['tag = number stringified', terms(tag('x', '=', 3)), ['epsilon']],
+  ['tag * =', terms(tag('*', '=', 'core')), ['alpha']],
+  ['tag * ~', terms(tag('*', '~', 'E')), ['alpha', 'beta', 'delta', 'epsilon']],
+  ['tag * exists', terms(tag('*', 'exists')), ['alpha', 'beta', 'delta', 'epsilon']],
+  ['tag * !exists', terms(tag('*', '!exists')), ['gamma']],
+  ['rel gvc =', terms(rel('gvc', '=', 'prod')), ['alpha', 'beta', 'epsilon']],
+  ['rel gvc !=', terms(rel('gvc', '!=', 'prod')), ['delta', 'gamma']],
+  ['rel gvc ~', terms(rel('gvc', '~', 'DE')), ['delta', 'gamma']],
+  ['rel gvc exists', terms(rel('gvc', 'exists')), ALL],
+  ['rel link by name', terms(rel('identity', '=', 'web')), ['alpha', 'epsilon']],
+  ['rel link by full link', terms(rel('identity', '=', '/org/acme/gvc/dev/identity/api')), ['gamma']],
+  ['rel link exists', terms(rel('identity', 'exists')), ['alpha', 'epsilon', 'gamma']],
+  ['rel link !exists', terms(rel('identity', '!exists')), ['beta', 'delta']],
+  ['unknown rel matches nothing', terms(rel('nothing', '=', 'x')), []],
+  ['match any', { spec: { match: 'any', terms: [prop('name', '=', 'alpha'), tag('team', '=', 'edge')] } }, ['alpha', 'beta']],
+  ['match all', { spec: { match: 'all', terms: [rel('gvc', '=', 'prod'), tag('team', 'exists')] } }, ['alpha', 'beta']],
+  ['match none', { spec: { match: 'none', terms: [tag('team', 'exists'), prop('description', '!exists')] } }, ['epsilon', 'gamma']],
+  ['match none, missing property', { spec: { match: 'none', terms: [prop('spec.replicas', '>', 3)] } }, ['alpha', 'delta', 'epsilon', 'gamma']],
+  ['match any, no terms', { spec: { match: 'any', terms: [] } }, ALL],
+  ['match none, no terms', { spec: { match: 'none' } }, ALL],
+  ['sort version asc', sorted('version', 'asc'), ['alpha', 'epsilon', 'beta', 'delta', 'gamma']],
+  ['sort version desc', sorted('version', 'desc'), ['gamma', 'delta', 'beta', 'epsilon', 'alpha']],
+  ['sort created asc', sorted('created', 'asc'), ['gamma', 'alpha', 'epsilon', 'beta', 'delta']],
+  ['sort name desc', sorted('name', 'desc'), ['gamma', 'epsilon', 'delta', 'beta', 'alpha']],
+  ['sort id desc', sorted('id', 'desc'), ['gamma', 'epsilon', 'delta', 'beta', 'alpha']],
+  ['sort mixed types asc', sorted('spec.replicas', 'asc'), ['delta', 'epsilon', 'alpha', 'beta', 'gamma']],
+  ['sort mixed types desc', sorted('spec.replicas', 'desc'), ['gamma', 'beta', 'alpha', 'epsilon', 'delta']],
+  ['sort booleans', sorted('spec.enabled', 'asc'), ['delta', 'epsilon', 'beta', 'alpha', 'gamma']],
+  ['sort strings bytewise', sorted('description', 'asc'), ['delta', 'alpha', 'gamma', 'beta', 'epsilon']],
+  ['sort by tag', sorted('tags.tier', 'asc'), ['epsilon', 'gamma', 'alpha', 'beta', 'delta']],
+  ['filter and sort', { spec: { terms: [rel('gvc', '=', 'prod')], sort: { by: 'created', order: 'desc' } } }, ['beta', 'epsilon', 'alpha']],
+];

@@ -1,0 +1,153 @@
+// One storage conformance suite, run unchanged against every backend.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { randomUUID } from 'node:crypto';
+import { ApiError } from '../../src/errors.js';
+import type { Store, StoredItem } from '../../src/store/types.js';
+import { forEachBackend, storeFor } from '../support/keel.js';
+
+function item(name: string, extra: Partial<StoredItem> = {}): StoredItem {
+  const now = new Date().toISOString();
+  return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, tags: {} }, ...extra };
+}
+
+const all = (org: string, kind: string, gvc?: string) => ({
+  org,
+  kind,
+  gvc,
+  limit: 1000,
+  build: () => ({ where: '1 = 1', orderBy: 'r.name, r.gvc' }),
+});
+
+forEachBackend('store conformance', (backend) => {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  before(async () => ({ store, cleanup } = await storeFor(backend)));
+  after(async () => {
+    await store.close();
+    await cleanup();
+  });
+
+  test('an inserted item reads back with every column and its body', async () => {
+    const it = item('a', { data: { name: 'a', tags: { team: 'core' }, spec: { n: 1, nested: { ok: true } } } });
+    await store.transaction((tx) => tx.insert(it));
+    assert.deepEqual(await store.get(it), it);
+    assert.equal(await store.get({ ...it, name: 'missing' }), undefined);
+  });
+
+  test('a second insert of the same key is already_exists and leaves the first intact', async () => {
+    const first = item('dup');
+    await store.transaction((tx) => tx.insert(first));
+    await assert.rejects(store.transaction((tx) => tx.insert(item('dup'))), (e: unknown) => e instanceof ApiError && e.code === 'already_exists');
+    assert.equal((await store.get(first))!.id, first.id);
+  });
+
+  test('the same name may exist in two GVCs and in two orgs', async () => {
+    await store.transaction(async (tx) => {
+      await tx.insert(item('w', { kind: 'workload', gvc: 'g1' }));
+      await tx.insert(item('w', { kind: 'workload', gvc: 'g2' }));
+      await tx.insert(item('w', { org: 'other', kind: 'workload', gvc: 'g1' }));
+    });
+    assert.equal((await store.list(all('o', 'workload'))).length, 2);
+    assert.equal((await store.list(all('o', 'workload', 'g1'))).length, 1);
+    assert.equal(await store.transaction((tx) => tx.countInGvc('o', 'workload', 'g2')), 1);
+  });
+
+  test('an update with the current version applies; a stale one is a conflict and changes nothing', async () => {
+    const it = item('v');
+    await store.transaction((tx) => tx.insert(it));
+    const next = { ...it, version: 2, data: { ...it.data, description: 'two' } };
+    await store.transaction((tx) => tx.update(next, 1));
+    await assert.rejects(
+      store.transaction((tx) => tx.update({ ...it, version: 2, data: { name: 'v', description: 'stale' } }, 1)),
+      (e: unknown) => e instanceof ApiError && e.code === 'conflict',
+    );
+    const stored = await store.get(it);
+    assert.equal(stored!.version, 2);
+    assert.equal(stored!.data.description, 'two');
+  });
+
+  test('a transaction that fails part-way leaves nothing behind', async () => {
+    await assert.rejects(
+      store.transaction(async (tx) => {
+        await tx.insert(item('half-1'));
+        await tx.insert(item('half-2'));
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.equal(await store.get(item('half-1')), undefined);
+    assert.equal(await store.get(item('half-2')), undefined);
+  });
+
+  test('reads outside a transaction never see its uncommitted writes', async () => {
+    let seenInside: StoredItem | undefined;
+    let seenOutside: StoredItem | undefined = item('placeholder');
+    await store.transaction(async (tx) => {
+      await tx.insert(item('pending'));
+      seenInside = await tx.get(item('pending'));
+      seenOutside = await store.get(item('pending'));
+    });
+    assert.ok(seenInside);
+    assert.equal(seenOutside, undefined);
+    assert.ok(await store.get(item('pending')));
+  });
+
+  test('tags are mirrored for queries and follow updates and deletes', async () => {
+    const it = item('tagged', { data: { name: 'tagged', tags: { a: '1', b: true } } });
+    await store.transaction((tx) => tx.insert(it));
+    const byTag = (key: string, value: string) =>
+      store.list({
+        ...all('o', 'secret', ''),
+        build: (p) => ({ where: `r.id IN (SELECT t.id FROM resource_tags t WHERE t.key = ${p.add(key)} AND t.value = ${p.add(value)})`, orderBy: 'r.name' }),
+      });
+    assert.deepEqual((await byTag('b', 'true')).map((r) => r.name), ['tagged']);
+    await store.transaction((tx) => tx.update({ ...it, version: 2, data: { name: 'tagged', tags: { a: '2' } } }, 1));
+    assert.equal((await byTag('b', 'true')).length, 0);
+    assert.equal((await byTag('a', '2')).length, 1);
+    await store.transaction((tx) => tx.delete(it));
+    assert.equal((await byTag('a', '2')).length, 0);
+    assert.equal(await store.get(it), undefined);
+  });
+
+  test('status writes change the body but not version or lastModified', async () => {
+    const it = item('status');
+    await store.transaction((tx) => tx.insert(it));
+    await store.transaction((tx) => tx.writeStatus(it, { ...it.data, status: { ready: true } }));
+    const stored = await store.get(it);
+    assert.deepEqual(stored!.data.status, { ready: true });
+    assert.equal(stored!.version, 1);
+    assert.equal(stored!.lastModified, it.lastModified);
+  });
+
+  test('lists honour scope, order and limit', async () => {
+    await store.transaction(async (tx) => {
+      for (const n of ['c', 'a', 'b']) await tx.insert(item(n, { org: 'listing', kind: 'group' }));
+    });
+    assert.deepEqual((await store.list(all('listing', 'group', ''))).map((r) => r.name), ['a', 'b', 'c']);
+    assert.deepEqual((await store.list({ ...all('listing', 'group', ''), limit: 2 })).map((r) => r.name), ['a', 'b']);
+  });
+
+  test('service account keys are stored as records and revoked by owner', async () => {
+    const now = new Date().toISOString();
+    await store.transaction(async (tx) => {
+      await tx.putKey({ keyName: 'k1', org: 'o', serviceAccount: 'sa', secretHash: 'h1', created: now });
+      await tx.putKey({ keyName: 'k2', org: 'o', serviceAccount: 'sa', secretHash: 'h2', created: now });
+    });
+    assert.equal((await store.findKey('k1'))!.secretHash, 'h1');
+    await store.transaction((tx) => tx.deleteKeys('o', 'sa', ['k2']));
+    assert.equal(await store.findKey('k1'), undefined);
+    assert.ok(await store.findKey('k2'));
+    await store.transaction((tx) => tx.deleteKeys('o', 'sa', []));
+    assert.equal(await store.findKey('k2'), undefined);
+  });
+
+  test('concurrent version-checked updates: exactly one of two racing writers wins', async () => {
+    const it = item('race');
+    await store.transaction((tx) => tx.insert(it));
+    const attempt = (label: string) => store.transaction((tx) => tx.update({ ...it, version: 2, data: { name: 'race', description: label } }, 1));
+    const results = await Promise.allSettled([attempt('x'), attempt('y')]);
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+    assert.equal((await store.get(it))!.version, 2);
+  });
+});
