@@ -7,8 +7,8 @@ export interface Target {
   org: string;
   gvc?: string;
   name?: string;
-  /** The item's body (stored, or the would-be item of a create) for targetQuery matching. */
-  data?: Record<string, unknown>;
+  /** The item's queryable fields (stored, or the would-be item of a create), for targetQuery matching; built only when needed. */
+  fields?: () => Record<string, unknown>;
 }
 
 /** Restricts a list to what the caller may view: a WHERE fragment over `resources r`, or null for everything. */

@@ -67,11 +67,12 @@ export class PolicyAuthorizer implements Authorizer {
     const access = await this.access(target.org);
     const principals = this.principalLinks(principal, access);
     const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    let fields: Record<string, unknown> | undefined;
     for (const policy of access.policies.get(def.kind) ?? []) {
       if (!policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, permission)) && b.principalLinks.some((l) => principals.has(l)))) continue;
       if (policy.all) return;
       if (link && policy.targetLinks.has(link)) return;
-      if (policy.targetQuery && target.data && matchesQuery(policy.targetQuery, { ...target.data, name: target.name }, { gvc: target.gvc })) return;
+      if (policy.targetQuery && target.fields && matchesQuery(policy.targetQuery, (fields ??= target.fields()), { gvc: target.gvc })) return;
     }
     throw ApiError.forbidden(`not granted [${permission}] on ${link ?? def.kind}`);
   }

@@ -21,9 +21,9 @@ export function refuseBuiltinDelete(item: Classified): void {
   }
 }
 
-/** For `check` on an update (previous given): a built-in item of this kind cannot be changed (403). */
+/** For `check` on an update (previous given): a built-in item of this kind cannot be changed (400, as immutable fields). */
 export function refuseBuiltinUpdate(previous: Classified | undefined): void {
   if (previous && isBuiltin(previous)) {
-    throw ApiError.forbidden(`${String(previous.kind ?? 'item')} '${String(previous.name)}' is built in and cannot be modified`);
+    throw ApiError.badRequest(`${String(previous.kind ?? 'item')} '${String(previous.name)}' is built in and cannot be modified`);
   }
 }

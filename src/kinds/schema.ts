@@ -88,7 +88,8 @@ export const querySchema = (): JsonSchema =>
     fetch: oneOf(['items', 'links']),
     spec: obj({
       match: oneOf(['all', 'any', 'none']),
-      terms: arr(
+      // Terms have no name: patch directives identify them by their property, tag or rel value.
+      terms: keyed(
         obj({
           op: oneOf(['=', '!=', '>', '>=', '<', '<=', '~', 'exists', '!exists']),
           property: str({ maxLength: 256 }),
@@ -96,6 +97,7 @@ export const querySchema = (): JsonSchema =>
           tag: str({ maxLength: 256 }),
           value: { type: ['string', 'number', 'boolean'] } as JsonSchema,
         }),
+        '$term',
         { maxItems: 100 },
       ),
       sort: obj({ by: str({ maxLength: 256 }), order: oneOf(['asc', 'desc']) }),

@@ -118,6 +118,7 @@ function replaceField(obj: JsonObject, step: Step, schema: JsonSchema, path: str
   const fieldPath = at(path, step.key);
   if (!isReplaceable(field)) fail(fieldPath, `'${step.field}' is replaced by sending it as a plain field`);
   if (step.value === null) removeField(obj, step.field, field, fieldPath);
+  else if (isObjectSchema(field) && !isPlainObject(step.value)) fail(fieldPath, 'must be an object');
   else setOwn(obj, step.field, literal(step.value, field, own(obj, step.field), fieldPath));
 }
 

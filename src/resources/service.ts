@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Authorizer, ViewFilter } from '../auth/authorizer.js';
+import type { Authorizer, Target, ViewFilter } from '../auth/authorizer.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { resourceSchema } from '../kinds/derive.js';
@@ -41,6 +41,8 @@ export class Resources {
   constructor(
     private readonly store: Store,
     private readonly auth: Authorizer,
+    /** Told when a write may change who is who or who may do what in an org. */
+    private readonly onAccessChange: (org: string) => void = (org) => auth.invalidate(org),
   ) {}
 
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
@@ -90,7 +92,7 @@ export class Resources {
     await this.requireGvc(def, place);
     const input = requireObject(body);
     const name = typeof input.name === 'string' ? input.name : undefined;
-    await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, data: input });
+    await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, fields: () => input });
     const data = this.prepare(def, place, input, undefined);
     const item = await this.write(options, async (tx, hooks) => {
       await this.lockGvc(tx, def, place);
@@ -229,7 +231,7 @@ export class Resources {
         if (options.dryRun) throw new DryRun(result);
         return result;
       });
-      if (AUTHORIZATION_KINDS.has(item.kind)) this.auth.invalidate(item.org);
+      if (ACCESS_KINDS.has(item.kind)) this.onAccessChange(item.org);
       return item;
     } catch (err) {
       if (err instanceof DryRun) return err.item;
@@ -303,8 +305,8 @@ export class Resources {
   }
 }
 
-/** Kinds whose writes can change authorization decisions. */
-const AUTHORIZATION_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
+/** Kinds whose writes can change authentication or authorization decisions. */
+const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
 
 function hookContext(tx: Tx, place: Place): HookContext {
   return {
@@ -325,10 +327,14 @@ export function keyOf(def: KindDef, place: Place, name: string): ItemKey {
   return { org: place.org, kind: def.kind, gvc: def.scope === 'gvc' ? (place.gvc ?? '') : '', name };
 }
 
-/** The item as authorization sees it: its place and every queryable field, columns included. */
-function targetOf(item: StoredItem) {
-  const data = { ...item.data, id: item.id, name: item.name, version: item.version, created: item.created, lastModified: item.lastModified };
-  return { org: item.org, gvc: item.gvc || undefined, name: item.name, data };
+/** The item as authorization sees it: its place and, on demand, every queryable field. */
+function targetOf(item: StoredItem): Target {
+  return {
+    org: item.org,
+    gvc: item.gvc || undefined,
+    name: item.name,
+    fields: () => ({ ...item.data, id: item.id, name: item.name, version: item.version, created: item.created, lastModified: item.lastModified }),
+  };
 }
 
 function notFound(def: KindDef, place: Place, name: string): ApiError {

@@ -5,7 +5,8 @@ import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
-import { authenticate } from './authenticate.js';
+import { KeyAuthenticator } from '../auth/authenticator.js';
+import { tokenOf } from './authenticate.js';
 import { installErrorHandling } from './errors.js';
 import { mountMeta } from './meta.js';
 import { mountRoutes } from './routes.js';
@@ -28,15 +29,15 @@ export async function buildApp(config: Config, store: Store, options: { logger?:
   installBodyParsing(core);
 
   const auth = new PolicyAuthorizer(store);
-  const resources = new Resources(store, auth);
+  const keys = new KeyAuthenticator(store);
+  const resources = new Resources(store, auth, (org) => {
+    auth.invalidate(org);
+    keys.invalidate(org);
+  });
 
   core.addHook('onRequest', async (request) => {
     if (request.routeOptions.config?.public) return;
-    request.principal = await authenticate(store, request);
-  });
-  core.addHook('onSend', async (_request, reply, payload) => {
-    if (!reply.hasHeader('content-type')) reply.type('application/json');
-    return payload;
+    request.principal = await keys.authenticate(tokenOf(request));
   });
 
   mountMeta(core, config);

@@ -60,7 +60,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       },
       DELETE: async (request, reply) => {
         await resources.delete(request.principal, def, placeOf(def, request), nameOf(request));
-        return reply.code(202).send();
+        return reply.code(202).type('application/json').send();
       },
     });
     if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request) => list(resources, def, placeOf(def, request), request) });

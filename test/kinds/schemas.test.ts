@@ -515,7 +515,7 @@ describe('policy', () => {
   it('protects built-in policies', async () => {
     const builtin = resource('policy', { name: 'superusers-gvc', origin: 'builtin', targetKind: 'gvc' });
     assert.equal((await thrown(() => def.beforeDelete!(builtin, noCtx)))?.status, 403);
-    assert.equal((await thrown(() => def.check!({ name: 'superusers-gvc', targetKind: 'gvc' }, noCtx, builtin)))?.status, 403);
+    assert.equal((await thrown(() => def.check!({ name: 'superusers-gvc', targetKind: 'gvc' }, noCtx, builtin)))?.status, 400);
   });
   it('defaults origin to default', () => {
     const item: Record<string, unknown> = { name: 'p1', targetKind: 'gvc' };
@@ -580,7 +580,7 @@ describe('service accounts, audit contexts, groups: built-ins', () => {
     assert.equal(item.origin, 'default');
     const builtin = resource('serviceaccount', { name: 'controlplane', origin: 'builtin', keys: [] });
     assert.equal((await thrown(() => def.beforeDelete!(builtin, noCtx)))?.status, 403);
-    assert.equal((await thrown(() => def.check!({ name: 'controlplane' }, noCtx, builtin)))?.status, 403);
+    assert.equal((await thrown(() => def.check!({ name: 'controlplane' }, noCtx, builtin)))?.status, 400);
     const withHash = resource('serviceaccount', { keys: [{ name: 'k', created: 't', description: 'd', secretHash: 'h' }] });
     assert.deepEqual(def.hidden!(withHash).keys, [{ name: 'k', created: 't', description: 'd' }]);
   });

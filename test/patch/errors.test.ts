@@ -66,6 +66,8 @@ describe('refused patches', () => {
     assertBadRequest(onWorkload({ spec: { '$patch/containers': { name: 'main' } } }), 'spec.$patch/containers', /must be an array/);
     assertBadRequest(onWorkload({ spec: { '$patch/containers': ['main'] } }), 'spec.$patch/containers[0]', /must be an object/);
     assertBadRequest(onWorkload({ spec: { '$patch/containers': [{ image: 'x' }] } }), 'spec.$patch/containers[0]', /must carry its name/);
+    assertBadRequest(onWorkload({ '$replace/spec': [] }), '$replace/spec', /must be an object/);
+    assertBadRequest(onWorkload({ '$replace/tags': 'a=b' }), '$replace/tags', /must be an object/);
   });
 
   test('$drop/, $retain/, $patch/ on an array of objects with no identity key', () => {

@@ -9,7 +9,6 @@ import { arr, bool, immutable, int, keyed, link, nameSchema, obj, oneOf, readOnl
 import volumesetDef from '../../src/kinds/volumeset.js';
 
 /** A resource as the tests read it: loosely typed, so deep fields can be asserted on. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Doc = Record<string, any>;
 
 export const groupSchema = resourceSchema(groupDef);

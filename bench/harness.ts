@@ -1,0 +1,115 @@
+// Shared pieces of `npm run bench`: a Keel server in a child process, load generation, and the
+// section shape every benchmark returns for the report.
+import autocannon from 'autocannon';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const BENCH_DIR = dirname(fileURLToPath(import.meta.url)); // dist/bench when built
+export const ROOT = join(BENCH_DIR, '..', '..');
+export const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+export const CONNECTIONS = 16;
+export const PG_URL = process.env.KEEL_BENCH_DATABASE_URL ?? process.env.KEEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** One part of the report: a table plus the figures compared with their goals. */
+export interface Section {
+  title: string;
+  /** Markdown lines (a table, notes). */
+  lines: string[];
+  /** Named figures, kept in report.json. */
+  figures: Record<string, number>;
+}
+
+export interface LoadResult {
+  name: string;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export function waitForOutput(child: ChildProcess, pattern: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      seen += chunk.toString();
+      const m = pattern.exec(seen);
+      if (m) resolve(m[1] ?? m[0]);
+    });
+    child.once('exit', (code) => reject(new Error(`child exited (${code}) before it was ready: ${seen}`)));
+  });
+}
+
+export async function load(name: string, options: autocannon.Options): Promise<LoadResult> {
+  await autocannon({ connections: CONNECTIONS, ...options, duration: 1 }); // warm-up
+  const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...options });
+  return { name, requestsPerSecond: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx };
+}
+
+export function loadTable(results: LoadResult[]): string[] {
+  return ['| Target | req/s | p50 ms | p99 ms | non-2xx |', '|---|---|---|---|---|', ...results.map((r) => `| ${r.name} | ${r.requestsPerSecond.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} |`)];
+}
+
+export interface RunningKeel {
+  base: string;
+  token: string;
+  org: string;
+  /** A JSON request as the admin. */
+  call(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  stop(): Promise<void>;
+}
+
+/** Starts `keel serve` (built) on a fresh SQLite directory, or on PostgreSQL when `databaseUrl` is given. */
+export async function startKeel(options: { databaseUrl?: string; env?: Record<string, string> } = {}): Promise<RunningKeel> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'keel-bench-'));
+  const port = await freePort();
+  const org = 'bench';
+  const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli.js'), 'serve'], {
+    env: {
+      ...process.env,
+      KEEL_PORT: String(port),
+      KEEL_AUDIT_PORT: String(await freePort()),
+      KEEL_DATA_DIR: dataDir,
+      KEEL_LOG_LEVEL: 'warn',
+      KEEL_ORG: org,
+      ...(options.databaseUrl ? { KEEL_DATABASE_URL: options.databaseUrl } : {}),
+      ...(options.env ?? {}),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await waitForOutput(child, /cpln profile update/);
+  const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    base,
+    token,
+    org,
+    async call(method, path, body) {
+      const res = await fetch(base + path, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : undefined };
+    },
+    async stop() {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

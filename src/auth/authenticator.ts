@@ -1,0 +1,38 @@
+import { ApiError } from '../errors.js';
+import type { Store } from '../store/types.js';
+import { parseKey, secretMatches } from './keys.js';
+import type { Principal } from './principal.js';
+
+const FRESH_MS = 1000; // a key revoked by another process stops working within this time
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Resolves service-account keys to principals. A verified token is remembered for FRESH_MS so the
+ * hot path skips the key lookup and the hash; a local revocation forgets the org's tokens at once.
+ */
+export class KeyAuthenticator {
+  private readonly verified = new Map<string, { principal: Principal; at: number }>();
+
+  constructor(private readonly store: Store) {}
+
+  async authenticate(token: string | undefined): Promise<Principal> {
+    if (!token) throw new ApiError('unauthorized', 'credentials are required: send Authorization: Bearer <token>');
+    const hit = this.verified.get(token);
+    if (hit && Date.now() - hit.at < FRESH_MS) return hit.principal;
+    const parsed = parseKey(token);
+    const record = parsed && (await this.store.findKey(parsed.keyName));
+    if (!parsed || !record || record.org !== parsed.org || record.serviceAccount !== parsed.serviceAccount || !secretMatches(parsed.secret, record.secretHash)) {
+      this.verified.delete(token);
+      throw new ApiError('unauthorized', 'the token is invalid, expired or revoked');
+    }
+    const principal: Principal = { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` };
+    if (this.verified.size >= MAX_ENTRIES) this.verified.clear();
+    this.verified.set(token, { principal, at: Date.now() });
+    return principal;
+  }
+
+  /** Forgets the verified tokens of an org's principals (after a key or service account changed). */
+  invalidate(org: string): void {
+    for (const [token, { principal }] of this.verified) if (principal.org === org) this.verified.delete(token);
+  }
+}
