@@ -614,7 +614,7 @@ describe('service accounts, audit contexts, groups: built-ins', () => {
     const def = findKind('auditctx')!;
     assert.equal(def.operations?.delete, 'audit contexts cannot be deleted');
     const builtin = resource('auditctx', { name: 'cpln', origin: 'builtin' });
-    assert.equal((await thrown(() => def.check!({ name: 'cpln' }, noCtx, builtin)))?.status, 403);
+    assert.equal((await thrown(() => def.check!({ name: 'cpln' }, noCtx, builtin)))?.status, 400);
     const item: Record<string, unknown> = { name: 'ops' };
     def.defaults!(item, { org: 'acme' });
     assert.equal(item.origin, 'default');
