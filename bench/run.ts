@@ -4,11 +4,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { benchAudit } from './audit.js';
 import { benchGet } from './get.js';
 import { CONNECTIONS, DURATION, ROOT, type Section } from './harness.js';
 
 const SECTIONS: Record<string, () => Promise<Section>> = {
   get: benchGet,
+  audit: benchAudit,
 };
 
 async function main(): Promise<void> {

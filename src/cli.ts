@@ -1,4 +1,8 @@
 #!/usr/bin/env node
+import { changeEvent, KEEL_ACTOR } from './audit/events.js';
+import { verifyChain } from './audit/verify.js';
+import { findKind } from './kinds/index.js';
+import { present } from './resources/present.js';
 import { mintKey } from './auth/keys.js';
 import { configFromEnv } from './config.js';
 import { createOrg } from './resources/orgs.js';
@@ -12,6 +16,7 @@ Commands:
   org create NAME               create an org with its built-ins; prints a superuser key for it
   key create --org ORG          mint a new superuser key for ORG (service account 'admin')
   migrate                       bring the database schema up to date and exit
+  audit verify --org ORG        check ORG's audit hash chain; names the first broken link
 
 Configuration comes from the environment: KEEL_HOST, KEEL_PORT, KEEL_AUDIT_PORT, KEEL_DATA_DIR,
 KEEL_DATABASE_URL (postgres://... selects PostgreSQL), KEEL_ORG, KEEL_LOG_LEVEL.`;
@@ -47,7 +52,7 @@ async function main(argv: string[]): Promise<number> {
       }
       const store = await openStore(config);
       try {
-        const { token } = await createOrg(store, { name, superusers: [], adminServiceAccount: 'admin' });
+        const { token } = await createOrg(store, { name, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
         console.log(token);
       } finally {
         await store.close();
@@ -66,6 +71,22 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'audit': {
+      const org = flag([sub, ...rest], '--org');
+      if (sub !== 'verify' || !org) break;
+      const store = await openStore(config);
+      try {
+        const report = await verifyChain(store, org);
+        if (report.ok) {
+          console.log(`audit chain of org '${org}' is intact: ${report.events} events (${report.from}..${report.to})`);
+          return 0;
+        }
+        console.error(`audit chain of org '${org}' is BROKEN at event ${report.brokenAt}: ${report.reason}`);
+        return 1;
+      } finally {
+        await store.close();
+      }
+    }
   }
   console.error(USAGE);
   return 2;
@@ -79,8 +100,10 @@ async function addAdminKey(store: Awaited<ReturnType<typeof openStore>>, org: st
     const sa = await tx.get({ org, kind: 'serviceaccount', gvc: '', name: 'admin' }, 'update');
     if (!sa) throw new Error(`org '${org}' has no service account 'admin'; create the org with 'keel org create ${org}'`);
     const keys = [...((sa.data.keys as unknown[]) ?? []), { name: key.keyName, description: 'created by keel key create', created }];
-    await tx.update({ ...sa, version: sa.version + 1, lastModified: created, data: { ...sa.data, keys } }, sa.version);
+    const updated = { ...sa, version: sa.version + 1, lastModified: created, data: { ...sa.data, keys } };
+    await tx.update(updated, sa.version);
     await tx.putKey({ keyName: key.keyName, org, serviceAccount: 'admin', secretHash: key.secretHash, created });
+    await tx.appendAudit(changeEvent(org, KEEL_ACTOR, 'addKey', present(findKind('serviceaccount')!, updated)));
   });
   return key.token;
 }

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { parseIssuers, type TrustedIssuer } from './auth/issuers.js';
 
 export interface Config {
   host: string;
@@ -12,6 +13,13 @@ export interface Config {
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
   logLevel: string;
+  /** Identity providers whose JWTs are accepted as bearer tokens (none: service-account keys only). */
+  jwtIssuers?: TrustedIssuer[];
+  /** Record an audit event with every change (KEEL_AUDIT=off only to measure its cost). */
+  audit: boolean;
+  /** Audit retention: events older than this many days, or beyond this many per org, are pruned (0 = keep). */
+  auditMaxAgeDays: number;
+  auditMaxEvents: number;
 }
 
 const DEFAULTS: Config = {
@@ -22,7 +30,16 @@ const DEFAULTS: Config = {
   org: 'default',
   bodyLimit: 1024 * 1024,
   logLevel: 'info',
+  audit: true,
+  auditMaxAgeDays: 0,
+  auditMaxEvents: 0,
 };
+
+function count(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number >= 0, got '${value}'`);
+  return n;
+}
 
 function port(name: string, value: string): number {
   const n = Number(value);
@@ -43,6 +60,13 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     config.org = env.KEEL_ORG;
   }
   if (env.KEEL_LOG_LEVEL) config.logLevel = env.KEEL_LOG_LEVEL;
+  if (env.KEEL_JWT_ISSUERS) config.jwtIssuers = parseIssuers(env.KEEL_JWT_ISSUERS);
+  if (env.KEEL_AUDIT) {
+    if (!['on', 'off'].includes(env.KEEL_AUDIT)) throw new Error(`KEEL_AUDIT must be 'on' or 'off', got '${env.KEEL_AUDIT}'`);
+    config.audit = env.KEEL_AUDIT === 'on';
+  }
+  if (env.KEEL_AUDIT_MAX_AGE_DAYS) config.auditMaxAgeDays = count('KEEL_AUDIT_MAX_AGE_DAYS', env.KEEL_AUDIT_MAX_AGE_DAYS);
+  if (env.KEEL_AUDIT_MAX_EVENTS) config.auditMaxEvents = count('KEEL_AUDIT_MAX_EVENTS', env.KEEL_AUDIT_MAX_EVENTS);
   config.dataDir = resolve(config.dataDir);
   return config;
 }

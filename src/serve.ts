@@ -1,12 +1,10 @@
-import Fastify from 'fastify';
+import { KEEL_ACTOR } from './audit/events.js';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
 import { createOrg } from './resources/orgs.js';
 import { buildApp } from './server/app.js';
-import { installErrorHandling } from './server/errors.js';
-import { mountMeta } from './server/meta.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
 
@@ -17,7 +15,7 @@ import type { Store } from './store/types.js';
 export async function bootstrap(config: Config, store: Store): Promise<string | undefined> {
   if (!(await store.isEmpty())) return undefined;
   try {
-    const { token } = await createOrg(store, { name: config.org, superusers: [], adminServiceAccount: 'admin' });
+    const { token } = await createOrg(store, { name: config.org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
     mkdirSync(config.dataDir, { recursive: true });
     const file = join(config.dataDir, 'admin.token');
     writeFileSync(file, `${token}\n`, { mode: 0o600 });
@@ -33,10 +31,8 @@ export async function bootstrap(config: Config, store: Store): Promise<string | 
 export async function serve(config: Config): Promise<void> {
   const store = await openStore(config);
   const token = await bootstrap(config, store);
-  const { core } = await buildApp(config, store);
-  const audit = Fastify({ logger: false });
-  installErrorHandling(audit);
-  mountMeta(audit, config);
+  const { core, audit } = await buildApp(config, store);
+  const retention = startAuditRetention(config, store, (err) => core.log.error({ err }, 'audit retention failed'));
 
   await core.listen({ host: config.host, port: config.port });
   await audit.listen({ host: config.host, port: config.auditPort });
@@ -59,10 +55,26 @@ export async function serve(config: Config): Promise<void> {
   core.log.info({ endpoint, audit: `http://${config.host}:${config.auditPort}`, store: store.dialect }, 'keel is serving');
 
   const shutdown = async () => {
+    clearInterval(retention);
     await Promise.allSettled([core.close(), audit.close()]);
     await store.close();
     process.exit(0);
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
+}
+
+const RETENTION_EVERY_MS = 60_000;
+
+/** Prunes each org's audit events beyond the configured age or count, once a minute. */
+function startAuditRetention(config: Config, store: Store, onError: (err: unknown) => void): NodeJS.Timeout | undefined {
+  if (!config.auditMaxAgeDays && !config.auditMaxEvents) return undefined;
+  const prune = async () => {
+    const before = config.auditMaxAgeDays ? new Date(Date.now() - config.auditMaxAgeDays * 86_400_000).toISOString() : undefined;
+    const keep = config.auditMaxEvents || undefined;
+    for (const org of await store.auditOrgs()) await store.pruneAudit(org, { before, keep });
+  };
+  const timer = setInterval(() => prune().catch(onError), RETENTION_EVERY_MS);
+  timer.unref();
+  return timer;
 }

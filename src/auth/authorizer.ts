@@ -14,12 +14,22 @@ export interface Target {
 /** Restricts a list to what the caller may view: a WHERE fragment over `resources r`, or null for everything. */
 export type ViewFilter = ((params: SqlParams) => string) | null;
 
+/** One line of an access report: a principal a policy binding grants the permission to, and how the policy targets the item. */
+export interface AccessEntry {
+  principalLink: string;
+  grantingPolicyLink: string;
+  grantedPermissions: string[];
+  match: 'all' | 'link' | 'query';
+}
+
 export interface Authorizer {
   /** Throws 403 unless the principal belongs to the org (directly or through its groups and policies). */
   requireMember(principal: Principal, org: string): Promise<void>;
   /** Throws 403 unless the principal holds `permission` on the target. */
   check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void>;
   viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter>;
+  /** For each permission of the kind, who holds it on the target and through which policy binding. */
+  accessReport(def: KindDef, target: Target): Promise<Map<string, AccessEntry[]>>;
   /** Forgets cached decisions of an org after a write that can change them. */
   invalidate(org: string): void;
 }

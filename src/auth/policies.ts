@@ -6,7 +6,9 @@ import { compileQuery, matchesQuery, parseQuery, type Query } from '../query/ind
 import { parseLink, selfLink } from '../resources/links.js';
 import type { SqlParams } from '../store/sql.js';
 import type { Store, StoredItem } from '../store/types.js';
-import type { Authorizer, Target, ViewFilter } from './authorizer.js';
+import type { AccessEntry, Authorizer, Target, ViewFilter } from './authorizer.js';
+import { isMember, toGroup, type Group } from './membership.js';
+import { requiredPermission } from './permissions.js';
 import type { Principal } from './principal.js';
 
 interface Binding {
@@ -15,7 +17,7 @@ interface Binding {
 }
 
 interface Policy {
-  name: string;
+  link: string;
   targetKind: string;
   all: boolean;
   targetLinks: Set<string>;
@@ -23,20 +25,17 @@ interface Policy {
   bindings: Binding[];
 }
 
-interface Group {
-  link: string;
-  memberLinks: Set<string>;
-}
-
-/** What one org says about access: its policies by target kind and its groups. */
+/** What one org says about access: its policies by target kind, its groups and its users. */
 interface OrgAccess {
   exists: boolean;
   policies: Map<string, Policy[]>;
   groups: Group[];
+  /** User items by link, for memberQuery and for JWT users' membership of the org. */
+  users: Map<string, Record<string, unknown>>;
   loadedAt: number;
 }
 
-const FRESH_MS = 1000; // other processes' policy and group changes are seen within this time
+const FRESH_MS = 1000; // other processes' policy, group and user changes are seen within this time
 
 /**
  * Policy-based authorization (api-semantics §9): a principal holds a permission on an item when a
@@ -55,33 +54,37 @@ export class PolicyAuthorizer implements Authorizer {
 
   async requireMember(principal: Principal, org: string): Promise<void> {
     const access = await this.access(org);
-    if (principal.org === org && access.exists) return;
+    // A service account belongs to its org; a JWT user of the org must have been added to it.
+    const own = principal.org === org && (principal.kind === 'serviceaccount' || access.users.has(principal.link));
+    if (access.exists && own) return;
     const mentioned = this.principalLinks(principal, access);
-    const named = [...access.policies.values()].some((ps) =>
-      ps.some((p) => p.bindings.some((b) => b.principalLinks.some((l) => mentioned.has(l)))),
-    );
+    const named =
+      [...mentioned].some((l) => l !== principal.link) ||
+      [...access.policies.values()].some((ps) => ps.some((p) => p.bindings.some((b) => b.principalLinks.some((l) => mentioned.has(l)))));
     if (!access.exists || !named) throw ApiError.forbidden(`access to org '${org}' is denied`);
   }
 
   async check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void> {
+    const wanted = requiredPermission(def, permission);
     const access = await this.access(target.org);
     const principals = this.principalLinks(principal, access);
     const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
     let fields: Record<string, unknown> | undefined;
     for (const policy of access.policies.get(def.kind) ?? []) {
-      if (!policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, permission)) && b.principalLinks.some((l) => principals.has(l)))) continue;
+      if (!policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, wanted)) && b.principalLinks.some((l) => principals.has(l)))) continue;
       if (policy.all) return;
       if (link && policy.targetLinks.has(link)) return;
       if (policy.targetQuery && target.fields && matchesQuery(policy.targetQuery, (fields ??= target.fields()), { gvc: target.gvc })) return;
     }
-    throw ApiError.forbidden(`not granted [${permission}] on ${link ?? def.kind}`);
+    throw ApiError.forbidden(`not granted [${wanted}] on ${link ?? def.kind}`);
   }
 
   async viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter> {
     const access = await this.access(org);
     const principals = this.principalLinks(principal, access);
+    const wanted = requiredPermission(def, 'view');
     const granting = (access.policies.get(def.kind) ?? []).filter((policy) =>
-      policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, 'view')) && b.principalLinks.some((l) => principals.has(l))),
+      policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, wanted)) && b.principalLinks.some((l) => principals.has(l))),
     );
     if (granting.some((p) => p.all)) return null;
     return (params: SqlParams) => {
@@ -103,10 +106,37 @@ export class PolicyAuthorizer implements Authorizer {
     };
   }
 
+  async accessReport(def: KindDef, target: Target): Promise<Map<string, AccessEntry[]>> {
+    const access = await this.access(target.org);
+    const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    const fields = target.fields?.();
+    const report = new Map<string, AccessEntry[]>(def.permissions.map((p) => [p.name, []]));
+    for (const policy of access.policies.get(def.kind) ?? []) {
+      const match = policy.all
+        ? 'all'
+        : link && policy.targetLinks.has(link)
+          ? 'link'
+          : policy.targetQuery && fields && matchesQuery(policy.targetQuery, fields, { gvc: target.gvc })
+            ? 'query'
+            : undefined;
+      if (!match) continue;
+      for (const binding of policy.bindings) {
+        for (const [permission, entries] of report) {
+          if (!binding.permissions.some((p) => grants(def, p, permission))) continue;
+          for (const principalLink of binding.principalLinks) {
+            entries.push({ principalLink, grantingPolicyLink: policy.link, grantedPermissions: binding.permissions, match });
+          }
+        }
+      }
+    }
+    return report;
+  }
+
   /** The principal's own link and the links of the org's groups it belongs to. */
   private principalLinks(principal: Principal, access: OrgAccess): Set<string> {
     const links = new Set([principal.link]);
-    for (const group of access.groups) if (group.memberLinks.has(principal.link)) links.add(group.link);
+    const user = principal.kind === 'user' ? access.users.get(principal.link) : undefined;
+    for (const group of access.groups) if (isMember(group, principal, user)) links.add(group.link);
     return links;
   }
 
@@ -115,13 +145,15 @@ export class PolicyAuthorizer implements Authorizer {
     if (cached) {
       return cached.then((a) => {
         if (Date.now() - a.loadedAt < FRESH_MS) return a;
-        this.snapshots.delete(org);
+        if (this.snapshots.get(org) === cached) this.snapshots.delete(org);
         return this.access(org);
       });
     }
     const loading = this.load(org);
     this.snapshots.set(org, loading);
-    loading.catch(() => this.snapshots.delete(org));
+    loading.catch(() => {
+      if (this.snapshots.get(org) === loading) this.snapshots.delete(org);
+    });
     return loading;
   }
 
@@ -130,15 +162,15 @@ export class PolicyAuthorizer implements Authorizer {
     const orgItem = await this.store.get({ org, kind: 'org', gvc: '', name: org });
     const all = (kind: string) =>
       this.store.list({ org, kind, gvc: '', limit: 100_000, build: () => ({ where: '1 = 1', orderBy: 'r.name' }) });
-    const [policyRows, groupRows] = orgItem ? await Promise.all([all('policy'), all('group')]) : [[], []];
+    const [policyRows, groupRows, userRows] = orgItem ? await Promise.all([all('policy'), all('group'), all('user')]) : [[], [], []];
     const policies = new Map<string, Policy[]>();
     for (const row of policyRows) {
       const policy = toPolicy(row);
       if (!policy) continue;
       policies.set(policy.targetKind, [...(policies.get(policy.targetKind) ?? []), policy]);
     }
-    const groups = groupRows.map((row) => toGroup(row));
-    return { exists: Boolean(orgItem), policies, groups, loadedAt };
+    const users = new Map(userRows.map((row) => [`/org/${org}/user/${row.name}`, { ...row.data, id: row.id, name: row.name, created: row.created, lastModified: row.lastModified }]));
+    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, loadedAt };
   }
 }
 
@@ -155,15 +187,11 @@ function toPolicy(row: StoredItem): Policy | undefined {
     }
   }
   return {
-    name: row.name,
+    link: `/org/${row.org}/policy/${row.name}`,
     targetKind,
     all: d.target === 'all',
     targetLinks: new Set((d.targetLinks as string[] | undefined) ?? []),
     targetQuery,
     bindings: ((d.bindings as Binding[] | undefined) ?? []).map((b) => ({ permissions: b.permissions ?? [], principalLinks: b.principalLinks ?? [] })),
   };
-}
-
-function toGroup(row: StoredItem): Group {
-  return { link: `/org/${row.org}/group/${row.name}`, memberLinks: new Set((row.data.memberLinks as string[] | undefined) ?? []) };
 }

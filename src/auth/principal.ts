@@ -8,4 +8,7 @@ export interface Principal {
   link: string;
   /** Token claims, for group identityMatcher expressions (JWT users). */
   claims?: Record<string, unknown>;
+  /** The request this principal made (set per request; recorded in audit events). */
+  requestId?: string;
+  remoteIp?: string;
 }

@@ -1,8 +1,7 @@
 // Compiles a query to SQL over `resources r`: a WHERE fragment (terms, then the keyset position)
 // and an ORDER BY, with the same semantics as evaluate.ts and sort.ts.
-import { ApiError } from '../errors.js';
 import type { SqlParams } from '../store/sql.js';
-import { decodeCursor } from './cursor.js';
+import { decodeCursor, invalidCursor } from './cursor.js';
 import { DIALECTS, type Slot, type SqlDialect } from './dialects.js';
 import { checkedSegments, COLUMNS } from './paths.js';
 import type { Position } from './sort.js';
@@ -98,9 +97,9 @@ class Compiler {
   private text(expr: string, op: Op, o: Operand): string {
     if (op === '=' || op === '!=') return `${expr} ${op === '=' ? '=' : '<>'} ${this.p(o.text)}`;
     if (op === '~') return this.d.contains(expr, this.p(o.lower));
-    if (o.textNumber === undefined) return `${expr} ${op} ${this.p(o.text)}`;
     const d = this.d;
-    return `CASE WHEN ${d.isNumeric(expr)} THEN ${d.asNumber(expr)} ${op} ${d.asNumber(this.p(o.text))} ELSE ${expr} ${op} ${this.p(o.text)} END`;
+    if (o.textNumber === undefined) return `${d.bytewise(expr)} ${op} ${this.p(o.text)}`;
+    return `CASE WHEN ${d.isNumeric(expr)} THEN ${d.asNumber(expr)} ${op} ${d.asNumber(this.p(o.text))} ELSE ${d.bytewise(expr)} ${op} ${this.p(o.text)} END`;
   }
 
   private property(term: PropertyTerm): string {
@@ -131,7 +130,8 @@ class Compiler {
     const parts: string[] = [];
     if (slot.num && o.number !== undefined) parts.push(`${slot.num} ${op} ${this.d.numberParam(this.p(o.number))}`);
     if (slot.bool && o.boolean !== undefined) parts.push(`${slot.bool} ${op} ${this.d.booleanParam(this.p(this.d.booleanValue(o.boolean)))}`);
-    if (slot.str && (op === '=' || o.isString)) parts.push(`${slot.str} ${op} ${this.p(o.text)}`);
+    if (slot.str && op === '=') parts.push(`${slot.str} = ${this.p(o.text)}`);
+    else if (slot.str && o.isString) parts.push(`${this.d.bytewise(slot.str)} ${op} ${this.p(o.text)}`);
     if (parts.length === 0) return 'FALSE';
     return this.twoValued(slot, parts.join(' OR '));
   }
@@ -144,15 +144,12 @@ class Compiler {
   private sortKey(): { column: string; type: 'string' | 'number' } | { rank: string; num: string; str: string } {
     const { by } = sortOf(this.query);
     const column = COLUMNS[by];
-    if (column) {
-      const slot = this.d.column(column.column, column.type);
-      return { column: (slot.str ?? slot.num)!, type: column.type };
-    }
+    if (column) return { column: column.type === 'string' ? this.d.bytewise(column.column) : column.column, type: column.type };
     const slot = this.d.path(checkedSegments(by));
     return {
       rank: `CASE WHEN ${slot.num} IS NOT NULL THEN 2 WHEN ${slot.bool} IS NOT NULL THEN 1 WHEN ${slot.str} IS NOT NULL THEN 3 ELSE 0 END`,
       num: `COALESCE(${slot.num}, CASE ${slot.bool} WHEN TRUE THEN 1 WHEN FALSE THEN 0 END)`,
-      str: slot.str!,
+      str: this.d.bytewise(slot.str!),
     };
   }
 
@@ -176,7 +173,7 @@ class Compiler {
     if ('column' in key) {
       if (this.byName()) return tail();
       const value = key.type === 'number' ? position.key.num : position.key.str;
-      if (value === null || position.key.rank !== (key.type === 'number' ? 2 : 3)) throw ApiError.badRequest('the page cursor is not valid');
+      if (value === null || position.key.rank !== (key.type === 'number' ? 2 : 3)) throw invalidCursor();
       const param = key.type === 'number' ? this.d.numberParam(this.p(value)) : this.p(value);
       return `(${key.column}, r.name, r.gvc) ${gt} (${param}, ${this.p(position.name)}, ${this.p(position.gvc)})`;
     }

@@ -16,15 +16,15 @@ export function decodeCursor(query: Query, cursor: string): Position {
   try {
     parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    throw invalid();
+    throw invalidCursor();
   }
-  if (!Array.isArray(parts) || parts.length !== 7) throw invalid();
+  if (!Array.isArray(parts) || parts.length !== 7) throw invalidCursor();
   const [by, order, rank, num, str, name, gvc] = parts as unknown[];
   const sort = sortOf(query);
-  if (by !== sort.by || order !== sort.order) throw invalid('the cursor belongs to a query with another sort');
-  if (typeof name !== 'string' || typeof gvc !== 'string') throw invalid();
+  if (by !== sort.by || order !== sort.order) throw invalidCursor('the cursor belongs to a query with another sort');
+  if (typeof name !== 'string' || typeof gvc !== 'string') throw invalidCursor();
   const key = { rank, num, str };
-  if (!validKey(key)) throw invalid();
+  if (!validKey(key)) throw invalidCursor();
   return { key, name, gvc };
 }
 
@@ -37,6 +37,6 @@ function validKey(key: { rank: unknown; num: unknown; str: unknown }): key is So
   return false;
 }
 
-function invalid(message = 'the page cursor is not valid'): ApiError {
+export function invalidCursor(message = 'the page cursor is not valid'): ApiError {
   return ApiError.badRequest(message, [{ path: 'cursor', message }]);
 }

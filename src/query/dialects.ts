@@ -22,6 +22,8 @@ export interface SqlDialect {
   /** A FROM item over r.data's top-level members, aliased j, and the slot of one member. */
   each: { from: string; slot: Slot };
   column(column: string, type: 'string' | 'number'): Slot;
+  /** A text compared bytewise (UTF-8 order), whatever the column's collation; equality needs no such help. */
+  bytewise(text: string): string;
   numberParam(placeholder: string): string;
   booleanParam(placeholder: string): string;
   booleanValue(b: boolean): unknown;
@@ -53,6 +55,8 @@ const sqlite: SqlDialect = {
   // json_each's atom is the SQL value of a scalar (1/0 for true/false, like json_extract).
   each: { from: 'json_each(r.data) j', slot: sqliteSlot('j.type', 'j.atom') },
   column: (column, type) => (type === 'string' ? { present: 'TRUE', str: column, nullable: false } : { present: 'TRUE', num: column, nullable: false }),
+  // Text without a declared collation compares with BINARY.
+  bytewise: (text) => text,
   numberParam: (p) => p,
   booleanParam: (p) => p,
   booleanValue: (b) => (b ? 1 : 0),
@@ -72,7 +76,7 @@ function postgresSlot(json: string): Slot {
     present: `COALESCE(${type}, 'null') <> 'null'`,
     num: `CASE WHEN ${type} = 'number' THEN (${json})::numeric END`,
     bool: `CASE WHEN ${type} = 'boolean' THEN (${json})::boolean END`,
-    str: `(CASE WHEN ${type} = 'string' THEN ${json} #>> '{}' END) COLLATE "C"`,
+    str: `CASE WHEN ${type} = 'string' THEN ${json} #>> '{}' END`,
     nullable: true,
   };
 }
@@ -81,13 +85,14 @@ const postgres: SqlDialect = {
   // `->` with a text key never indexes arrays, matching SQLite's $."key" and the evaluator.
   path: (segments) => postgresSlot(`(r.data${segments.map((s) => ` -> '${s}'`).join('')})`),
   each: { from: 'jsonb_each(r.data) j', slot: postgresSlot('j.value') },
-  column: (column, type) =>
-    type === 'string' ? { present: 'TRUE', str: `${column} COLLATE "C"`, nullable: false } : { present: 'TRUE', num: column, nullable: false },
+  column: (column, type) => (type === 'string' ? { present: 'TRUE', str: column, nullable: false } : { present: 'TRUE', num: column, nullable: false }),
+  // An explicit collation on `=` would keep PostgreSQL off the column's index, so only ordering gets it.
+  bytewise: (text) => `(${text}) COLLATE "C"`,
   numberParam: (p) => `${p}::numeric`,
   booleanParam: (p) => `${p}::boolean`,
   booleanValue: (b) => b,
-  // Every text operand here is COLLATE "C", where lower() folds ASCII only.
-  contains: (text, p) => `strpos(lower(${text}), ${p}) > 0`,
+  // Under COLLATE "C", lower() folds ASCII only.
+  contains: (text, p) => `strpos(lower((${text}) COLLATE "C"), ${p}) > 0`,
   isNumeric: (text) => `(length(${text}) <= ${NUMERIC_MAX_LENGTH} AND ${text} ~ '${NUMERIC_PATTERN}')`,
   asNumber: (text) => `(${text})::numeric`,
   lastSegment: (text) => `regexp_replace(${text}, '^.*/', '')`,

@@ -14,14 +14,14 @@ export interface SortKey {
   str: string | null;
 }
 
-export function sortKeyOf(value: unknown): SortKey {
+function sortKeyOf(value: unknown): SortKey {
   if (typeof value === 'boolean') return { rank: 1, num: Number(value), str: null };
   if (typeof value === 'number') return { rank: 2, num: value, str: null };
   if (typeof value === 'string') return { rank: 3, num: null, str: value };
   return { rank: 0, num: null, str: null };
 }
 
-export function compareSortKeys(a: SortKey, b: SortKey): number {
+function compareSortKeys(a: SortKey, b: SortKey): number {
   if (a.rank !== b.rank) return a.rank - b.rank;
   if (a.num !== null && b.num !== null && a.num !== b.num) return a.num < b.num ? -1 : 1;
   if (a.str !== null && b.str !== null) return compareStrings(a.str, b.str);

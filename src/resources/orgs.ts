@@ -4,9 +4,13 @@ import { KINDS, findKind } from '../kinds/index.js';
 import { LOCATIONS_CATALOG } from '../kinds/locations-catalog.js';
 import type { Store, StoredItem, Tx } from '../store/types.js';
 import { validateResource } from './validate.js';
+import { changeEvent, type Actor } from '../audit/events.js';
+import { present } from './present.js';
 
 export interface NewOrg {
   name: string;
+  /** Who creates it, for the audit log. */
+  actor: Actor;
   description?: string;
   tags?: Record<string, unknown>;
   /** Principal links made members of the new org's superusers group. */
@@ -42,13 +46,18 @@ export async function createOrg(store: Store, spec: NewOrg): Promise<{ token?: s
   }
   let token: string | undefined;
   await store.transaction(async (tx) => {
-    for (const [kind, name, data] of items) await insert(tx, org, kind, name, data, now);
+    const inserted: StoredItem[] = [];
+    for (const [kind, name, data] of items) inserted.push(await insert(tx, org, kind, name, data, now));
     if (spec.adminServiceAccount) {
       const key = mintKey(org, spec.adminServiceAccount);
       const keys = [{ name: key.keyName, description: 'bootstrap admin key', created: now }];
-      await insert(tx, org, 'serviceaccount', spec.adminServiceAccount, { description: 'Keel administrator', keys, origin: 'default' }, now);
+      inserted.push(await insert(tx, org, 'serviceaccount', spec.adminServiceAccount, { description: 'Keel administrator', keys, origin: 'default' }, now));
       await tx.putKey({ keyName: key.keyName, org, serviceAccount: spec.adminServiceAccount, secretHash: key.secretHash, created: now });
       token = key.token;
+    }
+    // One event for the org (its built-ins come with it) and one for an admin account made with it.
+    for (const item of inserted.filter((i) => i.kind === 'org' || i.name === spec.adminServiceAccount)) {
+      await tx.appendAudit(changeEvent(org, spec.actor, 'create', present(findKind(item.kind)!, item)));
     }
   });
   return { token };
@@ -64,9 +73,10 @@ function builtinPolicy(org: string, kind: string, permission: string, principalL
   };
 }
 
-async function insert(tx: Tx, org: string, kind: string, name: string, data: Record<string, unknown>, now: string): Promise<void> {
+async function insert(tx: Tx, org: string, kind: string, name: string, data: Record<string, unknown>, now: string): Promise<StoredItem> {
   const body = { name, tags: {}, ...data };
   validateResource(findKind(kind)!, body);
   const item: StoredItem = { org, kind, gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: body };
   await tx.insert(item);
+  return item;
 }

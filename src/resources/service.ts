@@ -11,6 +11,8 @@ import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.j
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
 import { present } from './present.js';
+import { actorOf, changeEvent, eventView, PLATFORM_CONTEXT } from '../audit/events.js';
+import { changes } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
@@ -24,6 +26,17 @@ export interface Page {
   /** Cursor of the last item when more may follow. */
   next?: string;
   query: Query;
+}
+
+/** What a write did: the item's resulting (or, for a delete, last) state and the audit action, if anything changed. */
+interface Change {
+  item: StoredItem;
+  action?: string;
+}
+
+export interface ResourceSettings {
+  /** Record an audit event with every change (off only to measure what auditing costs). */
+  audit: boolean;
 }
 
 /** Thrown inside a transaction to roll back a dry run while keeping its result. */
@@ -43,6 +56,7 @@ export class Resources {
     private readonly auth: Authorizer,
     /** Told when a write may change who is who or who may do what in an org. */
     private readonly onAccessChange: (org: string) => void = (org) => auth.invalidate(org),
+    private readonly settings: ResourceSettings = { audit: true },
   ) {}
 
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
@@ -94,15 +108,15 @@ export class Resources {
     const name = typeof input.name === 'string' ? input.name : undefined;
     await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, fields: () => input });
     const data = this.prepare(def, place, input, undefined);
-    const item = await this.write(options, async (tx, hooks) => {
+    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
       await this.lockGvc(tx, def, place);
       await def.check?.(data, hooks);
       const now = new Date().toISOString();
       const created: StoredItem = { ...keyOf(def, place, name!), id: randomUUID(), version: 1, created: now, lastModified: now, data: stored(data) };
       await tx.insert(created);
       await def.afterWrite?.(name!, created.data, hooks);
-      return created;
-    }, place);
+      return { item: created, action: 'create' };
+    });
     return present(def, item);
   }
 
@@ -113,14 +127,14 @@ export class Resources {
     assertSameName(def, name, patch.name);
     const current = await this.loadForWrite(principal, def, place, name);
     await this.auth.check(principal, 'edit', def, targetOf(current));
-    const item = await this.write(options, async (tx, hooks) => {
+    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
       const locked = await this.lockCurrent(tx, def, place, name, expected);
       const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def));
       next.name = name;
       this.normalize(def, place, next);
       validateResource(def, next);
       return this.update(tx, hooks, def, locked, next);
-    }, place);
+    });
     return present(def, item);
   }
 
@@ -151,11 +165,11 @@ export class Resources {
     assertAllowed(def, 'update');
     const expected = preconditionOf(input);
     await this.auth.check(principal, 'edit', def, targetOf(existing));
-    const item = await this.write(options, async (tx, hooks) => {
+    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
       const locked = await this.lockCurrent(tx, def, place, input.name as string, expected);
       const next = this.prepare(def, place, input, locked);
       return this.update(tx, hooks, def, locked, next);
-    }, place);
+    });
     return { resource: present(def, item), created: false };
   }
 
@@ -163,13 +177,26 @@ export class Resources {
     assertAllowed(def, 'delete');
     const current = await this.loadForWrite(principal, def, place, name);
     await this.auth.check(principal, 'delete', def, targetOf(current));
-    await this.write({}, async (tx, hooks) => {
+    await this.write(principal, def, place, {}, async (tx, hooks) => {
       const locked = await this.lockCurrent(tx, def, place, name, undefined);
       await def.beforeDelete?.(present(def, locked, { reveal: true }), hooks);
       await tx.delete(locked);
       await def.afterWrite?.(name, undefined, hooks);
-      return locked;
-    }, place);
+      return { item: locked, action: 'delete' };
+    });
+  }
+
+  /** An item's audit events (its -eventlog), for a caller who may view the item. */
+  async eventlog(principal: Principal, def: KindDef, place: Place, name: string, page: { limit: number; after?: number }) {
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const item = await this.store.get(keyOf(def, place, name));
+    if (!item) throw notFound(def, place, name);
+    await this.auth.check(principal, 'view', def, targetOf(item));
+    const records = await this.store.audit({ org: item.org, context: PLATFORM_CONTEXT, resourceId: item.id, afterSeq: page.after, limit: page.limit + 1 });
+    const more = records.length > page.limit;
+    const items = (more ? records.slice(0, page.limit) : records).map(eventView);
+    return { items, next: more ? records[page.limit - 1].seq : undefined };
   }
 
   /** The orgs the caller may view: its own and those whose groups or policies name it. */
@@ -196,7 +223,13 @@ export class Resources {
     const input = requireObject(body);
     const data = this.prepare(def, { org: String(input.name) }, input, undefined);
     const name = data.name as string;
-    await createOrg(this.store, { name, description: data.description as string, tags: data.tags as Record<string, unknown>, superusers: [principal.link] });
+    await createOrg(this.store, {
+      name,
+      actor: actorOf(principal),
+      description: data.description as string,
+      tags: data.tags as Record<string, unknown>,
+      superusers: [principal.link],
+    });
     const item = await this.store.get(keyOf(def, { org: name }, name));
     return present(def, item!);
   }
@@ -213,25 +246,38 @@ export class Resources {
     if (current.data.origin === 'builtin') throw ApiError.forbidden(`${def.kind} '${name}' is built in; keys cannot be added to it`);
     const key = mintKey(place.org, name);
     const created = new Date().toISOString();
-    await this.write({}, async (tx, hooks) => {
+    await this.write(principal, def, place, {}, async (tx, hooks) => {
       const locked = await this.lockCurrent(tx, def, place, name, undefined);
       const keys = [...((locked.data.keys as unknown[] | undefined) ?? []), { name: key.keyName, description, created }];
-      const updated = await this.update(tx, hooks, def, locked, { ...locked.data, keys });
+      const { item } = await this.update(tx, hooks, def, locked, { ...locked.data, keys });
       await tx.putKey({ keyName: key.keyName, org: place.org, serviceAccount: name, secretHash: key.secretHash, created });
-      return updated;
-    }, place);
+      return { item, action: 'addKey' };
+    });
     return { name: key.keyName, description, created, key: key.token };
   }
 
-  /** Runs a write in one transaction; a dry run does everything, then rolls back. */
-  private async write(options: WriteOptions, fn: (tx: Tx, hooks: HookContext) => Promise<StoredItem>, place: Place): Promise<StoredItem> {
+  /**
+   * Runs a write in one transaction together with its audit event (appended last: it holds the
+   * org's audit chain head until commit). A dry run does everything, then rolls back.
+   */
+  private async write(
+    principal: Principal,
+    def: KindDef,
+    place: Place,
+    options: WriteOptions,
+    fn: (tx: Tx, hooks: HookContext) => Promise<Change>,
+  ): Promise<StoredItem> {
     try {
       const item = await this.store.transaction(async (tx) => {
-        const result = await fn(tx, hookContext(tx, place));
-        if (options.dryRun) throw new DryRun(result);
-        return result;
+        const change = await fn(tx, hookContext(tx, place));
+        if (change.action && this.settings.audit) {
+          await tx.appendAudit(changeEvent(change.item.org, actorOf(principal), change.action, present(def, change.item)));
+        }
+        if (options.dryRun) throw new DryRun(change.item);
+        return change.item;
       });
       if (ACCESS_KINDS.has(item.kind)) this.onAccessChange(item.org);
+      changes.emit('change', item.org);
       return item;
     } catch (err) {
       if (err instanceof DryRun) return err.item;
@@ -239,15 +285,16 @@ export class Resources {
     }
   }
 
-  private async update(tx: Tx, hooks: HookContext, def: KindDef, current: StoredItem, next: Record<string, unknown>): Promise<StoredItem> {
+  /** Writes the next state of an item; a state equal to the current one is no change (no new version, no event). */
+  private async update(tx: Tx, hooks: HookContext, def: KindDef, current: StoredItem, next: Record<string, unknown>): Promise<Change> {
     assertImmutables(resourceSchema(def), current.data, next, '');
     await def.check?.(next, hooks, present(def, current, { reveal: true }));
     const data = stored(next);
-    if (sameJson(data, current.data)) return current;
+    if (sameJson(data, current.data)) return { item: current };
     const updated: StoredItem = { ...current, version: current.version + 1, lastModified: new Date().toISOString(), data };
     await tx.update(updated, current.version);
     await def.afterWrite?.(current.name, data, hooks);
-    return updated;
+    return { item: updated, action: 'edit' };
   }
 
   private async loadForWrite(principal: Principal, def: KindDef, place: Place, name: string): Promise<StoredItem> {
@@ -328,7 +375,7 @@ export function keyOf(def: KindDef, place: Place, name: string): ItemKey {
 }
 
 /** The item as authorization sees it: its place and, on demand, every queryable field. */
-function targetOf(item: StoredItem): Target {
+export function targetOf(item: StoredItem): Target {
   return {
     org: item.org,
     gvc: item.gvc || undefined,

@@ -6,44 +6,66 @@ import { ApiError } from '../errors.js';
 import { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { KeyAuthenticator } from '../auth/authenticator.js';
+import { BearerAuthenticator } from '../auth/bearer.js';
+import { runAs } from '../auth/context.js';
+import { JwtVerifier } from '../auth/jwt.js';
 import { tokenOf } from './authenticate.js';
 import { installErrorHandling } from './errors.js';
 import { mountMeta } from './meta.js';
 import { mountRoutes } from './routes.js';
+import { mountAccessRoutes } from './access-routes.js';
+import { mountAuditApi } from './audit-api.js';
+import { mountWatch } from './watch.js';
 
 export interface App {
   core: FastifyInstance;
+  /** The Audit API, served on its own port. */
+  audit: FastifyInstance;
   resources: Resources;
 }
 
-/** The Core API: JSON in and out, authentication in one hook, every kind's routes from the registry. */
+/**
+ * The Core API and the Audit API: JSON in and out, the same authentication hook and error
+ * object on both, every kind's routes mounted from the registry.
+ */
 export async function buildApp(config: Config, store: Store, options: { logger?: boolean } = {}): Promise<App> {
-  const core = Fastify({
-    bodyLimit: config.bodyLimit,
-    genReqId: () => randomUUID(),
-    requestIdHeader: false,
-    logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'] },
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
-  });
-  installErrorHandling(core);
-  installBodyParsing(core);
-
   const auth = new PolicyAuthorizer(store);
   const keys = new KeyAuthenticator(store);
-  const resources = new Resources(store, auth, (org) => {
-    auth.invalidate(org);
-    keys.invalidate(org);
-  });
+  const resources = new Resources(
+    store,
+    auth,
+    (org) => {
+      auth.invalidate(org);
+      keys.invalidate(org);
+    },
+    { audit: config.audit },
+  );
+  const newServer = () => {
+    const app = Fastify({
+      bodyLimit: config.bodyLimit,
+      genReqId: () => randomUUID(),
+      requestIdHeader: false,
+      logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'] },
+      routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+    });
+    installErrorHandling(app);
+    installBodyParsing(app);
+    app.addHook('onRequest', async (request) => {
+      if (request.routeOptions.config?.public) return;
+      request.principal = { ...(await keys.authenticate(tokenOf(request))), requestId: request.id, remoteIp: request.ip };
+    });
+    mountMeta(app, config);
+    return app;
+  };
 
-  core.addHook('onRequest', async (request) => {
-    if (request.routeOptions.config?.public) return;
-    request.principal = await keys.authenticate(tokenOf(request));
-  });
-
-  mountMeta(core, config);
+  const core = newServer();
   mountRoutes(core, resources);
-  await core.ready();
-  return { core, resources };
+  mountWatch(core, store, auth);
+  mountAccessRoutes(core, resources, store, auth);
+  const audit = newServer();
+  mountAuditApi(audit, store, auth);
+  await Promise.all([core.ready(), audit.ready()]);
+  return { core, audit, resources };
 }
 
 /**

@@ -63,6 +63,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         return reply.code(202).type('application/json').send();
       },
     });
+    mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) });
     if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request) => list(resources, def, placeOf(def, request), request) });
     mountKindWide(app, resources, def);
   }
@@ -107,6 +108,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     GET: (request) => resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request)),
     PATCH: (request) => resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request)),
   });
+  mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
   mountKindWide(app, resources, org);
 }
 
@@ -156,6 +158,19 @@ async function list(resources: Resources, def: KindDef, place: Place, request: F
   const links = [{ rel: 'self', href: path }];
   if (page.next) links.push({ rel: 'next', href: `${path}?limit=${limit}&cursor=${page.next}` });
   return { kind: 'list', itemKind: def.kind, items: page.items, links };
+}
+
+/** GET <item>/-eventlog: the item's audit events, oldest first, paged by their sequence number. */
+async function eventlog(resources: Resources, def: KindDef, place: Place, name: string, request: FastifyRequest) {
+  const limit = pageSize(request);
+  const raw = (request.query as QueryString).next;
+  const after = raw === undefined ? undefined : Number(raw);
+  if (after !== undefined && (!Number.isInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
+  const page = await resources.eventlog(request.principal, def, place, name, { limit, after });
+  const path = request.url.split('?')[0];
+  const links = [{ rel: 'self', href: path }];
+  if (page.next !== undefined) links.push({ rel: 'next', href: `${path}?limit=${limit}&next=${page.next}` });
+  return { kind: 'list', itemKind: 'event', items: page.items, links };
 }
 
 interface NextToken {

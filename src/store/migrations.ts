@@ -59,4 +59,38 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE INDEX service_account_keys_owner ON service_account_keys (org, service_account);`,
     },
   },
+  {
+    version: 3,
+    name: 'audit events',
+    // Each org's events form a hash chain: hash(n) = sha256(hash(n-1) + "\n" + seq + "\n" + body).
+    // audit_heads holds each org's last seq and hash; appending updates it last in the writing
+    // transaction, so per-org seq order is commit order (what the change stream relies on).
+    // audit_prunes anchors the chain after retention removed its oldest events.
+    sql: {
+      sqlite: `
+        CREATE TABLE audit_heads (org TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, last_hash TEXT NOT NULL);
+        CREATE TABLE audit_prunes (org TEXT PRIMARY KEY, up_to_seq INTEGER NOT NULL, hash TEXT NOT NULL);
+        CREATE TABLE audit_events (
+          org TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL UNIQUE, context TEXT NOT NULL,
+          event_time TEXT NOT NULL, resource_type TEXT NOT NULL, resource_name TEXT NOT NULL, resource_id TEXT NOT NULL,
+          subject_name TEXT NOT NULL, action_type TEXT NOT NULL, hash TEXT NOT NULL, body TEXT NOT NULL,
+          PRIMARY KEY (org, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX audit_events_context ON audit_events (org, context, seq);
+        CREATE INDEX audit_events_resource ON audit_events (org, resource_id, seq);
+        CREATE INDEX audit_events_time ON audit_events (org, event_time);`,
+      postgres: `
+        CREATE TABLE audit_heads (org TEXT PRIMARY KEY, last_seq BIGINT NOT NULL, last_hash TEXT NOT NULL);
+        CREATE TABLE audit_prunes (org TEXT PRIMARY KEY, up_to_seq BIGINT NOT NULL, hash TEXT NOT NULL);
+        CREATE TABLE audit_events (
+          org TEXT NOT NULL, seq BIGINT NOT NULL, id TEXT NOT NULL UNIQUE, context TEXT NOT NULL,
+          event_time TEXT NOT NULL, resource_type TEXT NOT NULL, resource_name TEXT NOT NULL, resource_id TEXT NOT NULL,
+          subject_name TEXT NOT NULL, action_type TEXT NOT NULL, hash TEXT NOT NULL, body TEXT NOT NULL,
+          PRIMARY KEY (org, seq)
+        );
+        CREATE INDEX audit_events_context ON audit_events (org, context, seq);
+        CREATE INDEX audit_events_resource ON audit_events (org, resource_id, seq);
+        CREATE INDEX audit_events_time ON audit_events (org, event_time);`,
+    },
+  },
 ];

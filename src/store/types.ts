@@ -35,6 +35,43 @@ export interface KeyRecord {
   created: string;
 }
 
+/** An audit event as the writer hands it over; the store assigns seq and hash. */
+export interface NewAuditEvent {
+  org: string;
+  id: string;
+  context: string;
+  eventTime: string;
+  resourceType: string;
+  resourceName: string;
+  resourceId: string;
+  subjectName: string;
+  actionType: string;
+  /** The whole event as JSON text: hashed and returned byte for byte. */
+  body: string;
+}
+
+export interface AuditRecord extends NewAuditEvent {
+  seq: number;
+  hash: string;
+}
+
+export interface AuditFilter {
+  org: string;
+  /** One event by its id. */
+  id?: string;
+  context?: string;
+  resourceType?: string;
+  resourceName?: string;
+  resourceId?: string;
+  subjectName?: string;
+  actionType?: string;
+  /** ISO times, inclusive. */
+  from?: string;
+  to?: string;
+  afterSeq?: number;
+  limit: number;
+}
+
 /** Operations inside one transaction. Reads made here see the transaction's own writes. */
 export interface Tx {
   /** Reads an item; `lock` holds it against concurrent writers until the transaction ends. */
@@ -49,6 +86,8 @@ export interface Tx {
   countInGvc(org: string, kind: string, gvc: string): Promise<number>;
   putKey(record: KeyRecord): Promise<void>;
   deleteKeys(org: string, serviceAccount: string, keep: string[]): Promise<void>;
+  /** Appends to the org's hash chain; call it last in the transaction (it holds the org's chain head). */
+  appendAudit(event: NewAuditEvent): Promise<AuditRecord>;
 }
 
 export interface Store {
@@ -58,6 +97,14 @@ export interface Store {
   findKey(keyName: string): Promise<KeyRecord | undefined>;
   /** Orgs whose groups or policies mention a principal link (the candidates for GET /org). */
   orgsNaming(link: string): Promise<string[]>;
+  /** Events in seq order. */
+  audit(filter: AuditFilter): Promise<AuditRecord[]>;
+  /** The org's chain head (0 and '' before its first event) and the anchor left by pruning. */
+  auditHead(org: string): Promise<{ seq: number; hash: string; prunedUpTo: number; prunedHash: string }>;
+  /** Removes an org's events older than `before` or beyond the newest `keep`, recording the new chain anchor. */
+  pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number>;
+  /** Orgs that have audit events (for retention). */
+  auditOrgs(): Promise<string[]>;
   /** Runs `fn` in one transaction: all of its writes happen, or none. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** True once the store holds at least one org (decides first-start bootstrap). */

@@ -93,7 +93,9 @@ for (const backend of BACKENDS) {
 
           const paged: string[] = [];
           let cursor: string | undefined;
-          for (;;) {
+          for (let pages = 0; ; pages++) {
+            // A cursor that does not advance must fail the test, not hang it.
+            assert.ok(pages <= rows.length + 1, 'pagination does not advance');
             const page = await db.run(query, { after: cursor, limit: pageSize });
             paged.push(...page.map((r) => `${r.gvc}/${r.item.name}`));
             if (page.length < pageSize) break;

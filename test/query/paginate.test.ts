@@ -41,6 +41,8 @@ async function allPages(db: TestDb, query: Query, limit: number, between?: (page
   const seen: Row[] = [];
   let cursor: string | undefined;
   for (let page = 0; ; page++) {
+    // A cursor that does not advance must fail the test, not hang it.
+    assert.ok(page < 100, 'pagination does not advance');
     const rows = await db.run(query, { after: cursor, limit });
     seen.push(...rows);
     if (rows.length < limit) return seen;

@@ -1,3 +1,4 @@
+import { KEEL_ACTOR } from '../../src/audit/events.js';
 // A Keel server for tests, on a real store: SQLite in a temp directory or PostgreSQL in a
 // fresh schema. Requests go through fastify's inject(), so every hook and handler runs.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -55,8 +56,8 @@ export async function storeFor(backend: Backend): Promise<{ store: Store; url?: 
 
 export async function startKeel(backend: Backend, org = 'acme'): Promise<TestKeel> {
   const { store, url, dir, cleanup } = await storeFor(backend);
-  const config: Config = { host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, bodyLimit: 1024 * 1024, logLevel: 'silent' };
-  const { token } = await createOrg(store, { name: org, superusers: [], adminServiceAccount: 'admin' });
+  const config: Config = { host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, bodyLimit: 1024 * 1024, logLevel: 'silent', audit: true, auditMaxAgeDays: 0, auditMaxEvents: 0 };
+  const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
   const app = await buildApp(config, store, { logger: false });
   const extra: Array<{ app: App; store: Store }> = [];
   return {
@@ -92,9 +93,11 @@ export async function startKeel(backend: Backend, org = 'acme'): Promise<TestKee
     async close() {
       for (const e of extra) {
         await e.app.core.close();
+        await e.app.audit.close();
         await e.store.close();
       }
       await app.core.close();
+      await app.audit.close();
       await store.close();
       await cleanup();
     },

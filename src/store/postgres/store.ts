@@ -3,7 +3,8 @@ import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
-import type { ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
+import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
+import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
 // Every write runs in a READ COMMITTED transaction: creates rely on the primary key, updates
 // on `version = expected` in the WHERE clause, and reads that guard an invariant (a GVC that
@@ -73,6 +74,31 @@ export class PostgresStore implements Store {
     return rows.map((r) => r.org as string);
   }
 
+  async audit(filter: AuditFilter): Promise<AuditRecord[]> {
+    const { sql, values } = auditQuery('postgres', filter);
+    const { rows } = await this.pool.query<AuditRow>(sql, values);
+    return rows.map(fromAuditRow);
+  }
+
+  async auditHead(org: string) {
+    const { rows } = await this.pool.query(
+      `SELECT h.last_seq, h.last_hash, p.up_to_seq, p.hash AS pruned_hash
+       FROM (SELECT $1::text AS org) o LEFT JOIN audit_heads h ON h.org = o.org LEFT JOIN audit_prunes p ON p.org = o.org`,
+      [org],
+    );
+    const r = rows[0];
+    return { seq: Number(r.last_seq ?? 0), hash: r.last_hash ?? '', prunedUpTo: Number(r.up_to_seq ?? 0), prunedHash: r.pruned_hash ?? '' };
+  }
+
+  async auditOrgs(): Promise<string[]> {
+    const { rows } = await this.pool.query('SELECT org FROM audit_heads ORDER BY org');
+    return rows.map((r) => r.org as string);
+  }
+
+  async pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
+    return this.transaction(async (tx) => (tx as PgTx).pruneAudit(org, options));
+  }
+
   async isEmpty(): Promise<boolean> {
     const { rows } = await this.pool.query("SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1");
     return rows.length === 0;
@@ -123,7 +149,9 @@ async function writeTags(client: pg.PoolClient, item: StoredItem): Promise<void>
   );
 }
 
-function transactionOn(client: pg.PoolClient): Tx {
+type PgTx = Tx & { pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> };
+
+function transactionOn(client: pg.PoolClient): PgTx {
   return {
     get: (key, lock) => getOn(client, key, lock),
     async insert(item) {
@@ -170,6 +198,43 @@ function transactionOn(client: pg.PoolClient): Tx {
     },
     async deleteKeys(org, serviceAccount, keep) {
       await client.query('DELETE FROM service_account_keys WHERE org = $1 AND service_account = $2 AND NOT (key_name = ANY($3::text[]))', [org, serviceAccount, keep]);
+    },
+    async appendAudit(event) {
+      // One statement: advance the org's chain head (its row lock is held until commit, which
+      // orders commits per org) and insert the event with the new seq and hash.
+      const { rows } = await client.query(
+        `WITH head AS (
+           INSERT INTO audit_heads AS h (org, last_seq, last_hash)
+           VALUES ($1, 1, encode(sha256(convert_to(E'\n1\n' || $10, 'UTF8')), 'hex'))
+           ON CONFLICT (org) DO UPDATE SET
+             last_seq = h.last_seq + 1,
+             last_hash = encode(sha256(convert_to(h.last_hash || E'\n' || (h.last_seq + 1)::text || E'\n' || $10, 'UTF8')), 'hex')
+           RETURNING last_seq, last_hash)
+         INSERT INTO audit_events (${AUDIT_COLUMNS})
+         SELECT $1, head.last_seq, $2, $3, $4, $5, $6, $7, $8, $9, head.last_hash, $10 FROM head
+         RETURNING seq, hash`,
+        [event.org, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, event.body],
+      );
+      return { ...event, seq: Number(rows[0].seq), hash: rows[0].hash };
+    },
+    async pruneAudit(org, options) {
+      let cutoff = 0;
+      if (options.keep !== undefined) {
+        const { rows } = await client.query('SELECT last_seq FROM audit_heads WHERE org = $1 FOR UPDATE', [org]);
+        cutoff = Math.max(cutoff, Number(rows[0]?.last_seq ?? 0) - options.keep);
+      }
+      if (options.before !== undefined) {
+        const { rows } = await client.query('SELECT MAX(seq) AS seq FROM audit_events WHERE org = $1 AND event_time < $2', [org, options.before]);
+        cutoff = Math.max(cutoff, Number(rows[0]?.seq ?? 0));
+      }
+      const { rows: anchor } = await client.query('SELECT hash FROM audit_events WHERE org = $1 AND seq = $2', [org, cutoff]);
+      if (!anchor[0]) return 0;
+      const removed = await client.query('DELETE FROM audit_events WHERE org = $1 AND seq <= $2', [org, cutoff]);
+      await client.query(
+        'INSERT INTO audit_prunes VALUES ($1, $2, $3) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash',
+        [org, cutoff, anchor[0].hash],
+      );
+      return removed.rowCount ?? 0;
     },
   };
 }

@@ -5,7 +5,9 @@ import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
-import type { ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
+import { chainHash } from '../../audit/chain.js';
+import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
+import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
 // One writer connection (transactions serialized by a mutex, so an open transaction never
 // interleaves with another request's statements) and one reader connection: in WAL mode the
@@ -85,6 +87,40 @@ export class SqliteStore implements Store {
     return rows.map((r) => r.org);
   }
 
+  async audit(filter: AuditFilter): Promise<AuditRecord[]> {
+    const { sql, values } = auditQuery('sqlite', filter);
+    return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
+  }
+
+  async auditHead(org: string) {
+    const head = this.stmt(this.reader, 'SELECT last_seq, last_hash FROM audit_heads WHERE org = ?').get(org) as { last_seq: number; last_hash: string } | undefined;
+    const pruned = this.stmt(this.reader, 'SELECT up_to_seq, hash FROM audit_prunes WHERE org = ?').get(org) as { up_to_seq: number; hash: string } | undefined;
+    return { seq: head?.last_seq ?? 0, hash: head?.last_hash ?? '', prunedUpTo: pruned?.up_to_seq ?? 0, prunedHash: pruned?.hash ?? '' };
+  }
+
+  async auditOrgs(): Promise<string[]> {
+    return (this.stmt(this.reader, 'SELECT org FROM audit_heads ORDER BY org').all() as Array<{ org: string }>).map((r) => r.org);
+  }
+
+  pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
+    return this.transaction(async () => {
+      let cutoff = 0;
+      if (options.keep !== undefined) {
+        const head = this.stmt(this.writer, 'SELECT last_seq FROM audit_heads WHERE org = ?').get(org) as { last_seq: number } | undefined;
+        cutoff = Math.max(cutoff, (head?.last_seq ?? 0) - options.keep);
+      }
+      if (options.before !== undefined) {
+        const old = this.stmt(this.writer, 'SELECT MAX(seq) AS seq FROM audit_events WHERE org = ? AND event_time < ?').get(org, options.before) as { seq: number | null };
+        cutoff = Math.max(cutoff, old.seq ?? 0);
+      }
+      const anchor = this.stmt(this.writer, 'SELECT hash FROM audit_events WHERE org = ? AND seq = ?').get(org, cutoff) as { hash: string } | undefined;
+      if (!anchor) return 0;
+      const removed = this.stmt(this.writer, 'DELETE FROM audit_events WHERE org = ? AND seq <= ?').run(org, cutoff).changes;
+      this.stmt(this.writer, 'INSERT INTO audit_prunes VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash').run(org, cutoff, anchor.hash);
+      return removed;
+    });
+  }
+
   async isEmpty(): Promise<boolean> {
     return !this.stmt(this.reader, "SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1").get();
   }
@@ -159,6 +195,16 @@ export class SqliteStore implements Store {
       for (const { key_name } of existing) {
         if (!keep.includes(key_name)) this.stmt(this.writer, 'DELETE FROM service_account_keys WHERE key_name = ?').run(key_name);
       }
+    },
+    appendAudit: async (event) => {
+      const head = this.stmt(this.writer, 'SELECT last_seq, last_hash FROM audit_heads WHERE org = ?').get(event.org) as { last_seq: number; last_hash: string } | undefined;
+      const seq = (head?.last_seq ?? 0) + 1;
+      const hash = chainHash(head?.last_hash ?? '', seq, event.body);
+      this.stmt(this.writer, 'INSERT INTO audit_heads VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash').run(event.org, seq, hash);
+      this.stmt(this.writer, `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+        event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body,
+      );
+      return { ...event, seq, hash };
     },
   };
 

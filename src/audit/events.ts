@@ -1,0 +1,60 @@
+import { randomUUID } from 'node:crypto';
+import type { Principal } from '../auth/principal.js';
+import type { Resource } from '../kinds/types.js';
+import type { AuditRecord, NewAuditEvent } from '../store/types.js';
+
+/** The platform's own audit context: every mutation made through the API lands here. */
+export const PLATFORM_CONTEXT = 'cpln';
+
+export interface Actor {
+  /** The principal's name (a user's email, a service account's name), or 'keel' for Keel itself. */
+  name: string;
+  link?: string;
+  requestId?: string;
+  remoteIp?: string;
+}
+
+export const KEEL_ACTOR: Actor = { name: 'keel' };
+
+export function actorOf(principal: Principal): Actor {
+  return { name: principal.name, link: principal.link, requestId: principal.requestId, remoteIp: principal.remoteIp };
+}
+
+/**
+ * An audit event of a change to `resource` (as clients see it: hidden fields such as secret
+ * values and key hashes are already gone, so they never reach the log).
+ */
+export function changeEvent(org: string, actor: Actor, action: string, resource: Resource): NewAuditEvent {
+  const id = randomUUID();
+  const now = new Date().toISOString();
+  const self = resource.links.find((l) => l.rel === 'self')?.href;
+  const body = {
+    id,
+    eventTime: now,
+    postedTime: now,
+    receivedTime: now,
+    requestId: actor.requestId ?? id,
+    context: { org, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
+    subject: { name: actor.name, ...(actor.link ? { link: actor.link } : {}) },
+    resource: { id: resource.id, name: resource.name, type: resource.kind, link: self, version: resource.version, data: resource },
+    action: { type: action },
+    result: { status: 'success' },
+  };
+  return {
+    org,
+    id,
+    context: PLATFORM_CONTEXT,
+    eventTime: now,
+    resourceType: resource.kind,
+    resourceName: resource.name,
+    resourceId: resource.id,
+    subjectName: actor.name,
+    actionType: action,
+    body: JSON.stringify(body),
+  };
+}
+
+/** An event as the APIs return it: the recorded body plus its place in the org's chain. */
+export function eventView(record: AuditRecord): Record<string, unknown> {
+  return { ...JSON.parse(record.body), seq: record.seq, hash: record.hash };
+}

@@ -1,0 +1,32 @@
+import type { Store } from '../store/types.js';
+import { chainHash } from './chain.js';
+
+export type ChainReport = { ok: true; events: number; from: number; to: number } | { ok: false; events: number; brokenAt: number; reason: string };
+
+/**
+ * Recomputes an org's audit chain from the anchor left by retention (or the start) to the head,
+ * and names the first link that does not hold: an edited event, a missing one, or a cut tail.
+ */
+export async function verifyChain(store: Store, org: string): Promise<ChainReport> {
+  const head = await store.auditHead(org);
+  let previous = head.prunedHash;
+  let expected = head.prunedUpTo + 1;
+  let events = 0;
+  for (;;) {
+    const page = await store.audit({ org, afterSeq: expected - 1, limit: 1000 });
+    if (page.length === 0) break;
+    for (const event of page) {
+      if (event.seq !== expected) return { ok: false, events, brokenAt: expected, reason: `event ${expected} is missing` };
+      if (chainHash(previous, event.seq, event.body) !== event.hash) {
+        return { ok: false, events, brokenAt: event.seq, reason: `event ${event.seq} (${event.id}) does not match its hash: it was altered` };
+      }
+      previous = event.hash;
+      expected++;
+      events++;
+    }
+  }
+  if (expected - 1 !== head.seq || previous !== head.hash) {
+    return { ok: false, events, brokenAt: expected, reason: `the chain ends at event ${expected - 1} but its head is at ${head.seq}: events were removed` };
+  }
+  return { ok: true, events, from: head.prunedUpTo + 1, to: head.seq };
+}

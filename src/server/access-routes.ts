@@ -1,0 +1,51 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { accessReport } from '../auth/access-report.js';
+import type { Authorizer } from '../auth/authorizer.js';
+import { ApiError } from '../errors.js';
+import { KINDS, findKind } from '../kinds/index.js';
+import type { KindDef, Place } from '../kinds/types.js';
+import type { Resources } from '../resources/service.js';
+import type { Store } from '../store/types.js';
+
+type Params = Record<string, string>;
+
+/** Access-control routes beyond the generic ones: user invitation and lookup by email, access reports. */
+export function mountAccessRoutes(app: FastifyInstance, resources: Resources, store: Store, auth: Authorizer): void {
+  const user = findKind('user')!;
+  const org = findKind('org')!;
+
+  // Users are named by their email: a create or apply body may give only the email.
+  app.addHook('preHandler', async (request) => {
+    const url = request.routeOptions.url;
+    if ((url === '/org/:org/user' && (request.method === 'POST' || request.method === 'PUT')) || url === '/org/:org/user/-invite') {
+      const body = request.body as Record<string, unknown> | undefined;
+      if (body && typeof body === 'object' && body.name === undefined && typeof body.email === 'string') body.name = body.email;
+    }
+  });
+
+  app.post('/org/:org/user/-invite', async (request, reply) => {
+    const body = request.body as Record<string, unknown> | undefined;
+    if (!body || typeof body.email !== 'string') throw ApiError.badRequest('email is required', [{ path: 'email', message: 'is required' }]);
+    const created = await resources.create(request.principal, user, placeOf(request), body);
+    return reply.code(201).header('location', created.links[0].href).send(created);
+  });
+
+  app.get('/org/:org/user/-for/email/:email', (request) => resources.get(request.principal, user, placeOf(request), (request.params as Params).email));
+
+  app.get('/org/:org/-accessreport', (request) => accessReport(store, auth, request.principal, org, placeOf(request), placeOf(request).org));
+  for (const def of KINDS) {
+    if (def.kind === 'org') continue;
+    const item = def.kind === 'gvc' ? '/org/:org/gvc/:gvc' : def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}/:name` : `/org/:org/${def.kind}/:name`;
+    app.get(`${item}/-accessreport`, (request) => accessReport(store, auth, request.principal, def, placeOf(request, def), nameOf(request, def)));
+  }
+}
+
+function placeOf(request: FastifyRequest, def?: KindDef): Place {
+  const params = request.params as Params;
+  return { org: params.org, gvc: def?.scope === 'gvc' ? params.gvc : undefined };
+}
+
+function nameOf(request: FastifyRequest, def: KindDef): string {
+  const params = request.params as Params;
+  return def.kind === 'gvc' ? params.gvc : params.name;
+}

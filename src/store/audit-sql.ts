@@ -1,0 +1,58 @@
+import type { AuditFilter, AuditRecord } from './types.js';
+import { SqlParams, type Dialect } from './sql.js';
+
+export const AUDIT_COLUMNS =
+  'org, seq, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, hash, body';
+
+export interface AuditRow {
+  org: string;
+  seq: number | string;
+  id: string;
+  context: string;
+  event_time: string;
+  resource_type: string;
+  resource_name: string;
+  resource_id: string;
+  subject_name: string;
+  action_type: string;
+  hash: string;
+  body: string;
+}
+
+export function fromAuditRow(row: AuditRow): AuditRecord {
+  return {
+    org: row.org,
+    seq: Number(row.seq),
+    id: row.id,
+    context: row.context,
+    eventTime: row.event_time,
+    resourceType: row.resource_type,
+    resourceName: row.resource_name,
+    resourceId: row.resource_id,
+    subjectName: row.subject_name,
+    actionType: row.action_type,
+    hash: row.hash,
+    body: row.body,
+  };
+}
+
+/** The SELECT of an audit filter, in seq order. */
+export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string; values: unknown[] } {
+  const p = new SqlParams(dialect);
+  const where = [`org = ${p.add(filter.org)}`];
+  const eq: Array<[keyof AuditFilter, string]> = [
+    ['id', 'id'],
+    ['context', 'context'],
+    ['resourceType', 'resource_type'],
+    ['resourceName', 'resource_name'],
+    ['resourceId', 'resource_id'],
+    ['subjectName', 'subject_name'],
+    ['actionType', 'action_type'],
+  ];
+  for (const [field, column] of eq) if (filter[field] !== undefined) where.push(`${column} = ${p.add(filter[field])}`);
+  if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
+  if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);
+  if (filter.afterSeq !== undefined) where.push(`seq > ${p.add(filter.afterSeq)}`);
+  const sql = `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ${p.add(filter.limit)}`;
+  return { sql, values: p.values };
+}
