@@ -9,15 +9,22 @@ export const PLATFORM_CONTEXT = 'cpln';
 export interface Actor {
   /** The principal's name (a user's email, a service account's name), or 'keel' for Keel itself. */
   name: string;
+  /** serviceaccount, user, or keel. */
+  type: string;
   link?: string;
   requestId?: string;
   remoteIp?: string;
 }
 
-export const KEEL_ACTOR: Actor = { name: 'keel' };
+export const KEEL_ACTOR: Actor = { name: 'keel', type: 'keel' };
 
 export function actorOf(principal: Principal): Actor {
-  return { name: principal.name, link: principal.link, requestId: principal.requestId, remoteIp: principal.remoteIp };
+  return { name: principal.name, type: principal.kind, link: principal.link, requestId: principal.requestId, remoteIp: principal.remoteIp };
+}
+
+/** The event's subject; `data.type` and `data.principalLink` are what the CLI's audit table shows. */
+export function subjectOf(actor: Actor, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { name: actor.name, data: { ...extra, type: actor.type, ...(actor.link ? { principalLink: actor.link } : {}) } };
 }
 
 /**
@@ -35,7 +42,7 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
     receivedTime: now,
     requestId: actor.requestId ?? id,
     context: { org, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
-    subject: { name: actor.name, ...(actor.link ? { link: actor.link } : {}) },
+    subject: subjectOf(actor),
     resource: { id: resource.id, name: resource.name, type: resource.kind, link: self, version: resource.version, data: resource },
     action: { type: action },
     result: { status: 'success' },
@@ -57,4 +64,19 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
 /** An event as the APIs return it: the recorded body plus its place in the org's chain. */
 export function eventView(record: AuditRecord): Record<string, unknown> {
   return { ...JSON.parse(record.body), seq: record.seq, hash: record.hash };
+}
+
+/** An audit event in the shape of the `event` kind, as an item's -eventlog lists it. */
+export function eventlogEntry(record: AuditRecord): Record<string, unknown> {
+  const event = eventView(record);
+  return {
+    kind: 'event',
+    id: record.id,
+    created: record.eventTime,
+    lastEventTime: record.eventTime,
+    eventCount: 1,
+    status: record.actionType,
+    pinned: false,
+    ...event,
+  };
 }

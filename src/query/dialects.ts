@@ -37,6 +37,11 @@ export interface SqlDialect {
   lastSegment(text: string): string;
 }
 
+// The common columns are NOT NULL, so their comparisons are two-valued already.
+function columnSlot(column: string, type: 'string' | 'number'): Slot {
+  return type === 'string' ? { present: 'TRUE', str: column, nullable: false } : { present: 'TRUE', num: column, nullable: false };
+}
+
 function sqliteSlot(type: string, value: string): Slot {
   return {
     present: `COALESCE(${type}, 'null') <> 'null'`,
@@ -54,7 +59,7 @@ const sqlite: SqlDialect = {
   },
   // json_each's atom is the SQL value of a scalar (1/0 for true/false, like json_extract).
   each: { from: 'json_each(r.data) j', slot: sqliteSlot('j.type', 'j.atom') },
-  column: (column, type) => (type === 'string' ? { present: 'TRUE', str: column, nullable: false } : { present: 'TRUE', num: column, nullable: false }),
+  column: columnSlot,
   // Text without a declared collation compares with BINARY.
   bytewise: (text) => text,
   numberParam: (p) => p,
@@ -85,7 +90,7 @@ const postgres: SqlDialect = {
   // `->` with a text key never indexes arrays, matching SQLite's $."key" and the evaluator.
   path: (segments) => postgresSlot(`(r.data${segments.map((s) => ` -> '${s}'`).join('')})`),
   each: { from: 'jsonb_each(r.data) j', slot: postgresSlot('j.value') },
-  column: (column, type) => (type === 'string' ? { present: 'TRUE', str: column, nullable: false } : { present: 'TRUE', num: column, nullable: false }),
+  column: columnSlot,
   // An explicit collation on `=` would keep PostgreSQL off the column's index, so only ordering gets it.
   bytewise: (text) => `(${text}) COLLATE "C"`,
   numberParam: (p) => `${p}::numeric`,

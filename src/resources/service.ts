@@ -11,7 +11,7 @@ import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.j
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
 import { present } from './present.js';
-import { actorOf, changeEvent, eventView, PLATFORM_CONTEXT } from '../audit/events.js';
+import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { changes } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
@@ -195,7 +195,7 @@ export class Resources {
     await this.auth.check(principal, 'view', def, targetOf(item));
     const records = await this.store.audit({ org: item.org, context: PLATFORM_CONTEXT, resourceId: item.id, afterSeq: page.after, limit: page.limit + 1 });
     const more = records.length > page.limit;
-    const items = (more ? records.slice(0, page.limit) : records).map(eventView);
+    const items = (more ? records.slice(0, page.limit) : records).map(eventlogEntry);
     return { items, next: more ? records[page.limit - 1].seq : undefined };
   }
 

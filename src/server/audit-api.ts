@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
-import { actorOf, eventView, PLATFORM_CONTEXT } from '../audit/events.js';
+import { actorOf, eventView, PLATFORM_CONTEXT, subjectOf } from '../audit/events.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
@@ -115,7 +115,7 @@ function customEvent(org: string, context: string, principal: Principal, body: u
     receivedTime: now,
     requestId: actor.requestId ?? id,
     context: { org, name: context, eventSource: 'custom', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}), ...(input.context?.data ? { data: input.context.data } : {}) },
-    subject: { name: actor.name, link: actor.link, ...(input.subject ? { data: input.subject } : {}) },
+    subject: subjectOf(actor, input.subject && typeof input.subject === 'object' ? input.subject : {}),
     resource,
     action: input.action,
     result: input.result ?? { status: 'success' },

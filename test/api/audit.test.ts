@@ -49,6 +49,7 @@ forEachBackend('audit', (backend) => {
     assert.ok(mine.every((e) => e.resource.id === created.body.id && e.resource.type === 'gvc'));
     assert.deepEqual(mine.map((e) => e.resource.version), [1, 2, 3, 3]);
     assert.equal(mine[0].subject.name, 'admin');
+    assert.deepEqual(mine[0].subject.data, { type: 'serviceaccount', principalLink: '/org/acme/serviceaccount/admin' });
     assert.equal(mine[0].context.org, 'acme');
     assert.equal(mine[0].context.name, 'cpln');
     assert.ok((await events()).every((e) => e.resource.name !== 'dry-run-gvc'));
@@ -139,6 +140,8 @@ forEachBackend('audit', (backend) => {
     assert.equal(log.status, 200);
     assert.deepEqual(Object.keys(log.body).sort(), ['itemKind', 'items', 'kind', 'links']);
     assert.deepEqual(log.body.items.map((e: any) => e.action.type), ['create', 'edit']);
+    assert.deepEqual(log.body.items.map((e: any) => [e.kind, e.status]), [['event', 'create'], ['event', 'edit']]);
+    assert.ok(log.body.items.every((e: any) => typeof e.created === 'string' && e.resource.name === 'logged'));
     assert.equal((await k.call('GET', '/org/acme/gvc/logged/-eventlog', undefined, { token: bystander })).status, 403);
     assert.equal((await k.call('GET', '/org/acme/gvc/missing/-eventlog')).status, 404);
   });
