@@ -66,14 +66,16 @@ export interface RunningKeel {
   base: string;
   token: string;
   org: string;
+  /** The keel process. */
+  pid: number;
   /** A JSON request as the admin. */
   call(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
   stop(): Promise<void>;
 }
 
-/** Starts `keel serve` (built) on a fresh SQLite directory, or on PostgreSQL when `databaseUrl` is given. */
-export async function startKeel(options: { databaseUrl?: string; env?: Record<string, string> } = {}): Promise<RunningKeel> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'keel-bench-'));
+/** Starts `keel serve` (built) on a fresh SQLite directory (or `dataDir`, kept on stop), or on PostgreSQL when `databaseUrl` is given. */
+export async function startKeel(options: { databaseUrl?: string; env?: Record<string, string>; dataDir?: string } = {}): Promise<RunningKeel> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'keel-bench-'));
   const port = await freePort();
   const org = 'bench';
   const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli.js'), 'serve'], {
@@ -96,6 +98,7 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
     base,
     token,
     org,
+    pid: child.pid!,
     async call(method, path, body) {
       const res = await fetch(base + path, {
         method,
@@ -109,7 +112,7 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       await exited;
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -6,11 +6,16 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { benchAudit } from './audit.js';
 import { benchGet } from './get.js';
+import { benchAuth } from './auth.js';
+import { benchPatch } from './patch.js';
 import { CONNECTIONS, DURATION, ROOT, type Section } from './harness.js';
 
 const SECTIONS: Record<string, () => Promise<Section>> = {
   get: benchGet,
+  patch: benchPatch,
   audit: benchAudit,
+  auth: benchAuth,
+  query: () => import('./query.js').then((m) => m.benchQuery()),
 };
 
 async function main(): Promise<void> {

@@ -1,81 +1,110 @@
 #!/usr/bin/env node
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parseAllDocuments, stringify as toYaml } from 'yaml';
 import { changeEvent, KEEL_ACTOR } from './audit/events.js';
 import { verifyChain } from './audit/verify.js';
-import { findKind } from './kinds/index.js';
-import { present } from './resources/present.js';
+import { SYSTEM_PRINCIPAL, SystemAuthorizer } from './auth/system.js';
 import { mintKey } from './auth/keys.js';
-import { configFromEnv } from './config.js';
+import { loadConfig, optionsHelp, printableConfig, type Config } from './config.js';
+import { findKind } from './kinds/index.js';
 import { createOrg } from './resources/orgs.js';
+import { present } from './resources/present.js';
+import { Resources } from './resources/service.js';
+import { exportOrg, importDocs } from './resources/transfer.js';
 import { serve } from './serve.js';
 import { openStore } from './store/open.js';
+import type { Store } from './store/types.js';
 
-const USAGE = `Usage: keel <command>
-
-Commands:
-  serve                         run the Core API (KEEL_PORT) and the Audit API (KEEL_AUDIT_PORT)
-  org create NAME               create an org with its built-ins; prints a superuser key for it
-  key create --org ORG          mint a new superuser key for ORG (service account 'admin')
-  migrate                       bring the database schema up to date and exit
-  audit verify --org ORG        check ORG's audit hash chain; names the first broken link
-
-Configuration comes from the environment: KEEL_HOST, KEEL_PORT, KEEL_AUDIT_PORT, KEEL_DATA_DIR,
-KEEL_DATABASE_URL (postgres://... selects PostgreSQL), KEEL_ORG, KEEL_LOG_LEVEL.`;
-
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
+interface Command {
+  usage: string;
+  summary: string;
+  /** Flags of the command itself; every other --flag is a setting (see `keel serve --help`). */
+  flags?: string[];
+  /** Boolean flags (no value). */
+  switches?: string[];
+  run(args: { positional: string[]; flags: Map<string, string>; config: () => Config }): Promise<number>;
 }
 
-async function main(argv: string[]): Promise<number> {
-  const [command, sub, ...rest] = argv;
-  if (!command || command === '--help' || command === '-h' || command === 'help') {
-    console.log(USAGE);
-    return command ? 0 : 2;
-  }
-  const config = configFromEnv();
-  switch (command) {
-    case 'serve':
-      await serve(config);
-      return -1; // keeps running
-    case 'migrate': {
-      const store = await openStore(config);
-      await store.close();
-      console.log('database schema is up to date');
-      return 0;
-    }
-    case 'org': {
-      const name = rest[0];
-      if (sub !== 'create' || !name) break;
-      if (!/^[a-z]([-a-z0-9])*[a-z0-9]$/.test(name) || name.length > 64) {
-        console.error(`'${name}' is not a valid org name (lowercase letters, digits and '-', 2 to 64 characters)`);
-        return 2;
+const COMMANDS: Record<string, Command> = {
+  serve: {
+    usage: 'keel serve [settings] [--print-config]',
+    summary: 'run the Core API and the Audit API',
+    switches: ['--print-config'],
+    async run({ flags, config }) {
+      if (flags.has('--print-config')) {
+        console.log(JSON.stringify(printableConfig(config()), null, 2));
+        return 0;
       }
-      const store = await openStore(config);
-      try {
+      await serve(config());
+      return -1; // keeps running until a signal
+    },
+  },
+  'org create': {
+    usage: 'keel org create NAME',
+    summary: 'create an org with its built-ins and print a superuser key of it',
+    async run({ positional, config }) {
+      const name = required(positional[0], 'the org name');
+      const cfg = config();
+      const valid = /^[a-z]([-a-z0-9])*[a-z0-9]$/.test(name) && name.length <= 64;
+      if (!valid) throw new UsageError(`'${name}' is not a valid org name (lowercase letters, digits and '-', 2 to 64 characters)`);
+      return withStore(cfg, async (store) => {
         const { token } = await createOrg(store, { name, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
         console.log(token);
-      } finally {
-        await store.close();
-      }
-      return 0;
-    }
-    case 'key': {
-      const org = flag([sub, ...rest], '--org');
-      if (sub !== 'create' || !org) break;
-      const store = await openStore(config);
-      try {
-        const key = await addAdminKey(store, org);
-        console.log(key);
-      } finally {
-        await store.close();
-      }
-      return 0;
-    }
-    case 'audit': {
-      const org = flag([sub, ...rest], '--org');
-      if (sub !== 'verify' || !org) break;
-      const store = await openStore(config);
-      try {
+        return 0;
+      });
+    },
+  },
+  'org list': {
+    usage: 'keel org list',
+    summary: 'list the orgs in the store',
+    run: ({ config }) =>
+      withStore(config(), async (store) => {
+        for (const org of await store.orgs()) console.log(org);
+        return 0;
+      }),
+  },
+  'key create': {
+    usage: 'keel key create --org ORG',
+    summary: "mint a new superuser key (service account 'admin' of ORG) and print it",
+    flags: ['--org'],
+    run: ({ flags, config }) =>
+      withStore(config(), async (store) => {
+        console.log(await addAdminKey(store, required(flags.get('--org'), '--org ORG')));
+        return 0;
+      }),
+  },
+  'key revoke': {
+    usage: 'keel key revoke --org ORG KEYNAME',
+    summary: 'revoke a service-account key by its name (the part before the first dot)',
+    flags: ['--org'],
+    run: ({ positional, flags, config }) =>
+      withStore(config(), async (store) => {
+        const org = required(flags.get('--org'), '--org ORG');
+        const keyName = required(positional[0], 'the key name');
+        const record = await store.findKey(keyName);
+        if (!record || record.org !== org) throw new Error(`org '${org}' has no key '${keyName}'`);
+        const resources = systemResources(store);
+        await resources.patch({ ...SYSTEM_PRINCIPAL, org }, findKind('serviceaccount')!, { org }, record.serviceAccount, { '$drop/keys': [keyName] });
+        console.log(`revoked key ${keyName} of service account '${record.serviceAccount}'`);
+        return 0;
+      }),
+  },
+  migrate: {
+    usage: 'keel migrate',
+    summary: 'bring the database schema up to date and exit',
+    run: ({ config }) =>
+      withStore(config(), async () => {
+        console.log('database schema is up to date');
+        return 0;
+      }),
+  },
+  'audit verify': {
+    usage: 'keel audit verify --org ORG',
+    summary: "check ORG's audit hash chain; names the first broken link",
+    flags: ['--org'],
+    run: ({ flags, config }) =>
+      withStore(config(), async (store) => {
+        const org = required(flags.get('--org'), '--org ORG');
         const report = await verifyChain(store, org);
         if (report.ok) {
           console.log(`audit chain of org '${org}' is intact: ${report.events} events (${report.from}..${report.to})`);
@@ -83,17 +112,83 @@ async function main(argv: string[]): Promise<number> {
         }
         console.error(`audit chain of org '${org}' is BROKEN at event ${report.brokenAt}: ${report.reason}`);
         return 1;
-      } finally {
-        await store.close();
-      }
-    }
+      }),
+  },
+  export: {
+    usage: 'keel export --org ORG [--format yaml|json] [--out FILE]',
+    summary: "write ORG's resources as documents that keel import and cpln apply -f load (secret values included)",
+    flags: ['--org', '--format', '--out'],
+    run: ({ flags, config }) =>
+      withStore(config(), async (store) => {
+        const org = required(flags.get('--org'), '--org ORG');
+        if (!(await store.orgs()).includes(org)) throw new Error(`org '${org}' does not exist`);
+        const format = flags.get('--format') ?? 'yaml';
+        if (format !== 'yaml' && format !== 'json') throw new UsageError('--format must be yaml or json');
+        const docs = await exportOrg(store, org);
+        const text = format === 'json' ? JSON.stringify(docs, null, 2) + '\n' : docs.map((d) => toYaml(d)).join('---\n');
+        const out = flags.get('--out');
+        if (out) writeFileSync(out, text, { mode: 0o600 });
+        else process.stdout.write(text);
+        if (out) console.error(`exported ${docs.length} resources of org '${org}' to ${out}`);
+        return 0;
+      }),
+  },
+  import: {
+    usage: 'keel import --org ORG FILE',
+    summary: 'create or replace the resources in FILE (YAML documents, a JSON array or list) in ORG',
+    flags: ['--org'],
+    run: ({ positional, flags, config }) =>
+      withStore(config(), async (store) => {
+        const org = required(flags.get('--org'), '--org ORG');
+        const file = required(positional[0], 'FILE');
+        if (!(await store.orgs()).includes(org)) throw new Error(`org '${org}' does not exist; create it with 'keel org create ${org}'`);
+        const results = await importDocs(systemResources(store), org, readDocuments(file));
+        for (const r of results) {
+          const where = r.gvc ? ` (gvc ${r.gvc})` : '';
+          if (r.outcome === 'failed') console.error(`failed  ${r.kind} '${r.name}'${where}: ${r.error}`);
+          else console.log(`${r.outcome} ${r.kind} '${r.name}'${where}`);
+        }
+        return results.some((r) => r.outcome === 'failed') ? 1 : 0;
+      }),
+  },
+};
+
+class UsageError extends Error {}
+
+function required(value: string | undefined, what: string): string {
+  if (!value) throw new UsageError(`missing ${what}`);
+  return value;
+}
+
+async function withStore(config: Config, fn: (store: Store) => Promise<number>): Promise<number> {
+  const store = await openStore(config);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
   }
-  console.error(USAGE);
-  return 2;
+}
+
+function systemResources(store: Store): Resources {
+  return new Resources(store, new SystemAuthorizer(store));
+}
+
+function readDocuments(file: string): unknown[] {
+  const text = readFileSync(file, 'utf8');
+  if (/\.json$/i.test(file)) {
+    const parsed = JSON.parse(text) as unknown;
+    if (Array.isArray(parsed)) return parsed;
+    const list = parsed as { kind?: string; items?: unknown[] };
+    return list.kind === 'list' && Array.isArray(list.items) ? list.items : [parsed];
+  }
+  return parseAllDocuments(text).map((doc) => {
+    if (doc.errors.length) throw new Error(`${file}: ${doc.errors[0].message}`);
+    return doc.toJS();
+  });
 }
 
 /** A new key for the org's 'admin' service account (a superuser from the org's creation). */
-async function addAdminKey(store: Awaited<ReturnType<typeof openStore>>, org: string): Promise<string> {
+async function addAdminKey(store: Store, org: string): Promise<string> {
   const created = new Date().toISOString();
   const key = mintKey(org, 'admin');
   await store.transaction(async (tx) => {
@@ -108,12 +203,49 @@ async function addAdminKey(store: Awaited<ReturnType<typeof openStore>>, org: st
   return key.token;
 }
 
+function usage(): string {
+  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(52)} ${c.summary}`);
+  return `Usage: keel <command> [flags]\n\nCommands:\n${lines.join('\n')}\n\nEvery command takes the settings below as flags, environment variables or a config file\n(--config FILE or KEEL_CONFIG, JSON or YAML); flags win over the environment, which wins over the file.\n\n${optionsHelp()}\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const two = `${argv[0]} ${argv[1]}`;
+  const name = COMMANDS[two] ? two : argv[0];
+  const command = name && !name.startsWith('-') ? COMMANDS[name] : undefined;
+  if (!command) {
+    const wantsHelp = argv.length === 0 || argv.includes('--help') || argv.includes('-h') || argv[0] === 'help';
+    (wantsHelp ? console.log : console.error)(usage());
+    return wantsHelp && argv.length > 0 ? 0 : 2;
+  }
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(`Usage: ${command.usage}\n\n${command.summary}\n\nSettings (flags, environment, config file):\n${optionsHelp()}`);
+    return 0;
+  }
+  // Split the command's own flags and positional arguments from the settings.
+  const own = new Map<string, string>();
+  const settings: string[] = [];
+  const positional: string[] = [];
+  const rest = argv.slice(name.split(' ').length);
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    if (command.switches?.includes(flag)) own.set(flag, 'true');
+    else if (command.flags?.includes(flag)) own.set(flag, inline ?? required(rest[++i], `a value for ${flag}`));
+    else settings.push(arg, ...(inline === undefined && rest[i + 1] !== undefined && !rest[i + 1].startsWith('--') ? [rest[++i]] : []));
+  }
+  return command.run({ positional, flags: own, config: () => loadConfig({ argv: settings }) });
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     if (code >= 0) process.exit(code);
   },
   (err) => {
     console.error(`keel: ${err instanceof Error ? err.message : String(err)}`);
-    process.exit(1);
+    process.exit(err instanceof UsageError ? 2 : 1);
   },
 );

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { parseIssuers, type TrustedIssuer } from './auth/issuers.js';
 
 export interface Config {
@@ -10,63 +12,206 @@ export interface Config {
   databaseUrl?: string;
   /** The org created on first start. */
   org: string;
+  logLevel: string;
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
-  logLevel: string;
-  /** Identity providers whose JWTs are accepted as bearer tokens (none: service-account keys only). */
-  jwtIssuers?: TrustedIssuer[];
-  /** Record an audit event with every change (KEEL_AUDIT=off only to measure its cost). */
+  /** Largest `?limit=` a list, query or audit page accepts. */
+  maxPageSize: number;
+  /** Requests per second each principal (or, before authentication, each address) may make; 0 turns it off. */
+  rateLimit: number;
+  /** How many requests above the rate a principal may burst. */
+  rateBurst: number;
+  /** Requests handled at once; more are refused with 503 until some finish. */
+  maxInFlight: number;
+  /** A request still unanswered after this long gets 503. */
+  requestTimeoutMs: number;
+  /** On SIGTERM, how long in-flight requests get to finish. */
+  shutdownTimeoutMs: number;
+  /** Record an audit event with every change (off only to measure its cost). */
   audit: boolean;
   /** Audit retention: events older than this many days, or beyond this many per org, are pruned (0 = keep). */
   auditMaxAgeDays: number;
   auditMaxEvents: number;
+  /** Identity providers whose JWTs are accepted. */
+  jwtIssuers?: TrustedIssuer[];
+  // issue 9 (living resources): absent in an embedding config (tests) means off.
+  /** Run the reconcilers that fill status (KEEL_RECONCILE, default on). */
+  reconcile?: boolean;
+  /** Duration of one simulated lifecycle step in ms (KEEL_RECONCILE_SPEED, default 1000). */
+  reconcileStepMs?: number;
 }
 
-const DEFAULTS: Config = {
+type Parser<T> = (value: unknown, name: string) => T;
+
+const text: Parser<string> = (v, name) => {
+  if (typeof v !== 'string' || v === '') throw new Error(`${name} must be a non-empty string`);
+  return v;
+};
+const whole = (min: number, max: number): Parser<number> => (v, name) => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : NaN;
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be a whole number from ${min} to ${max}, got '${String(v)}'`);
+  return n;
+};
+const oneOf = (values: string[]): Parser<string> => (v, name) => {
+  if (typeof v !== 'string' || !values.includes(v)) throw new Error(`${name} must be one of ${values.join(', ')}, got '${String(v)}'`);
+  return v;
+};
+const onOff: Parser<boolean> = (v, name) => (typeof v === 'boolean' ? v : oneOf(['on', 'off'])(v, name) === 'on');
+const orgName: Parser<string> = (v, name) => {
+  const s = text(v, name);
+  if (!/^[a-z]([-a-z0-9])*[a-z0-9]$/.test(s) || s.length > 64) throw new Error(`${name} '${s}' is not a valid org name (lowercase letters, digits and '-', 2 to 64 characters)`);
+  return s;
+};
+const databaseUrl: Parser<string> = (v, name) => {
+  const s = typeof v === 'string' ? v : text(v, name);
+  if (s !== '' && !/^postgres(ql)?:\/\//.test(s)) throw new Error(`${name} must be a postgres:// URL (or empty for SQLite), got '${s}'`);
+  return s;
+};
+const issuers: Parser<TrustedIssuer[]> = (v, name) => parseIssuers(typeof v === 'string' ? v : JSON.stringify(v), name);
+
+interface Option<K extends keyof Config = keyof Config> {
+  key: K;
+  env: string;
+  flag: string;
+  describe: string;
+  parse: Parser<Config[K]>;
+}
+
+function option<K extends keyof Config>(key: K, env: string, flag: string, parse: Parser<Config[K]>, describe: string): Option {
+  return { key, env, flag, parse, describe } as unknown as Option;
+}
+
+/** Every setting, by config-file key, environment variable and flag. */
+export const OPTIONS: Option[] = [
+  option('host', 'KEEL_HOST', '--host', text, 'address both APIs listen on'),
+  option('port', 'KEEL_PORT', '--port', whole(0, 65535), 'Core API port'),
+  option('auditPort', 'KEEL_AUDIT_PORT', '--audit-port', whole(0, 65535), 'Audit API port (/discovery endpoints.audit)'),
+  option('dataDir', 'KEEL_DATA_DIR', '--data-dir', text, 'SQLite file (keel.db) and admin.token'),
+  option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
+  option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),
+  option('logLevel', 'KEEL_LOG_LEVEL', '--log-level', oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'log level (JSON lines on stdout)'),
+  option('bodyLimit', 'KEEL_BODY_LIMIT', '--body-limit', whole(1024, 64 * 1024 * 1024), 'largest request body in bytes (413 above)'),
+  option('maxPageSize', 'KEEL_MAX_PAGE_SIZE', '--max-page-size', whole(1, 10_000), 'largest ?limit= of a page'),
+  option('rateLimit', 'KEEL_RATE_LIMIT', '--rate-limit', whole(0, 1_000_000), 'requests per second per key (0 = unlimited; 429 above)'),
+  option('rateBurst', 'KEEL_RATE_BURST', '--rate-burst', whole(0, 10_000_000), 'requests a key may make at once above its rate'),
+  option('maxInFlight', 'KEEL_MAX_IN_FLIGHT', '--max-in-flight', whole(1, 1_000_000), 'requests handled at once (503 above)'),
+  option('requestTimeoutMs', 'KEEL_REQUEST_TIMEOUT_MS', '--request-timeout-ms', whole(100, 3_600_000), 'a request unanswered after this gets 503'),
+  option('shutdownTimeoutMs', 'KEEL_SHUTDOWN_TIMEOUT_MS', '--shutdown-timeout-ms', whole(0, 600_000), 'on SIGTERM, time given to in-flight requests'),
+  option('audit', 'KEEL_AUDIT', '--audit', onOff, 'on/off: record an audit event with every change'),
+  option('auditMaxAgeDays', 'KEEL_AUDIT_MAX_AGE_DAYS', '--audit-max-age-days', whole(0, 100_000), 'prune audit events older than this (0 = keep)'),
+  option('auditMaxEvents', 'KEEL_AUDIT_MAX_EVENTS', '--audit-max-events', whole(0, 1_000_000_000), 'keep at most this many audit events per org (0 = all)'),
+  option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
+  option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
+  option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
+];
+
+export const DEFAULTS: Config = {
   host: '127.0.0.1',
   port: 8080,
   auditPort: 8081,
   dataDir: './data',
   org: 'default',
-  bodyLimit: 1024 * 1024,
   logLevel: 'info',
+  bodyLimit: 1024 * 1024,
+  maxPageSize: 1000,
+  rateLimit: 0,
+  rateBurst: 0,
+  maxInFlight: 1024,
+  requestTimeoutMs: 30_000,
+  shutdownTimeoutMs: 10_000,
   audit: true,
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,
+  reconcileStepMs: 1000,
 };
 
-function count(name: string, value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number >= 0, got '${value}'`);
-  return n;
+export interface ConfigSources {
+  env?: NodeJS.ProcessEnv;
+  /** Flags such as `--port 9000` or `--port=9000`; `--config FILE` names a JSON or YAML file. */
+  argv?: string[];
 }
 
-function port(name: string, value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${name} must be a port number (0-65535), got '${value}'`);
-  return n;
-}
-
-/** Reads the configuration from the environment (KEEL_*), over the defaults. */
-export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
+/**
+ * The configuration: defaults, then a config file (`--config` or KEEL_CONFIG), then the
+ * environment, then flags. Every value is checked; the first bad one throws an Error naming it.
+ */
+export function loadConfig(sources: ConfigSources = {}): Config {
+  const env = sources.env ?? process.env;
+  const flags = parseFlags(sources.argv ?? []);
   const config: Config = { ...DEFAULTS };
-  if (env.KEEL_HOST) config.host = env.KEEL_HOST;
-  if (env.KEEL_PORT) config.port = port('KEEL_PORT', env.KEEL_PORT);
-  if (env.KEEL_AUDIT_PORT) config.auditPort = port('KEEL_AUDIT_PORT', env.KEEL_AUDIT_PORT);
-  if (env.KEEL_DATA_DIR) config.dataDir = env.KEEL_DATA_DIR;
-  if (env.KEEL_DATABASE_URL) config.databaseUrl = env.KEEL_DATABASE_URL;
-  if (env.KEEL_ORG) {
-    if (!/^[a-z]([-a-z0-9])*[a-z0-9]$/.test(env.KEEL_ORG)) throw new Error(`KEEL_ORG '${env.KEEL_ORG}' is not a valid org name`);
-    config.org = env.KEEL_ORG;
+  const file = flags.get('--config') ?? env.KEEL_CONFIG;
+  if (file) {
+    const values = readConfigFile(file);
+    const known = new Set(OPTIONS.map((o) => o.key as string));
+    const unknown = Object.keys(values).filter((k) => !known.has(k));
+    if (unknown.length) throw new Error(`${file}: unknown setting(s) ${unknown.join(', ')}; known: ${[...known].join(', ')}`);
+    for (const o of OPTIONS) if (values[o.key] !== undefined) assign(config, o, o.parse(values[o.key], `${file}: ${o.key}`));
   }
-  if (env.KEEL_LOG_LEVEL) config.logLevel = env.KEEL_LOG_LEVEL;
-  if (env.KEEL_JWT_ISSUERS) config.jwtIssuers = parseIssuers(env.KEEL_JWT_ISSUERS);
-  if (env.KEEL_AUDIT) {
-    if (!['on', 'off'].includes(env.KEEL_AUDIT)) throw new Error(`KEEL_AUDIT must be 'on' or 'off', got '${env.KEEL_AUDIT}'`);
-    config.audit = env.KEEL_AUDIT === 'on';
+  for (const o of OPTIONS) if (env[o.env] !== undefined && env[o.env] !== '') assign(config, o, o.parse(env[o.env], o.env));
+  flags.delete('--config');
+  for (const [flag, value] of flags) {
+    const o = OPTIONS.find((x) => x.flag === flag);
+    if (!o) throw new Error(`unknown flag ${flag}; see keel serve --help`);
+    assign(config, o, o.parse(value, flag));
   }
-  if (env.KEEL_AUDIT_MAX_AGE_DAYS) config.auditMaxAgeDays = count('KEEL_AUDIT_MAX_AGE_DAYS', env.KEEL_AUDIT_MAX_AGE_DAYS);
-  if (env.KEEL_AUDIT_MAX_EVENTS) config.auditMaxEvents = count('KEEL_AUDIT_MAX_EVENTS', env.KEEL_AUDIT_MAX_EVENTS);
+  if (config.rateBurst === 0) config.rateBurst = config.rateLimit * 2;
+  if (config.databaseUrl === '') delete config.databaseUrl;
+  config.reconcile ??= true; // issue 9: on unless KEEL_RECONCILE=off (an embedding Config without it: off)
   config.dataDir = resolve(config.dataDir);
   return config;
+}
+
+/** Kept for callers that only read the environment. */
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
+  return loadConfig({ env });
+}
+
+function assign(config: Config, o: Option, value: unknown): void {
+  (config as unknown as Record<string, unknown>)[o.key] = value;
+}
+
+function parseFlags(argv: string[]): Map<string, string> {
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) throw new Error(`unexpected argument '${arg}'`);
+    const eq = arg.indexOf('=');
+    if (eq > 0) flags.set(arg.slice(0, eq), arg.slice(eq + 1));
+    else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) flags.set(arg, argv[++i]);
+    else throw new Error(`${arg} needs a value`);
+  }
+  return flags;
+}
+
+function readConfigFile(file: string): Record<string, unknown> {
+  let textValue: string;
+  try {
+    textValue = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read config file ${file}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = /\.json$/i.test(file) ? JSON.parse(textValue) : parseYaml(textValue);
+  } catch (err) {
+    throw new Error(`config file ${file} is not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(err as Error).message}`);
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`config file ${file} must hold an object of settings`);
+  return parsed as Record<string, unknown>;
+}
+
+/** The configuration as `keel serve --print-config` shows it: secrets in URLs masked. */
+export function printableConfig(config: Config): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...config };
+  if (config.databaseUrl) {
+    const url = new URL(config.databaseUrl);
+    if (url.password) url.password = '****';
+    out.databaseUrl = url.toString();
+  }
+  return out;
+}
+
+/** The settings table of `--help` and the README. */
+export function optionsHelp(): string {
+  return OPTIONS.map((o) => `  ${o.flag.padEnd(24)} ${o.env.padEnd(26)} ${o.describe} (default: ${JSON.stringify(DEFAULTS[o.key] ?? '')})`).join('\n');
 }

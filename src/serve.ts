@@ -54,14 +54,26 @@ export async function serve(config: Config): Promise<void> {
   }
   core.log.info({ endpoint, audit: `http://${config.host}:${config.auditPort}`, store: store.dialect }, 'keel is serving');
 
-  const shutdown = async () => {
-    clearInterval(retention);
+  // Graceful shutdown: stop accepting, let in-flight requests finish (their writes commit),
+  // end watch streams, then close the store. A second signal, or the timeout, exits at once.
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    core.log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      core.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    force.unref();
+    if (retention) clearInterval(retention);
     await Promise.allSettled([core.close(), audit.close()]);
     await store.close();
+    core.log.info('stopped');
     process.exit(0);
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
 }
 
 const RETENTION_EVERY_MS = 60_000;

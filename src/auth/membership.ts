@@ -49,7 +49,7 @@ function matchesClaims(expression: string, claims: Record<string, unknown>): boo
 /** The parse error of an expression, or undefined when it is valid JMESPath. */
 export function jmespathError(expression: string): string | undefined {
   try {
-    jmespath.search({}, expression);
+    (jmespath as unknown as { compile(expression: string): unknown }).compile(expression); // parses without evaluating
     return undefined;
   } catch (err) {
     return err instanceof Error ? err.message : String(err);

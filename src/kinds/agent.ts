@@ -1,5 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, readOnly } from './schema.js';
+import { obj, readOnly, str } from './schema.js';
 
 // Public types: an agent has no spec; its status carries the bootstrap configuration.
 export default defineKind({
@@ -7,7 +7,12 @@ export default defineKind({
   scope: 'org',
   summary: 'A connector running inside a private network that lets workloads reach endpoints there.',
   fields: {
-    status: readOnly(anyObject()),
+    // Written by Keel's agent reconciler on create: what the agent needs to register.
+    status: readOnly(
+      obj({
+        bootstrapConfig: obj({ agentId: str(), agentLink: str(), protocolVersion: str(), hubEndpoint: str() }, { additionalProperties: true }),
+      }),
+    ),
   },
   permissions: standardPermissions('agents', [{ name: 'use', description: 'Refer to the agent from identities' }]),
   implied: { use: ['view'] },

@@ -1,5 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
-import { arr, bool, int, link, obj, oneOf, readOnly, anyObject, str } from './schema.js';
+import { anyObject, arr, bool, int, link, obj, oneOf, readOnly, str } from './schema.js';
 
 // Domain spec from the public types (types-ts domain.ts).
 
@@ -41,10 +41,26 @@ const port = obj({
   }),
 });
 
+/** Domains are named by their DNS name (`app.example.com`): lowercase labels of 1-63 characters joined by dots. */
+export const DOMAIN_NAME_PATTERN = '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$';
+
+const DOMAIN_STATES = ['initializing', 'ready', 'pendingDnsConfig', 'pendingCertificate', 'usedByGvc', 'warning'] as const;
+
+// Status from the public types (DomainStatus), written by Keel's domain reconciler.
+const status = obj({
+  endpoints: arr(obj({ url: str(), workloadLink: str() })),
+  status: oneOf(DOMAIN_STATES),
+  warning: str(),
+  locations: arr(obj({ name: str(), certificateStatus: oneOf(['initializing', 'ready', 'pendingDnsConfig', 'pendingCertificate', 'ignored']) })),
+  fingerprint: str(),
+  dnsConfig: arr(obj({ type: str(), ttl: int(), host: str(), value: str() })),
+});
+
 export default defineKind({
   kind: 'domain',
   scope: 'org',
   summary: 'A custom DNS domain routed to a GVC or to workloads, with its certificates.',
+  name: str({ minLength: 2, maxLength: 253, pattern: DOMAIN_NAME_PATTERN }),
   fields: {
     spec: obj({
       dnsMode: oneOf(['cname', 'ns']),
@@ -55,7 +71,7 @@ export default defineKind({
       certChallengeType: oneOf(['http01', 'dns01']),
       ports: arr(port, { maxItems: 10 }),
     }),
-    status: readOnly(anyObject()),
+    status: readOnly(status),
   },
   permissions: standardPermissions('domains'),
 });

@@ -1,5 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, obj, readOnly, str } from './schema.js';
+import { anyObject, arr, map, obj, readOnly, str } from './schema.js';
 
 // Managed Kubernetes (public types mk8s*.ts): one provider block, add-ons and a firewall.
 // Provider and add-on blocks are large and change often; Keel stores them as sent.
@@ -26,7 +26,15 @@ export default defineKind({
       },
       { required: ['version', 'provider'] },
     ),
-    status: readOnly(anyObject()),
+    // Mk8sStatus of the public types; filled by Keel's mk8s reconciler once the cluster is up.
+    status: readOnly(
+      obj({
+        oidcProviderUrl: str(),
+        serverUrl: str(),
+        homeLocation: str(),
+        addOns: map(anyObject()),
+      }),
+    ),
   },
   required: ['spec'],
   permissions: standardPermissions('clusters', [{ name: 'clusterAdmin', description: 'Administer the Kubernetes cluster itself' }]),

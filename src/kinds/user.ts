@@ -11,8 +11,8 @@ export default defineKind({
   kind: 'user',
   scope: 'org',
   summary: 'A person who is a member of the org. Keel names users by their email address (links read /org/ORG/user/EMAIL).',
-  // The schema also admits a plain name so stored bodies validate; check() requires the email.
-  name: str({ minLength: 2, maxLength: 254, pattern: `^([a-z]([-a-z0-9])*[a-z0-9]|${EMAIL})$` }),
+  // The schema also admits a plain name (2..64, the common rule) so stored bodies validate; check() requires the email.
+  name: str({ minLength: 2, maxLength: 254, pattern: `^([a-z][-a-z0-9]{0,62}[a-z0-9]|${EMAIL})$` }),
   fields: {
     email: str({ minLength: 3, maxLength: 254, pattern: `^${EMAIL}$` }),
     idp: str({ maxLength: 128 }),

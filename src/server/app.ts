@@ -12,10 +12,13 @@ import { JwtVerifier } from '../auth/jwt.js';
 import { tokenOf } from './authenticate.js';
 import { installErrorHandling } from './errors.js';
 import { mountMeta } from './meta.js';
+import { installDocs } from './docs.js';
+import { installAdmission, installRateLimit } from './limits.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
+import { installLiving } from '../reconcile/index.js'; // issue 9: deployments, -command, reconcilers
 
 export interface App {
   core: FastifyInstance;
@@ -28,9 +31,18 @@ export interface App {
  * The Core API and the Audit API: JSON in and out, the same authentication hook and error
  * object on both, every kind's routes mounted from the registry.
  */
-export async function buildApp(config: Config, store: Store, options: { logger?: boolean } = {}): Promise<App> {
+export interface AppOptions {
+  logger?: boolean;
+  /** Where log lines go (default stdout). */
+  logStream?: NodeJS.WritableStream;
+  /** Told of every route as it is mounted on either API (introspection). */
+  onRoute?: (route: { method: string | string[]; url: string; config?: unknown; schema?: unknown }, api: 'core' | 'audit') => void;
+}
+
+export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<App> {
   const auth = new PolicyAuthorizer(store);
   const keys = new KeyAuthenticator(store);
+  const bearer = new BearerAuthenticator(keys, new JwtVerifier(config.jwtIssuers ?? []));
   const resources = new Resources(
     store,
     auth,
@@ -40,29 +52,38 @@ export async function buildApp(config: Config, store: Store, options: { logger?:
     },
     { audit: config.audit },
   );
-  const newServer = () => {
+  const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
       genReqId: () => randomUUID(),
       requestIdHeader: false,
-      logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'] },
+      logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
     });
+    if (options.onRoute) app.addHook('onRoute', (route) => options.onRoute!(route, api));
+    await installDocs(app, docs);
     installErrorHandling(app);
     installBodyParsing(app);
+    installAdmission(app, config);
+    // --- authentication (issue 5): a service-account key or a trusted JWT; the handler runs as the principal.
     app.addHook('onRequest', async (request) => {
       if (request.routeOptions.config?.public) return;
-      request.principal = { ...(await keys.authenticate(tokenOf(request))), requestId: request.id, remoteIp: request.ip };
+      const principal = await bearer.authenticate(tokenOf(request), (request.params as { org?: string }).org);
+      request.principal = { ...principal, requestId: request.id, remoteIp: request.ip };
     });
-    mountMeta(app, config);
+    app.addHook('preHandler', (request, _reply, done) => (request.principal ? runAs(request.principal, done) : done()));
+    // --- end authentication
+    installRateLimit(app, config);
+    mountMeta(app, config, store);
     return app;
   };
 
-  const core = newServer();
+  const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
   mountRoutes(core, resources);
   mountWatch(core, store, auth);
+  installLiving(core, store, auth, config); // issue 9
   mountAccessRoutes(core, resources, store, auth);
-  const audit = newServer();
+  const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   await Promise.all([core.ready(), audit.ready()]);
   return { core, audit, resources };

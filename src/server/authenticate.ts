@@ -8,6 +8,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Served without credentials. */
     public?: boolean;
+    /** The 405 answer of a path for the methods it does not have (not an operation). */
+    methodNotAllowed?: boolean;
   }
 }
 

@@ -1,21 +1,43 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import type { Store } from '../store/types.js';
 import { VERSION } from '../version.js';
+import { sendError } from './errors.js';
+
 const started = new Date();
 
-/** Anonymous endpoints: build information and where the other services are. */
-export function mountMeta(app: FastifyInstance, config: Config): void {
-  app.get('/about', { config: { public: true } }, async () => ({
+/** Anonymous endpoints: build information, where the other services are, liveness and readiness. */
+export function mountMeta(app: FastifyInstance, config: Config, store: Store): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  const open = { config: { public: true } };
+  app.get('/about', open, async () => ({
     name: 'keel',
     version: VERSION,
     epoch: Math.floor(started.getTime() / 1000),
     timestamp: started.toISOString(),
     build: process.env.KEEL_BUILD ?? 'dev',
+    store: store.dialect,
   }));
-  app.get('/discovery', { config: { public: true } }, async (request) => {
+  app.get('/discovery', open, async (request) => {
     const host = (request.headers.host ?? `${config.host}:${config.port}`).replace(/:\d+$/, '');
     const audit = `${request.protocol}://${host}:${config.auditPort}`;
     const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
     return { endpoints: { api, audit }, firebase: {} };
+  });
+  // Liveness: the process answers. Readiness: it can reach its store and is not shutting down.
+  app.get('/healthz', open, async () => ({ status: 'ok' }));
+  app.get('/readyz', open, async (request, reply) => {
+    if (closing) return sendError(reply, request, new ApiError('service_unavailable', 'shutting down'));
+    try {
+      await store.ping();
+    } catch (err) {
+      request.log.error({ err }, 'store unreachable');
+      return sendError(reply, request, new ApiError('service_unavailable', 'the store is unreachable'));
+    }
+    return { status: 'ready', store: store.dialect };
   });
 }

@@ -24,6 +24,7 @@ function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPM
   app.route({
     method: others,
     url,
+    config: { methodNotAllowed: true },
     handler: async (request, reply) =>
       sendError(reply.header('allow', allowed), request, new ApiError('method_not_allowed', `${request.method} is not allowed on ${url}; allowed: ${allowed}`)),
   });

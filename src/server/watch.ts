@@ -18,7 +18,12 @@ const CHANGE_ACTIONS = new Set(['create', 'edit', 'delete', 'status']);
  * commit order, whichever Keel process made it.
  */
 export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer): void {
-  app.get('/org/:org/-watch', async (request, reply) => {
+  // Streams end when the server closes, so a graceful shutdown is not held up by watchers.
+  const closers = new Set<() => void>();
+  app.addHook('preClose', async () => {
+    for (const close of closers) close();
+  });
+  app.get('/org/:org/-watch', { config: { streaming: true } }, async (request, reply) => {
     const { org } = request.params as { org: string };
     const { kind, since } = request.query as { kind?: string; since?: string };
     const principal = request.principal;
@@ -38,10 +43,12 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer)
     const onChange = (changed: string) => changed === org && wake();
     changes.on('change', onChange);
     const heartbeat = setInterval(() => out.write(': heartbeat\n\n'), HEARTBEAT_MS);
-    request.raw.once('close', () => {
+    const stop = () => {
       open = false;
       wake();
-    });
+    };
+    closers.add(stop);
+    request.raw.once('close', stop);
 
     const visible = async (event: AuditRecord): Promise<boolean> => {
       const def = findKind(event.resourceType);
@@ -76,6 +83,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer)
         });
       }
     } finally {
+      closers.delete(stop);
       clearInterval(heartbeat);
       changes.off('change', onChange);
       out.end();

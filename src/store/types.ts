@@ -83,6 +83,12 @@ export interface Tx {
   /** Replaces an item's body without changing version or lastModified (status written by Keel itself). */
   writeStatus(key: ItemKey, data: Record<string, unknown>): Promise<void>;
   delete(key: ItemKey): Promise<void>;
+  /**
+   * Takes a lock on `name` until the transaction ends, without waiting: false when another
+   * transaction (another Keel process) holds it. Keel's reconcilers use it so that one runner
+   * at a time works on an object. SQLite's transactions are already serialized: always true.
+   */
+  tryLock(name: string): Promise<boolean>;
   countInGvc(org: string, kind: string, gvc: string): Promise<number>;
   putKey(record: KeyRecord): Promise<void>;
   deleteKeys(org: string, serviceAccount: string, keep: string[]): Promise<void>;
@@ -95,6 +101,8 @@ export interface Store {
   get(key: ItemKey): Promise<StoredItem | undefined>;
   list(request: ListRequest): Promise<StoredItem[]>;
   findKey(keyName: string): Promise<KeyRecord | undefined>;
+  /** Every org's name, sorted. */
+  orgs(): Promise<string[]>;
   /** Orgs whose groups or policies mention a principal link (the candidates for GET /org). */
   orgsNaming(link: string): Promise<string[]>;
   /** Events in seq order. */
@@ -107,6 +115,8 @@ export interface Store {
   auditOrgs(): Promise<string[]>;
   /** Runs `fn` in one transaction: all of its writes happen, or none. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /** Resolves when the store answers a trivial query (readiness). */
+  ping(): Promise<void>;
   /** True once the store holds at least one org (decides first-start bootstrap). */
   isEmpty(): Promise<boolean>;
   close(): Promise<void>;

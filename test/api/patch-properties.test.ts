@@ -11,13 +11,15 @@ import { groupSchema, volumesetSchema, type Doc } from '../patch/fixtures.js';
 import { forEachBackend, startKeel, type Response, type TestKeel } from '../support/keel.js';
 
 // Each run is a few requests; this keeps the file well under 30 s per backend.
-const NUM_RUNS = 40;
+const NUM_RUNS = 60;
 const ERROR_KEYS = ['code', 'details', 'id', 'message', 'status'];
 
 interface Target {
   kind: string;
   url: string;
   schema: JsonSchema;
+  /** Fields random valid patches leave alone. */
+  fixed: string[];
   /** Patches that are wrong whatever else the body holds, given the stored item. */
   invalid(stored: Doc): fc.Arbitrary<Doc>;
 }
@@ -51,6 +53,8 @@ const targets: Target[] = [
     kind: 'group',
     url: '/org/acme/group/props',
     schema: groupSchema,
+    // name and version are tested on their own; the group's JMESPath check is not in the schema the generators read
+    fixed: ['name', 'version', 'identityMatcher'],
     invalid: (stored) =>
       fc.oneof(
         ...commonInvalid(stored, groupSchema),
@@ -67,6 +71,7 @@ const targets: Target[] = [
     kind: 'volumeset',
     url: '/org/acme/gvc/props/volumeset/props',
     schema: volumesetSchema,
+    fixed: ['name', 'version'],
     invalid: (stored) =>
       fc.oneof(
         ...commonInvalid(stored, volumesetSchema),
@@ -82,10 +87,21 @@ const targets: Target[] = [
   },
 ];
 
-/** A copy of `patch` with the fields of `invalid` laid over it; a `$replace/x` that would undo a bad `x` goes. */
+/**
+ * `invalid` laid over a valid patch, minus whatever in the valid patch addresses the same fields
+ * (`$drop`, `$replace/x`, `$retain/x`...): those run around the plain field and could undo it.
+ */
 function spoil(patch: Doc, invalid: Doc): Doc {
+  const taken = (field: string) => Object.hasOwn(invalid, field);
   const out: Doc = {};
-  for (const key of Object.keys(patch)) if (!Object.hasOwn(invalid, key.replace(/^\$replace\//, ''))) out[key] = patch[key];
+  for (const key of Object.keys(patch)) {
+    if (key === '$drop') {
+      const names = (patch.$drop as string[]).filter((name) => !taken(name));
+      if (names.length) out.$drop = names;
+    } else if (!taken(key.replace(/^\$(replace|drop|retain|patch|append)\//, ''))) {
+      out[key] = patch[key];
+    }
+  }
   for (const key of Object.keys(invalid)) Object.defineProperty(out, key, { value: invalid[key], enumerable: true, writable: true, configurable: true });
   return out;
 }
@@ -94,6 +110,14 @@ function spoil(patch: Doc, invalid: Doc): Doc {
 function sendable(patch: Doc): boolean {
   const json = JSON.stringify(patch);
   return !json.includes('"__proto__"') && !json.includes('\\u0000');
+}
+
+/**
+ * Removing `tags` is left out: it bumps the version without a visible change (an absent `tags`
+ * reads as `{}`), the known bug that patch.test.ts tracks as a todo.
+ */
+function keepsTags(patch: Doc): boolean {
+  return patch.tags !== null && !(patch.$drop ?? []).includes('tags');
 }
 
 /** The item without the fields every accepted change moves. */
@@ -131,7 +155,7 @@ forEachBackend('PATCH properties over HTTP', (backend) => {
         fc.asyncProperty(fc.gen(), fc.boolean(), async (gen, dryRun) => {
           const before: Response = await k.call('GET', target.url);
           const stored: Doc = before.body;
-          const valid = gen(() => patchArb(target.schema, stored, ['name', 'version']));
+          const valid = gen(() => patchArb(target.schema, stored, target.fixed));
           const body = spoil(valid, gen(() => target.invalid(stored)));
           const res = await k.call('PATCH', `${target.url}${dryRun ? '?dryRun=true' : ''}`, body);
           assert.ok(res.status >= 400 && res.status < 500, `${res.status} ${res.raw}`);
@@ -139,7 +163,7 @@ forEachBackend('PATCH properties over HTTP', (backend) => {
           assert.equal(res.body.status, res.status);
           assert.equal((await k.call('GET', target.url)).raw, before.raw);
         }),
-        { numRuns: NUM_RUNS },
+        { numRuns: NUM_RUNS, includeErrorInReport: true },
       );
     });
 
@@ -149,7 +173,7 @@ forEachBackend('PATCH properties over HTTP', (backend) => {
         fc.asyncProperty(fc.gen(), fc.boolean(), async (gen, withVersion) => {
           const before: Response = await k.call('GET', target.url);
           const stored: Doc = before.body;
-          const patch = gen(() => patchArb(target.schema, stored, ['name', 'version']).filter(sendable));
+          const patch = gen(() => patchArb(target.schema, stored, target.fixed).filter((p) => sendable(p) && keepsTags(p)));
           // The CLI's update sends the version it read; other commands send none.
           const body = withVersion ? { ...patch, version: stored.version, id: stored.id } : patch;
           const dry = await k.call('PATCH', `${target.url}?dryRun=true`, body);
@@ -168,7 +192,7 @@ forEachBackend('PATCH properties over HTTP', (backend) => {
             changed++;
           }
         }),
-        { numRuns: NUM_RUNS },
+        { numRuns: NUM_RUNS, includeErrorInReport: true },
       );
       assert.ok(changed > NUM_RUNS / 4, `only ${changed} of ${NUM_RUNS} patches changed anything`);
     });

@@ -391,6 +391,21 @@ forEachBackend('PATCH, replace and apply', (backend) => {
     assert.equal(fresh.body.version, current.version + 1);
   });
 
+  test(
+    'removing tags is no visible change, so the version stays',
+    { todo: 'service.ts patch() stores tags as absent after `tags: null` / `$drop: ["tags"]` while reads show {}: the version moves' },
+    async () => {
+      assert.equal((await k.call('POST', '/org/acme/group', { name: 'untagged' })).status, 201);
+      for (const body of [{ tags: null }, { $drop: ['tags'] }, { '$replace/tags': {} }]) {
+        const before = (await k.call('GET', '/org/acme/group/untagged')).body;
+        const res = await k.call('PATCH', '/org/acme/group/untagged', body);
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.deepEqual(res.body.tags, {});
+        assert.equal(res.body.version, before.version, JSON.stringify(body));
+      }
+    },
+  );
+
   test('?dryRun=true on POST, PUT item, PUT collection and PATCH answers the would-be result and stores nothing', async () => {
     const posted = await k.call('POST', `${VS}?dryRun=true`, { name: 'dry', spec: { initialCapacity: '50' } });
     assert.equal(posted.status, 201, JSON.stringify(posted.body));

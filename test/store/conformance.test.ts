@@ -120,6 +120,26 @@ forEachBackend('store conformance', (backend) => {
     assert.equal(stored!.lastModified, it.lastModified);
   });
 
+  test('tryLock: a transaction-scoped lock that another transaction cannot take until the first ends', async () => {
+    assert.equal(await store.transaction((tx) => tx.tryLock('reconcile:o/volumeset/g/v')), true);
+    if (backend !== 'postgres') return; // SQLite serializes transactions: there is never another holder
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let taken!: () => void;
+    const isTaken = new Promise<void>((resolve) => (taken = resolve));
+    const first = store.transaction(async (tx) => {
+      assert.equal(await tx.tryLock('reconcile:busy'), true);
+      taken();
+      await held;
+    });
+    await isTaken;
+    assert.equal(await store.transaction((tx) => tx.tryLock('reconcile:busy')), false);
+    assert.equal(await store.transaction((tx) => tx.tryLock('reconcile:other')), true);
+    release();
+    await first;
+    assert.equal(await store.transaction((tx) => tx.tryLock('reconcile:busy')), true);
+  });
+
   test('lists honour scope, order and limit', async () => {
     await store.transaction(async (tx) => {
       for (const n of ['c', 'a', 'b']) await tx.insert(item(n, { org: 'listing', kind: 'group' }));

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe } from 'node:test';
-import type { Config } from '../../src/config.js';
+import { DEFAULTS, type Config } from '../../src/config.js';
 import { createOrg } from '../../src/resources/orgs.js';
 import { buildApp, type App } from '../../src/server/app.js';
 import { openStore } from '../../src/store/open.js';
@@ -56,7 +56,7 @@ export async function storeFor(backend: Backend): Promise<{ store: Store; url?: 
 
 export async function startKeel(backend: Backend, org = 'acme'): Promise<TestKeel> {
   const { store, url, dir, cleanup } = await storeFor(backend);
-  const config: Config = { host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, bodyLimit: 1024 * 1024, logLevel: 'silent', audit: true, auditMaxAgeDays: 0, auditMaxEvents: 0 };
+  const config: Config = { ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, logLevel: 'silent' };
   const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
   const app = await buildApp(config, store, { logger: false });
   const extra: Array<{ app: App; store: Store }> = [];

@@ -69,6 +69,11 @@ export class PostgresStore implements Store {
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
   }
 
+  async orgs(): Promise<string[]> {
+    const { rows } = await this.pool.query("SELECT name FROM resources WHERE kind = 'org' ORDER BY name");
+    return rows.map((r) => r.name as string);
+  }
+
   async orgsNaming(link: string): Promise<string[]> {
     const { rows } = await this.pool.query("SELECT DISTINCT org FROM resources WHERE kind IN ('group', 'policy') AND strpos(data::text, $1) > 0", [JSON.stringify(link)]);
     return rows.map((r) => r.org as string);
@@ -97,6 +102,10 @@ export class PostgresStore implements Store {
 
   async pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
     return this.transaction(async (tx) => (tx as PgTx).pruneAudit(org, options));
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
   }
 
   async isEmpty(): Promise<boolean> {
@@ -188,6 +197,11 @@ function transactionOn(client: pg.PoolClient): PgTx {
         key.name,
       ]);
       if (rows[0]) await client.query('DELETE FROM resource_tags WHERE id = $1', [rows[0].id]);
+    },
+    async tryLock(name) {
+      // A transaction-scoped advisory lock: released by COMMIT or ROLLBACK, never leaked.
+      const { rows } = await client.query('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok', [name]);
+      return rows[0].ok === true;
     },
     async countInGvc(org, kind, gvc) {
       const { rows } = await client.query('SELECT COUNT(*)::int AS n FROM resources WHERE org = $1 AND kind = $2 AND gvc = $3', [org, kind, gvc]);

@@ -89,6 +89,10 @@ export class SqliteStore implements Store {
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
   }
 
+  async orgs(): Promise<string[]> {
+    return (this.stmt(this.reader, "SELECT name FROM resources WHERE kind = 'org' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+  }
+
   async orgsNaming(link: string): Promise<string[]> {
     const rows = this.stmt(this.reader, "SELECT DISTINCT org FROM resources WHERE kind IN ('group', 'policy') AND instr(data, ?) > 0").all(JSON.stringify(link)) as Array<{ org: string }>;
     return rows.map((r) => r.org);
@@ -126,6 +130,10 @@ export class SqliteStore implements Store {
       this.stmt(this.writer, 'INSERT INTO audit_prunes VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash').run(org, cutoff, anchor.hash);
       return removed;
     });
+  }
+
+  async ping(): Promise<void> {
+    this.stmt(this.reader, 'SELECT 1').get();
   }
 
   async isEmpty(): Promise<boolean> {
@@ -190,6 +198,7 @@ export class SqliteStore implements Store {
       this.stmt(this.writer, 'DELETE FROM resource_tags WHERE id = ?').run(row.id);
       this.stmt(this.writer, 'DELETE FROM resources WHERE id = ?').run(row.id);
     },
+    tryLock: async () => true,
     countInGvc: async (org, kind, gvc) =>
       (this.stmt(this.writer, 'SELECT COUNT(*) AS n FROM resources WHERE org = ? AND kind = ? AND gvc = ?').get(org, kind, gvc) as { n: number }).n,
     putKey: async (k) => {

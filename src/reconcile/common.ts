@@ -1,0 +1,108 @@
+// Shared pieces of Keel's reconcilers: the context a reconciler runs in, how status is written
+// (body only, version and lastModified untouched, with a 'status' event on the change stream),
+// and small helpers over stored items.
+import { createHash } from 'node:crypto';
+import { changeEvent, KEEL_ACTOR } from '../audit/events.js';
+import { findKind } from '../kinds/index.js';
+import type { Resource } from '../kinds/types.js';
+import { present } from '../resources/present.js';
+import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+
+export interface ReconcileContext {
+  store: Store;
+  tx: Tx;
+  /** The wall clock of this pass (ms since the epoch): every transition of the pass uses it. */
+  now: number;
+  /** How long each simulated lifecycle step takes, in ms. */
+  stepMs: number;
+  /** Whether the transaction should append audit events (KEEL_AUDIT). */
+  audit: boolean;
+}
+
+/** What a pass left to do: `after` ms until the next transition of the object is due. */
+export interface Outcome {
+  after?: number;
+}
+
+export const keyString = (k: ItemKey) => `${k.org}/${k.kind}/${k.gvc}/${k.name}`;
+
+export function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+
+function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+    );
+  }
+  return v;
+}
+
+/** A short, stable identifier derived from its parts (device ids, cluster ids, snapshot ids). */
+export function stableId(...parts: string[]): string {
+  return createHash('sha256').update(parts.join('\u0000')).digest('hex').slice(0, 16);
+}
+
+export const iso = (ms: number) => new Date(ms).toISOString();
+
+/** Takes the next earliest due time. */
+export function soonest(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return Math.min(a, b);
+}
+
+/**
+ * Writes a new body of a kind's item as status (version and lastModified stay) and appends the
+ * 'status' event that the change stream shows. `view` presents items that present() cannot
+ * (deployments and commands, which live under their parent).
+ */
+export async function writeStatus(ctx: ReconcileContext, item: StoredItem, data: Record<string, unknown>, view?: (item: StoredItem) => Resource): Promise<void> {
+  await ctx.tx.writeStatus(item, data);
+  await recordStatus(ctx, { ...item, data }, view);
+}
+
+/** Appends the 'status' (or other) event of a reconciler's write; call it last in the transaction's writes of this item. */
+export async function recordStatus(ctx: ReconcileContext, item: StoredItem, view?: (item: StoredItem) => Resource, action = 'status'): Promise<void> {
+  if (!ctx.audit) return;
+  const resource = view ? view(item) : present(findKind(item.kind)!, item);
+  await ctx.tx.appendAudit(changeEvent(item.org, KEEL_ACTOR, action, resource));
+}
+
+/** The items of a kind in an org (and GVC, when given; and names with `prefix`), read outside the transaction (committed data). */
+export async function listAll(store: Store, org: string, kind: string, gvc?: string, prefix?: string): Promise<StoredItem[]> {
+  return store.list({
+    org,
+    kind,
+    gvc,
+    limit: LIST_LIMIT,
+    build: (params) => ({
+      where: prefix === undefined ? '1 = 1' : `r.name >= ${params.add(prefix)} AND r.name < ${params.add(prefix + '~')}`,
+      orderBy: 'r.gvc, r.name',
+    }),
+  });
+}
+
+/** The most items of one kind a reconciler pass looks at (per org, GVC or parent). */
+export const LIST_LIMIT = 10_000;
+
+/** The location names of a GVC's static placement. */
+export function gvcLocations(gvc: StoredItem | undefined): string[] {
+  const spec = (gvc?.data.spec ?? {}) as { staticPlacement?: { locationLinks?: string[] } };
+  const links = spec.staticPlacement?.locationLinks ?? [];
+  return [...new Set(links.map((l) => l.split('/').pop()!).filter(Boolean))];
+}
+
+export const gvcKey = (org: string, gvc: string): ItemKey => ({ org, kind: 'gvc', gvc: '', name: gvc });
+
+/** Deletes the sub-resources (deployments, commands) stored under a parent that is gone. */
+export async function deleteChildren(ctx: ReconcileContext, org: string, gvc: string, kind: string, prefix: string, view: (item: StoredItem) => Resource): Promise<void> {
+  for (const child of await listAll(ctx.store, org, kind, gvc, prefix)) {
+    await ctx.tx.delete(child);
+    await recordStatus(ctx, child, view, 'delete');
+  }
+}

@@ -1,0 +1,23 @@
+// Living resources: the deployment and -command routes, and the reconciler runner that moves
+// status along (started with the Core API's server, stopped when it closes).
+import type { FastifyInstance } from 'fastify';
+import type { Authorizer } from '../auth/authorizer.js';
+import type { Config } from '../config.js';
+import { mountSubresources } from '../server/subresources.js';
+import type { Store } from '../store/types.js';
+import { ReconcileRunner } from './runner.js';
+
+export const DEFAULT_STEP_MS = 1000;
+
+export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config): ReconcileRunner | undefined {
+  mountSubresources(core, store, auth, { audit: config.audit });
+  if (!config.reconcile) return undefined;
+  const runner = new ReconcileRunner(store, {
+    stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,
+    audit: config.audit,
+    onError: (err, key) => core.log.error({ err, key }, 'reconcile failed'),
+  });
+  core.addHook('onReady', async () => runner.start());
+  core.addHook('onClose', async () => runner.stop());
+  return runner;
+}

@@ -1,0 +1,231 @@
+// The reconciler runner: finds what changed and moves status along.
+//
+// Sources of work, all idempotent:
+// - the change stream: each org's audit chain, read from the last processed seq (woken at once
+//   by the local 'change' emitter, otherwise polled), mapped to the objects a change concerns;
+// - timers: a pass that leaves a transition pending says when it is due;
+// - a periodic scan of every reconciled kind (catches anything missed, e.g. after a restart).
+//
+// Each object is reconciled in one transaction that first takes a per-object lock
+// (tx.tryLock: a PostgreSQL advisory lock; SQLite serializes transactions anyway) and then
+// locks and re-reads the object. A busy lock means another Keel process is on it: the object is
+// retried a step later. Every transition is computed from the stored state and the clock, and
+// written only when the state differs, so several processes write each transition exactly once.
+import { changes } from '../audit/changes.js';
+import { PLATFORM_CONTEXT } from '../audit/events.js';
+import { parseLink } from '../resources/links.js';
+import type { AuditRecord, ItemKey, Store } from '../store/types.js';
+import { keyString, listAll, type Outcome, type ReconcileContext } from './common.js';
+import { reconcileCommand } from './commands.js';
+import { reconcileAgent, reconcileDomain, reconcileMk8s } from './others.js';
+import { commandKey, type CommandParent } from './views.js';
+import { reconcileVolumeset } from './volumesets.js';
+import { reconcileWorkload } from './workloads.js';
+
+export interface RunnerOptions {
+  /** Duration of one simulated lifecycle step, in ms. */
+  stepMs: number;
+  /** Record 'status' audit events (KEEL_AUDIT). */
+  audit?: boolean;
+  onError?: (err: unknown, key?: ItemKey) => void;
+}
+
+type Reconciler = (ctx: ReconcileContext, key: ItemKey) => Promise<Outcome>;
+
+const RECONCILERS: Record<string, Reconciler> = {
+  volumeset: reconcileVolumeset,
+  workload: reconcileWorkload,
+  command: reconcileCommand,
+  mk8s: reconcileMk8s,
+  domain: reconcileDomain,
+  agent: reconcileAgent,
+};
+/** Kinds the periodic scan visits (commands only while they run: the scan filters them). */
+const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
+const ORGS_EVERY_MS = 2_000;
+
+export class ReconcileRunner {
+  private readonly lastSeq = new Map<string, number>();
+  private readonly queue = new Map<string, ItemKey>();
+  private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private stopped = false;
+  private wakeUp: () => void = () => {};
+  private loop?: Promise<void>;
+  private readonly pollMs: number;
+  private readonly scanMs: number;
+  private orgsCheckedAt = 0;
+  private scannedAt = 0;
+  private readonly onChange = (org: string) => {
+    // A write in this process to an org not followed yet (a new org): follow it from its start.
+    if (!this.lastSeq.has(org)) this.lastSeq.set(org, 0);
+    this.wakeUp();
+  };
+
+  constructor(
+    private readonly store: Store,
+    private readonly options: RunnerOptions,
+  ) {
+    this.pollMs = Math.min(250, Math.max(10, options.stepMs));
+    this.scanMs = Math.max(1_000, options.stepMs * 30);
+  }
+
+  /** Starts following every org from its current head, after one scan of what exists. */
+  async start(): Promise<void> {
+    for (const org of await this.store.auditOrgs()) this.lastSeq.set(org, (await this.store.auditHead(org)).seq);
+    this.orgsCheckedAt = Date.now();
+    changes.on('change', this.onChange);
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    changes.off('change', this.onChange);
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.wakeUp();
+    await this.loop;
+  }
+
+  /** Asks for a pass over one object (also used by the sub-resource routes after a write). */
+  enqueue(key: ItemKey): void {
+    if (!RECONCILERS[key.kind]) return;
+    this.queue.set(keyString(key), key);
+    this.wakeUp();
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        const now = Date.now();
+        if (now - this.orgsCheckedAt >= ORGS_EVERY_MS) await this.discoverOrgs();
+        if (now - this.scannedAt >= this.scanMs) await this.scan();
+        await this.follow();
+        await this.drain();
+      } catch (err) {
+        this.options.onError?.(err);
+      }
+      if (this.stopped) break;
+      if (this.queue.size > 0) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.pollMs);
+        this.wakeUp = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeUp = () => {};
+    }
+  }
+
+  private async discoverOrgs(): Promise<void> {
+    this.orgsCheckedAt = Date.now();
+    // An org that appears after start is followed from its first event.
+    for (const org of await this.store.auditOrgs()) if (!this.lastSeq.has(org)) this.lastSeq.set(org, 0);
+  }
+
+  private async scan(): Promise<void> {
+    this.scannedAt = Date.now();
+    for (const org of this.lastSeq.keys()) {
+      for (const kind of SCANNED) {
+        for (const item of await listAll(this.store, org, kind)) {
+          if (kind === 'command' && !['pending', 'running'].includes(String(item.data.lifecycleStage))) continue;
+          if ((kind === 'workload' || kind === 'volumeset' || kind === 'command') && !item.gvc) continue;
+          this.enqueue(item);
+        }
+      }
+    }
+  }
+
+  /** Reads each org's new events and queues the objects they concern. */
+  private async follow(): Promise<void> {
+    for (const org of this.lastSeq.keys()) {
+      for (;;) {
+        const events = await this.store.audit({ org, context: PLATFORM_CONTEXT, afterSeq: this.lastSeq.get(org)!, limit: 500 });
+        for (const event of events) {
+          this.lastSeq.set(org, event.seq);
+          await this.route(org, event);
+        }
+        if (events.length < 500) break;
+      }
+    }
+  }
+
+  private async route(org: string, event: AuditRecord): Promise<void> {
+    if (!['create', 'edit', 'delete'].includes(event.actionType)) return;
+    const link = (JSON.parse(event.body) as { resource?: { link?: string } }).resource?.link ?? '';
+    const kind = event.resourceType;
+    if (kind === 'command') {
+      const m = /^\/org\/[^/]+\/gvc\/([^/]+)\/(workload|volumeset)\/([^/]+)\/-command\/([^/]+)$/.exec(link);
+      if (m) this.enqueue(commandKey(org, m[1], m[2] as CommandParent, m[3], m[4]));
+      return;
+    }
+    const target = parseLink(link);
+    const gvc = target?.gvc ?? '';
+    switch (kind) {
+      case 'volumeset':
+        this.enqueue({ org, kind, gvc, name: event.resourceName });
+        break;
+      case 'workload':
+        this.enqueue({ org, kind, gvc, name: event.resourceName });
+        // Volume sets follow the workloads that mount them.
+        for (const v of await listAll(this.store, org, 'volumeset', gvc)) this.enqueue(v);
+        break;
+      case 'gvc':
+        if (event.actionType === 'delete') break;
+        for (const k of ['workload', 'volumeset']) for (const item of await listAll(this.store, org, k, event.resourceName)) this.enqueue(item);
+        for (const d of await listAll(this.store, org, 'domain', '')) this.enqueue(d);
+        break;
+      case 'mk8s':
+      case 'domain':
+      case 'agent':
+        if (event.actionType !== 'delete') this.enqueue({ org, kind, gvc: '', name: event.resourceName });
+        break;
+    }
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.size > 0 && !this.stopped) {
+      const [id, key] = this.queue.entries().next().value as [string, ItemKey];
+      this.queue.delete(id);
+      await this.reconcile(key);
+    }
+  }
+
+  private async reconcile(key: ItemKey): Promise<void> {
+    const reconciler = RECONCILERS[key.kind];
+    let outcome: Outcome | 'busy';
+    try {
+      outcome = await this.store.transaction(async (tx) => {
+        if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
+        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true };
+        return reconciler(ctx, key);
+      });
+    } catch (err) {
+      this.options.onError?.(err, key);
+      outcome = { after: this.options.stepMs * 5 };
+    }
+    if (outcome === 'busy') outcome = { after: this.options.stepMs };
+    else if (key.kind === 'command') {
+      // A command's effect changes its parent's status: let the parent's reconciler look again.
+      const [parentKind, rest] = [key.name.slice(0, key.name.indexOf(':')), key.name.slice(key.name.indexOf(':') + 1)];
+      if (parentKind === 'volumeset') this.enqueue({ org: key.org, kind: 'volumeset', gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
+    }
+    changes.emit('change', key.org);
+    if (outcome.after !== undefined) this.schedule(key, Math.max(1, outcome.after));
+  }
+
+  private schedule(key: ItemKey, delay: number): void {
+    if (this.stopped) return;
+    const id = keyString(key);
+    const at = Date.now() + delay;
+    const existing = this.timers.get(id);
+    if (existing && existing.at <= at) return;
+    if (existing) clearTimeout(existing.timer);
+    const timer = setTimeout(() => {
+      this.timers.delete(id);
+      this.enqueue(key);
+    }, delay);
+    timer.unref();
+    this.timers.set(id, { at, timer });
+  }
+}

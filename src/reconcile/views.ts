@@ -1,0 +1,82 @@
+// How the sub-resources that live under a workload or volume set are stored and shown.
+// Deployments: kind 'deployment' in the workload's GVC, stored name `WORKLOAD:LOCATION`.
+// Commands: kind 'command' in the parent's GVC, stored name `PARENTKIND:PARENT:ID`.
+// Both are written only by Keel (commands are requested through the API); neither appears in
+// the org-wide generic lists, whose org-scoped rows have an empty GVC.
+import type { Resource } from '../kinds/types.js';
+import type { ItemKey, StoredItem } from '../store/types.js';
+
+export type CommandParent = 'workload' | 'volumeset';
+
+export const deploymentKey = (org: string, gvc: string, workload: string, location: string): ItemKey => ({
+  org,
+  kind: 'deployment',
+  gvc,
+  name: `${workload}:${location}`,
+});
+export const deploymentPrefix = (workload: string) => `${workload}:`;
+
+export const commandKey = (org: string, gvc: string, parent: CommandParent, parentName: string, id: string): ItemKey => ({
+  org,
+  kind: 'command',
+  gvc,
+  name: `${parent}:${parentName}:${id}`,
+});
+export const commandPrefix = (parent: CommandParent, parentName: string) => `${parent}:${parentName}:`;
+
+export function parentSelf(org: string, gvc: string, kind: string, name: string): string {
+  return `/org/${org}/gvc/${gvc}/${kind}/${name}`;
+}
+
+/** A deployment as GET …/workload/{w}/deployment/{location} shows it. */
+export function deploymentView(item: StoredItem): Resource {
+  const [workload, location] = splitOnce(item.name);
+  const parent = parentSelf(item.org, item.gvc, 'workload', workload);
+  return {
+    kind: 'deployment',
+    id: item.id,
+    name: location,
+    version: item.version,
+    tags: {},
+    created: item.created,
+    lastModified: typeof item.data.updated === 'string' ? item.data.updated : item.lastModified,
+    links: [
+      { rel: 'self', href: `${parent}/deployment/${location}` },
+      { rel: 'workload', href: parent },
+      { rel: 'location', href: `/org/${item.org}/location/${location}` },
+      { rel: 'gvc', href: `/org/${item.org}/gvc/${item.gvc}` },
+    ],
+    status: item.data.status ?? {},
+  };
+}
+
+/** A command as GET …/{workload|volumeset}/{n}/-command/{id} shows it. */
+export function commandView(item: StoredItem): Resource {
+  const [parentKind, rest] = splitOnce(item.name);
+  const [parentName] = splitOnce(rest);
+  const parent = parentSelf(item.org, item.gvc, parentKind, parentName);
+  const out: Resource = {
+    kind: 'command',
+    id: item.id,
+    name: item.id,
+    version: item.version,
+    tags: (item.data.tags as Record<string, unknown>) ?? {},
+    created: item.created,
+    lastModified: item.lastModified,
+    links: [
+      { rel: 'self', href: `${parent}/-command/${item.id}` },
+      { rel: parentKind, href: parent },
+      { rel: 'gvc', href: `/org/${item.org}/gvc/${item.gvc}` },
+    ],
+    type: item.data.type,
+    lifecycleStage: item.data.lifecycleStage,
+    spec: item.data.spec ?? {},
+    status: item.data.status ?? {},
+  };
+  return out;
+}
+
+function splitOnce(s: string): [string, string] {
+  const i = s.indexOf(':');
+  return i < 0 ? [s, ''] : [s.slice(0, i), s.slice(i + 1)];
+}

@@ -1,0 +1,136 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { resourceSchema } from '../kinds/derive.js';
+import { KINDS, findKind } from '../kinds/index.js';
+import { querySchema, type JsonSchema } from '../kinds/schema.js';
+import { VERSION } from '../version.js';
+
+// The OpenAPI 3.1 document is built from the routes the server really mounts (an onRoute hook
+// describes each one from its path, method and kind) and from the same kind schemas the resource
+// service validates with. Fastify does not validate or serialize with these schemas: bodies are
+// validated by the resource service (with its coercion rules and error object) and responses are
+// plain JSON, so documentation can never change behaviour.
+
+const ref = (id: string) => ({ $ref: `${id}#` });
+const KIND_ID = (kind: string) => `Kind_${kind}`;
+
+const linkSchema: JsonSchema = { type: 'object', properties: { rel: { type: 'string' }, href: { type: 'string' } }, required: ['rel', 'href'] };
+
+function sharedSchemas(): Array<JsonSchema & { $id: string }> {
+  const error = {
+    $id: 'Error',
+    type: 'object',
+    description: 'Every error response. `id` is the request id, also in the logs; `details.errors` lists field problems.',
+    properties: {
+      status: { type: 'integer' },
+      message: { type: 'string' },
+      code: { type: 'string', enum: ['bad_request', 'unauthorized', 'forbidden', 'not_found', 'method_not_allowed', 'already_exists', 'conflict', 'payload_too_large', 'unsupported_media_type', 'quota_exceeded', 'rate_limited', 'service_unavailable', 'internal'] },
+      details: { type: 'object', properties: { errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } } } },
+      id: { type: 'string' },
+    },
+    required: ['status', 'message', 'code', 'details', 'id'],
+    additionalProperties: false,
+  } as JsonSchema & { $id: string };
+  const list = { $id: 'List', type: 'object', properties: { kind: { const: 'list' }, itemKind: { type: 'string' }, items: { type: 'array', items: { type: 'object' } }, links: { type: 'array', items: linkSchema } }, required: ['kind', 'itemKind', 'items', 'links'], additionalProperties: false } as JsonSchema & { $id: string };
+  const query = { $id: 'Query', ...querySchema(), description: 'A query (seed 2.3): match all|any|none over terms on a property, tag or rel.' } as JsonSchema & { $id: string };
+  const result = { $id: 'QueryResult', type: 'object', properties: { kind: { const: 'queryresult' }, itemKind: { type: 'string' }, items: { type: 'array', items: {} }, links: { type: 'array', items: linkSchema }, query: ref('Query') }, required: ['kind', 'itemKind', 'items', 'links', 'query'], additionalProperties: false } as JsonSchema & { $id: string };
+  const permissions = {
+    $id: 'Permissions',
+    type: 'object',
+    properties: { kind: { const: 'permissions' }, targetKind: { type: 'string' }, items: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, description: { type: 'string' } } } }, implied: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } }, links: { type: 'array', items: linkSchema } },
+  } as JsonSchema & { $id: string };
+  const kinds = KINDS.map((def) => ({ $id: KIND_ID(def.kind), ...resourceSchema(def) }));
+  return [error, list, query, result, permissions, ...kinds];
+}
+
+const errors = { '4XX': { description: 'The error object', ...ref('Error') }, '5XX': { description: 'The error object', ...ref('Error') } };
+
+/** Describes a mounted route from its method and path; routes that carry a schema keep theirs. */
+function describeRoute(method: string, url: string): Record<string, unknown> {
+  const segments = url.split('/').filter(Boolean);
+  const params = segments.filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+  const base: Record<string, unknown> = {};
+  if (params.length) base.params = { type: 'object', properties: Object.fromEntries(params.map((p) => [p, { type: 'string' }])), required: params };
+  const kindSegment = [...segments].reverse().find((s) => !s.startsWith(':') && !s.startsWith('-') && findKind(s));
+  const def = kindSegment ? findKind(kindSegment) : undefined;
+  const last = segments[segments.length - 1] ?? '';
+  const isItem = last.startsWith(':') && def !== undefined && segments[segments.length - 2] === def.kind;
+  const tags = [url.startsWith('/audit') ? 'audit' : def ? def.kind : 'meta'];
+  const page = { type: 'object', properties: { limit: { type: 'integer', minimum: 1 }, cursor: { type: 'string' }, next: { type: 'string' } } };
+  const dryRun = { type: 'object', properties: { dryRun: { type: 'boolean' } } };
+  const ok = (code: number, description: string, schema?: Record<string, unknown>) => ({ [code]: { description, ...(schema ?? {}) }, ...errors });
+  const op = (summary: string, extra: Record<string, unknown> = {}) => ({ ...base, summary, tags, ...extra });
+
+  if (def && last === '-query') {
+    return method === 'POST'
+      ? op(`Query ${def.kind} items`, { body: ref('Query'), querystring: page, response: ok(200, 'The matching items the caller may view', ref('QueryResult')) })
+      : op(`Next page of a ${def.kind} query`, { querystring: page, response: ok(200, 'A page', ref('QueryResult')) });
+  }
+  if (def && last === 'permissions') return op(`Permissions that can be granted on ${def.kind} items`, { response: ok(200, 'The permission schema', ref('Permissions')) });
+  if (def && last === '-eventlog') return op(`Events of a ${def.kind}`, { querystring: page, response: ok(200, 'The audit events of the item', ref('List')) });
+  if (def && isItem) {
+    const item = ref(KIND_ID(def.kind));
+    switch (method) {
+      case 'GET':
+        return op(`Get a ${def.kind}`, { response: ok(200, `The ${def.kind}`, item) });
+      case 'PATCH':
+        return op(`Patch a ${def.kind} (plain fields merge; $drop, $replace/x, $append/x, $drop/x, $retain/x, $patch/x directives)`, { querystring: dryRun, body: { type: 'object' }, response: ok(200, `The patched ${def.kind}`, item) });
+      case 'PUT':
+        return op(`Replace a ${def.kind} (or create it)`, { querystring: dryRun, body: item, response: { 200: { description: 'Replaced', ...item }, 201: { description: 'Created', ...item }, ...errors } });
+      case 'DELETE':
+        return op(`Delete a ${def.kind}`, { response: ok(202, 'Accepted; no body') });
+    }
+  }
+  if (def && last === def.kind) {
+    const item = ref(KIND_ID(def.kind));
+    switch (method) {
+      case 'GET':
+        return op(`List ${def.kind} items the caller may view`, { querystring: page, response: ok(200, 'A page of items', ref('List')) });
+      case 'POST':
+        return def.kind === 'org'
+          ? op('Create an org (the caller becomes one of its superusers)', { body: item, response: ok(201, 'Created; Location is its self link', item) })
+          : op(`Create a ${def.kind}`, { querystring: dryRun, body: item, response: ok(201, 'Created; Location is its self link', item) });
+      case 'PUT':
+        return op(`Apply a ${def.kind}: create it or replace it by name`, { querystring: dryRun, body: item, response: { 200: { description: 'Replaced', ...item }, 201: { description: 'Created', ...item }, ...errors } });
+    }
+  }
+  return op(`${method} ${url.replace(/:(\w+)/g, '{$1}')}`, { response: errors });
+}
+
+/** The OpenAPI document at GET /openapi.json and, on the Core API, the reference page at /docs. */
+export async function installDocs(app: FastifyInstance, options: { title: string; description: string; page: boolean }): Promise<void> {
+  app.setValidatorCompiler(() => () => true);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  for (const schema of sharedSchemas()) app.addSchema(schema);
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const config = (route.config ??= {}) as Record<string, unknown>;
+    if (route.url.startsWith('/docs')) {
+      config.public = true;
+      route.schema = { ...(route.schema ?? {}), hide: true };
+      return;
+    }
+    if (config.methodNotAllowed || route.url === '/openapi.json') {
+      route.schema = { ...(route.schema ?? {}), hide: true };
+      return;
+    }
+    const method = Array.isArray(route.method) ? route.method[0] : route.method;
+    route.schema = { ...describeRoute(method, route.url), ...(config.public ? { security: [] } : {}), ...(route.schema ?? {}) };
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: options.title, description: options.description, version: VERSION },
+      components: {
+        securitySchemes: {
+          serviceAccountKey: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'A service-account key, bare or after "Bearer "' },
+          jwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        },
+      },
+      security: [{ serviceAccountKey: [] }, { jwt: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
+  });
+  app.get('/openapi.json', { config: { public: true } }, async () => app.swagger());
+  if (options.page) await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+}

@@ -1,0 +1,73 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import { sendError } from './errors.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Counted against the in-flight cap (released when the response is done). */
+    counted?: boolean;
+    deadline?: NodeJS.Timeout;
+  }
+  interface FastifyContextConfig {
+    /** A long-lived response (server-sent events): no request timeout. */
+    streaming?: boolean;
+  }
+}
+
+/**
+ * Admission limits that run before any work: the in-flight cap and the request timeout.
+ * (The per-key rate limit runs after authentication: see rateLimiter.)
+ */
+export function installAdmission(app: FastifyInstance, config: Config): void {
+  let inFlight = 0;
+  app.addHook('onRequest', async (request, reply) => {
+    // Streams (watch) live for long; they are not the work this cap protects.
+    if (request.routeOptions.config?.streaming) return;
+    if (inFlight >= config.maxInFlight) {
+      return sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `the server is handling ${config.maxInFlight} requests; retry shortly`));
+    }
+    inFlight++;
+    request.counted = true;
+    request.deadline = setTimeout(() => timeout(request, reply, config.requestTimeoutMs), config.requestTimeoutMs);
+  });
+  const release = async (request: FastifyRequest) => {
+    if (request.deadline) clearTimeout(request.deadline);
+    if (request.counted) {
+      request.counted = false;
+      inFlight--;
+    }
+  };
+  app.addHook('onResponse', release);
+  app.addHook('onRequestAbort', release);
+}
+
+function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void {
+  if (reply.sent || reply.raw.headersSent) return;
+  request.log.warn({ timeoutMs: ms }, 'request timed out');
+  sendError(reply, request, new ApiError('service_unavailable', `the request did not finish within ${ms} ms`));
+}
+
+/**
+ * A token bucket per principal: `rate` requests per second with bursts up to `burst`. Over it:
+ * 429 rate_limited with Retry-After (the message avoids the word "quota", so clients retry).
+ */
+export function installRateLimit(app: FastifyInstance, config: Config): void {
+  if (config.rateLimit <= 0) return;
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  const capacity = Math.max(1, config.rateBurst);
+  app.addHook('onRequest', async (request, reply) => {
+    const who = request.principal?.link ?? `ip:${request.ip}`;
+    const now = Date.now();
+    const bucket = buckets.get(who) ?? { tokens: capacity, at: now };
+    bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.at) / 1000) * config.rateLimit);
+    bucket.at = now;
+    if (buckets.size > 100_000) buckets.clear(); // bounded memory under many distinct callers
+    buckets.set(who, bucket);
+    if (bucket.tokens < 1) {
+      const wait = Math.ceil((1 - bucket.tokens) / config.rateLimit);
+      return sendError(reply.header('retry-after', String(wait)), request, new ApiError('rate_limited', `rate limit exceeded: ${config.rateLimit} requests per second per key; retry after ${wait} s`));
+    }
+    bucket.tokens -= 1;
+  });
+}

@@ -1,0 +1,191 @@
+// What operators rely on: the OpenAPI document, health endpoints, request ids in logs, and limits.
+import { Validator } from '@seriousme/openapi-schema-validator';
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { DEFAULTS, type Config } from '../../src/config.js';
+import { buildApp, type App } from '../../src/server/app.js';
+import type { Store } from '../../src/store/types.js';
+import { startKeel, storeFor, type TestKeel } from '../support/keel.js';
+
+/** A Keel app with settings of the test's choosing, on a fresh SQLite store with org acme. */
+async function appWith(settings: Partial<Config>, options: Parameters<typeof buildApp>[2] = {}) {
+  const k = await startKeel('sqlite');
+  const config: Config = { ...k.config, ...settings };
+  const app = await buildApp(config, k.store, { logger: false, ...options });
+  return {
+    k,
+    app,
+    async close() {
+      await app.core.close();
+      await app.audit.close();
+      await k.close();
+    },
+  };
+}
+
+describe('OpenAPI document', () => {
+  let k: TestKeel;
+  const mounted: Record<'core' | 'audit', Array<{ method: string; url: string }>> = { core: [], audit: [] };
+  let app: App;
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  before(async () => {
+    k = await startKeel('sqlite');
+    ({ store, cleanup } = await storeFor('sqlite'));
+    app = await buildApp(k.config, store, {
+      logger: false,
+      onRoute: (route, api) => {
+        const config = (route.config ?? {}) as { methodNotAllowed?: boolean };
+        for (const method of [route.method].flat()) {
+          if (method === 'HEAD' || config.methodNotAllowed || route.url.startsWith('/docs') || route.url === '/openapi.json') continue;
+          mounted[api].push({ method, url: route.url });
+        }
+      },
+    });
+  });
+  after(async () => {
+    await app.core.close();
+    await app.audit.close();
+    await store.close();
+    await cleanup();
+    await k.close();
+  });
+
+  test('is served without credentials and is valid OpenAPI 3.1', async () => {
+    const res = await k.call('GET', '/openapi.json', undefined, { token: null });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.openapi, '3.1.0');
+    const result = await new Validator().validate(res.body);
+    assert.equal(result.valid, true, JSON.stringify(result.errors)?.slice(0, 2000));
+  });
+
+  test('documents every route each API mounts, and nothing more', async () => {
+    for (const api of ['core', 'audit'] as const) {
+      const doc = (await app[api].inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> };
+      const documented = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+      const expected = mounted[api].map((r) => `${r.method} ${r.url.replace(/:(\w+)/g, '{$1}')}`);
+      assert.ok(expected.length > (api === 'core' ? 300 : 5), `only ${expected.length} routes`);
+      const undocumented = expected.filter((r) => !documented.includes(r));
+      const unmounted = documented.filter((r) => !expected.includes(r));
+      assert.deepEqual({ api, undocumented, unmounted }, { api, undocumented: [], unmounted: [] });
+    }
+  });
+
+  test('bodies and responses refer to the kind schemas; errors to the error object', async () => {
+    const doc = (await k.call('GET', '/openapi.json', undefined, { token: null })).body;
+    const create = doc.paths['/org/{org}/gvc/{gvc}/volumeset'].post;
+    assert.equal(create.requestBody.content['application/json'].schema.$ref, '#/components/schemas/Kind_volumeset');
+    assert.equal(create.responses['201'].content['application/json'].schema.$ref, '#/components/schemas/Kind_volumeset');
+    assert.equal(create.responses['4XX'].content['application/json'].schema.$ref, '#/components/schemas/Error');
+    assert.deepEqual(doc.components.schemas.Error.required, ['status', 'message', 'code', 'details', 'id']);
+    const vs = doc.components.schemas.Kind_volumeset;
+    assert.equal(vs.properties.spec.properties.performanceClass.enum.includes('general-purpose-ssd'), true);
+    assert.equal(vs.properties.description.maxLength, 250);
+    assert.deepEqual(doc.paths['/about'].get.security, []);
+    const audit = await k.app.audit.inject({ method: 'GET', url: '/openapi.json' });
+    assert.equal(audit.statusCode, 200);
+    assert.ok(Object.keys(audit.json().paths).includes('/audit/org/{org}'));
+  });
+});
+
+describe('health, logs and limits', () => {
+  test('liveness and readiness answer without credentials; readiness fails when the store is gone', async () => {
+    const k = await startKeel('sqlite');
+    assert.deepEqual((await k.call('GET', '/healthz', undefined, { token: null })).body, { status: 'ok' });
+    const ready = await k.call('GET', '/readyz', undefined, { token: null });
+    assert.equal(ready.status, 200);
+    assert.equal(ready.body.status, 'ready');
+    const about = await k.call('GET', '/about', undefined, { token: null });
+    assert.equal(typeof about.body.version, 'string');
+    assert.equal(typeof about.body.build, 'string');
+    await k.store.close();
+    const gone = await k.call('GET', '/readyz', undefined, { token: null });
+    assert.equal(gone.status, 503);
+    assert.equal(gone.body.code, 'service_unavailable');
+    await k.app.core.close();
+    await k.app.audit.close();
+  });
+
+  test('log lines carry the request id that error objects return, and never the token', async () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(...chunk.toString().split('\n').filter(Boolean));
+        done();
+      },
+    });
+    const { k, app, close } = await appWith({ logLevel: 'info' }, { logger: true, logStream: stream });
+    try {
+      const res = await app.core.inject({ method: 'GET', url: '/org/acme/gvc/missing', headers: { authorization: `Bearer ${k.token}` } });
+      assert.equal(res.statusCode, 404);
+      const id = res.json().id;
+      const mine = lines.map((l) => JSON.parse(l)).filter((l) => l.reqId === id);
+      assert.ok(mine.length >= 1, 'the request is logged under its id');
+      assert.ok(mine.some((l) => l.res?.statusCode === 404));
+      assert.ok(!lines.join('\n').includes(k.token.split('.')[2]), 'no key material in logs');
+    } finally {
+      await close();
+    }
+  });
+
+  test('a key over its rate limit gets 429 rate_limited with Retry-After, not a quota error', async () => {
+    const { k, app, close } = await appWith({ rateLimit: 2, rateBurst: 3 });
+    try {
+      const statuses: number[] = [];
+      let limited: { statusCode: number; headers: Record<string, unknown>; json(): any } | undefined;
+      for (let i = 0; i < 6; i++) {
+        const res = await app.core.inject({ method: 'GET', url: '/org/acme/gvc', headers: { authorization: `Bearer ${k.token}` } });
+        statuses.push(res.statusCode);
+        if (res.statusCode === 429) limited ??= res;
+      }
+      assert.deepEqual(statuses.slice(0, 3), [200, 200, 200]);
+      assert.ok(limited, statuses.join());
+      const body = limited.json();
+      assert.equal(body.code, 'rate_limited');
+      assert.equal(body.status, 429);
+      assert.ok(!/quota/i.test(body.message), 'clients retry a 429 unless it says quota');
+      assert.ok(Number(limited.headers['retry-after']) >= 1);
+      const other = await app.core.inject({ method: 'GET', url: '/about' });
+      assert.equal(other.statusCode, 200, 'the limit is per key');
+    } finally {
+      await close();
+    }
+  });
+
+  test('the in-flight cap answers 503 while it is full, and a request that outlives its timeout gets 503', async () => {
+    const { k, app, close } = await appWith({ maxInFlight: 1, requestTimeoutMs: 400 });
+    try {
+      await app.core.listen({ host: '127.0.0.1', port: 0 });
+      const port = (app.core.server.address() as { port: number }).port;
+      // A request whose body never finishes holds the only slot until its timeout.
+      const slow = connect(port, '127.0.0.1');
+      const answer = new Promise<string>((resolve) => {
+        let data = '';
+        slow.on('data', (d) => (data += d.toString()));
+        slow.on('end', () => resolve(data));
+        slow.on('close', () => resolve(data));
+      });
+      await new Promise<void>((resolve) => slow.once('connect', () => resolve()));
+      slow.write(`POST /org/acme/group HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k.token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`);
+      // Until the slot frees, another request is refused.
+      let refused: Response | undefined;
+      for (let i = 0; i < 50 && !refused; i++) {
+        const res = await fetch(`http://127.0.0.1:${port}/org/acme/gvc`, { headers: { authorization: `Bearer ${k.token}` } });
+        if (res.status === 503) refused = res;
+      }
+      assert.ok(refused, 'a second request is refused while the slot is taken');
+      const refusal = (await refused.json()) as { code: string; message: string };
+      assert.equal(refusal.code, 'service_unavailable');
+      const raw = await answer;
+      assert.match(raw, /^HTTP\/1.1 503/);
+      assert.match(raw, /did not finish within 400 ms/);
+      slow.destroy();
+      const after = await fetch(`http://127.0.0.1:${port}/org/acme/gvc`, { headers: { authorization: `Bearer ${k.token}` } });
+      assert.equal(after.status, 200, 'the slot is free again');
+    } finally {
+      await close();
+    }
+  });
+});

@@ -1,0 +1,335 @@
+// Living resources: reconcilers move volume set, workload (deployments), command, mk8s and
+// domain status along; status writes leave version and lastModified alone and are visible to
+// the change stream; with two Keel instances on one PostgreSQL each transition is written once.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { KEEL_ACTOR } from '../../src/audit/events.js';
+import { DEFAULTS, type Config } from '../../src/config.js';
+import { createOrg } from '../../src/resources/orgs.js';
+import { buildApp, type App } from '../../src/server/app.js';
+import { openStore } from '../../src/store/open.js';
+import type { Store } from '../../src/store/types.js';
+import { forEachBackend, storeFor, type Backend } from '../support/keel.js';
+
+const STEP = 40;
+const DEADLINE_MS = 15_000;
+const W1 = 'aws-us-west-2';
+const W2 = 'aws-us-east-1';
+
+interface Living {
+  app: App;
+  store: Store;
+  token: string;
+  call(method: string, url: string, body?: unknown, token?: string, app?: App): Promise<{ status: number; headers: Record<string, unknown>; body: any }>;
+  reopen(): Promise<App>;
+  close(): Promise<void>;
+}
+
+async function startLiving(backend: Backend): Promise<Living> {
+  const { store, url, dir, cleanup } = await storeFor(backend);
+  const config: Config = { ...DEFAULTS, port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org: 'acme', logLevel: 'silent', reconcile: true, reconcileStepMs: STEP };
+  const { token } = await createOrg(store, { name: 'acme', actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
+  const app = await buildApp(config, store, { logger: false });
+  const extra: Array<{ app: App; store: Store }> = [];
+  return {
+    app,
+    store,
+    token: token!,
+    async call(method, path, body, tok = token!, target = app) {
+      const res = await target.core.inject({
+        method: method as 'GET',
+        url: path,
+        headers: { authorization: `Bearer ${tok}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        payload: body !== undefined ? JSON.stringify(body) : undefined,
+      });
+      return { status: res.statusCode, headers: res.headers, body: res.body ? JSON.parse(res.body) : undefined };
+    },
+    async reopen() {
+      const second = await openStore({ dataDir: dir, databaseUrl: url });
+      const secondApp = await buildApp(config, second, { logger: false });
+      extra.push({ app: secondApp, store: second });
+      return secondApp;
+    },
+    async close() {
+      for (const e of extra) {
+        await e.app.core.close();
+        await e.app.audit.close();
+        await e.store.close();
+      }
+      await app.core.close();
+      await app.audit.close();
+      await store.close();
+      await cleanup();
+    },
+  };
+}
+
+/** Polls `read` until `done` holds (no fixed sleeps); fails with the last value after the deadline. */
+async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  const until = Date.now() + DEADLINE_MS;
+  let last: T;
+  for (;;) {
+    last = await read();
+    if (done(last)) return last;
+    if (Date.now() > until) assert.fail(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 2000)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+type Vol = { index: number; lifecycle: string; currentSize: number; volumeSnapshots?: unknown[]; iops: number; throughput: number };
+const volumesOf = (vs: any): Record<string, Vol[]> =>
+  Object.fromEntries(((vs?.status?.locations ?? []) as Array<{ name: string; volumes: Vol[] }>).map((l) => [l.name, l.volumes]));
+
+/** The status events of one item, oldest first, as the audit chain (the change stream) holds them. */
+async function statusEvents(store: Store, kind: string, name?: string): Promise<any[]> {
+  const records = await store.audit({ org: 'acme', resourceType: kind, actionType: 'status', limit: 10_000 });
+  return records.map((r) => JSON.parse(r.body)).filter((e) => name === undefined || e.resource.name === name);
+}
+
+/** Per volume, the lifecycles its status events went through (each change once). */
+function lifecycleHistory(events: any[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const e of events) {
+    for (const [loc, vols] of Object.entries(volumesOf(e.resource.data))) {
+      for (const v of vols) {
+        const h = (out[`${loc}/${v.index}`] ??= []);
+        if (h[h.length - 1] !== v.lifecycle) h.push(v.lifecycle);
+      }
+    }
+  }
+  return out;
+}
+
+const mounting = (vs: string, extra: Record<string, unknown> = {}) => ({
+  name: 'db',
+  spec: {
+    type: 'stateful',
+    containers: [{ name: 'pg', image: 'postgres:16', cpu: '100m', memory: '256Mi', ports: [{ protocol: 'tcp', number: 5432 }], volumes: [{ uri: `cpln://volumeset/${vs}`, path: '/var/lib/postgresql' }] }],
+    ...extra,
+  },
+});
+
+forEachBackend('living resources', (backend) => {
+  let k: Living;
+  before(async () => {
+    k = await startLiving(backend);
+    const gvc = await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } });
+    assert.equal(gvc.status, 201);
+  });
+  after(() => k.close());
+
+  test('a volume set moves through its lifecycle, follows its workload and autoscales; version and lastModified stay', async () => {
+    const created = await k.call('POST', '/org/acme/gvc/prod/volumeset', {
+      name: 'data',
+      spec: {
+        initialCapacity: 10,
+        performanceClass: 'general-purpose-ssd',
+        snapshots: { schedule: '0 * * * *', retentionDuration: '7d' },
+        autoscaling: { maxCapacity: 100, minFreePercentage: 20, scalingFactor: 1.5 },
+      },
+    });
+    assert.equal(created.status, 201);
+    const get = () => k.call('GET', '/org/acme/gvc/prod/volumeset/data').then((r) => r.body);
+    const unbound = await waitFor('volumes unbound in both locations', get, (vs) => {
+      const v = volumesOf(vs);
+      return [W1, W2].every((l) => v[l]?.[0]?.lifecycle === 'unbound');
+    });
+    const loc = unbound.status.locations.find((l: any) => l.name === W1);
+    assert.equal(loc.desiredVolumeCount, 1);
+    assert.match(loc.clusterId, /^cpln-aws-us-west-2-/);
+    const vol = loc.volumes[0];
+    assert.equal(vol.currentSize, 10);
+    assert.equal(vol.iops, 3000);
+    assert.equal(vol.throughput, 125);
+    assert.equal(vol.driver, 'ebs.csi.aws.com');
+    assert.equal(unbound.status.usedByWorkload, undefined);
+
+    // A workload mounts the set: the volumes bind, fill to the simulated 90% and grow 10 -> 15.
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', mounting('data'))).status, 201);
+    const grown = await waitFor('bound, used by the workload, grown and snapshotted', get, (vs) => {
+      const v = volumesOf(vs);
+      return [W1, W2].every((l) => v[l]?.[0]?.lifecycle === 'bound' && v[l][0].currentSize === 15 && (v[l][0].volumeSnapshots ?? []).length === 1);
+    });
+    assert.equal(grown.status.usedByWorkload, '/org/acme/gvc/prod/workload/db');
+    assert.deepEqual(grown.status.workloadLinks, ['/org/acme/gvc/prod/workload/db']);
+    assert.equal(grown.version, created.body.version);
+    assert.equal(grown.lastModified, created.body.lastModified);
+
+    // The change stream (audit chain) saw every transition once, in order.
+    const history = lifecycleHistory(await statusEvents(k.store, 'volumeset', 'data'));
+    assert.deepEqual(history[`${W1}/0`], ['creating', 'unbound', 'bound']);
+    assert.deepEqual(history[`${W2}/0`], ['creating', 'unbound', 'bound']);
+
+    // A PATCH still works (status validates) and keeps the status; only the API's change counts.
+    const patched = await k.call('PATCH', '/org/acme/gvc/prod/volumeset/data', { version: grown.version, description: 'pg data' });
+    assert.equal(patched.status, 200);
+    assert.equal(patched.body.version, grown.version + 1);
+    assert.equal(volumesOf(patched.body)[W1][0].currentSize, 15);
+
+    // The GVC's placement shrinks: that location's volumes are deleted and its entry goes.
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod', { spec: { staticPlacement: { locationLinks: [`//location/${W1}`] } } })).status, 200);
+    await waitFor('location removed', get, (vs) => !volumesOf(vs)[W2] && volumesOf(vs)[W1]?.[0]?.lifecycle === 'bound');
+    assert.deepEqual(lifecycleHistory(await statusEvents(k.store, 'volumeset', 'data'))[`${W2}/0`], ['creating', 'unbound', 'bound', 'deleted']);
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod', { spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } })).status, 200);
+    await waitFor('location back', get, (vs) => volumesOf(vs)[W2]?.[0]?.lifecycle === 'bound');
+  });
+
+  test('deployments: one per GVC location, ready, reporting the workload version that runs there', async () => {
+    const created = await k.call('POST', '/org/acme/gvc/prod/workload', {
+      name: 'web',
+      spec: { type: 'standard', containers: [{ name: 'nginx', image: 'nginx:latest', ports: [{ protocol: 'http', number: 8080 }] }] },
+    });
+    assert.equal(created.status, 201);
+    const link = created.body.links.find((l: any) => l.rel === 'deployment').href;
+    assert.equal(link, '/org/acme/gvc/prod/workload/web/deployment');
+    const list = () => k.call('GET', link).then((r) => r.body);
+    const ready = await waitFor('deployments ready at version 1', list, (l) => l.items.length === 2 && l.items.every((d: any) => d.status.ready && d.status.versions[0].workload === 1));
+    assert.equal(ready.kind, 'list');
+    assert.equal(ready.itemKind, 'deployment');
+    assert.deepEqual(ready.items.map((d: any) => d.name).sort(), [W2, W1].sort());
+    const one = await k.call('GET', `${link}/${W1}`);
+    assert.equal(one.status, 200);
+    assert.equal(one.body.kind, 'deployment');
+    assert.equal(one.body.links[0].href, `${link}/${W1}`);
+    assert.equal((await k.call('GET', `${link}/nowhere`)).status, 404);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/missing/deployment')).status, 404);
+
+    const wl = await waitFor('workload status', () => k.call('GET', '/org/acme/gvc/prod/workload/web').then((r) => r.body), (w) => w.status?.ready === true);
+    assert.match(wl.status.endpoint, /^https:\/\/web-.*\.cpln\.app$/);
+    assert.equal(wl.version, 1);
+    assert.equal(wl.lastModified, created.body.lastModified);
+
+    // A change through the API is version 2: every location rolls to it.
+    const patched = await k.call('PATCH', '/org/acme/gvc/prod/workload/web', { spec: { containers: [{ name: 'nginx', image: 'nginx:1.27' }] } });
+    assert.equal(patched.body.version, 2);
+    const rolled = await waitFor('deployments ready at version 2', list, (l) => l.items.length === 2 && l.items.every((d: any) => d.status.ready && !d.status.deploying && d.status.versions.length === 1 && d.status.versions[0].workload === 2));
+    assert.equal(rolled.items[0].status.versions[0].containers.nginx.image, 'nginx:1.27');
+    const after2 = await k.call('GET', '/org/acme/gvc/prod/workload/web');
+    assert.equal(after2.body.version, 2);
+    assert.equal(after2.body.lastModified, patched.body.lastModified);
+    assert.equal(after2.body.status.readyLatest, true);
+
+    // Deleting the workload removes its deployments.
+    assert.equal((await k.call('DELETE', '/org/acme/gvc/prod/workload/web')).status, 202);
+    await waitFor('deployments gone', () => k.store.list({ org: 'acme', kind: 'deployment', gvc: 'prod', limit: 100, build: () => ({ where: "r.name LIKE 'web:%'", orderBy: 'r.name' }) }), (rows) => rows.length === 0);
+  });
+
+  test('commands: 201 + Location, pending -> running -> completed, expandVolume changes the capacity', async () => {
+    const base = '/org/acme/gvc/prod/volumeset/data/-command';
+    await waitFor('volume ready', () => k.call('GET', '/org/acme/gvc/prod/volumeset/data').then((r) => r.body), (vs) => volumesOf(vs)[W1]?.[0]?.lifecycle === 'bound');
+    const posted = await k.call('POST', base, { type: 'expandVolume', spec: { location: `//location/${W1}`, volumeIndex: 0, newStorageCapacity: '50' } });
+    assert.equal(posted.status, 201);
+    const location = posted.headers.location as string;
+    assert.match(location, new RegExp(`^${base}/[0-9a-f-]{36}$`));
+    assert.equal(posted.body.lifecycleStage, 'pending');
+    assert.deepEqual(posted.body.spec, { location: W1, volumeIndex: 0, newStorageCapacity: 50 });
+    const done = await waitFor('command completed', () => k.call('GET', location).then((r) => r.body), (c) => c.lifecycleStage === 'completed');
+    assert.equal(done.type, 'expandVolume');
+    const stages = (await statusEvents(k.store, 'command')).filter((e) => e.resource.id === done.id).map((e) => e.resource.data.lifecycleStage);
+    assert.deepEqual(stages, ['running', 'completed']);
+    const vs = await waitFor('volume expanded', () => k.call('GET', '/org/acme/gvc/prod/volumeset/data').then((r) => r.body), (v) => volumesOf(v)[W1][0].currentSize === 50);
+    assert.equal(volumesOf(vs)[W2][0].currentSize, 15);
+
+    // A shrink below the data on the volume fails, with a message.
+    const shrink = await k.call('POST', base, { type: 'shrinkVolume', spec: { location: W1, newStorageCapacity: 5 } });
+    assert.equal(shrink.status, 201);
+    const failed = await waitFor('shrink failed', () => k.call('GET', shrink.headers.location as string).then((r) => r.body), (c) => ['failed', 'completed'].includes(c.lifecycleStage));
+    assert.equal(failed.lifecycleStage, 'failed');
+    assert.match(failed.status.messages.join(' '), /smaller than the data/);
+
+    const list = await k.call('GET', base);
+    assert.equal(list.body.kind, 'list');
+    assert.equal(list.body.itemKind, 'command');
+    assert.equal(list.body.items.length, 2);
+    const query = await k.call('POST', `${base}/-query`, { spec: { match: 'all', terms: [{ op: '=', property: 'type', value: 'expandVolume' }] } });
+    assert.equal(query.status, 200);
+    assert.equal(query.body.kind, 'queryresult');
+    assert.deepEqual(query.body.items.map((c: any) => c.id), [done.id]);
+
+    assert.equal((await k.call('POST', base, { type: 'launchRocket' })).status, 400);
+    assert.equal((await k.call('POST', base, { type: 'expandVolume', spec: { location: W1 } })).status, 400);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/volumeset/missing/-command', { type: 'expandVolume', spec: { location: W1, newStorageCapacity: 20 } })).status, 404);
+    assert.equal((await k.call('GET', `${base}/00000000-0000-0000-0000-000000000000`)).status, 404);
+    assert.equal((await k.call('DELETE', base)).status, 405);
+
+    const wcmd = await k.call('POST', '/org/acme/gvc/prod/workload/db/-command', { type: 'stopReplica', spec: { location: W1, replica: 'db-0' } });
+    assert.equal(wcmd.status, 201);
+    await waitFor('workload command completed', () => k.call('GET', wcmd.headers.location as string).then((r) => r.body), (c) => c.lifecycleStage === 'completed');
+  });
+
+  test('deployments and commands need view on the parent; commands need exec', async () => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'nobody' })).status, 201);
+    const key = (await k.call('POST', '/org/acme/serviceaccount/nobody/-addKey', { description: 't' })).body.key as string;
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/db/deployment', undefined, key)).status, 403);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/volumeset/data/-command', undefined, key)).status, 403);
+    // Viewers may read, but not run commands.
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['/org/acme/serviceaccount/nobody'] })).status, 200);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/db/deployment', undefined, key)).status, 200);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/volumeset/data/-command', undefined, key)).status, 200);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/volumeset/data/-command', { type: 'expandVolume', spec: { location: W1, newStorageCapacity: 60 } }, key)).status, 403);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload/db/-command', { type: 'stopReplica', spec: { location: W1 } }, key)).status, 403);
+  });
+
+  test('mk8s becomes ready, domains reach ready, agents get their bootstrap config; all without new versions', async () => {
+    const mk8s = await k.call('POST', '/org/acme/mk8s', { name: 'k1', spec: { version: '1.28.4', provider: { aws: { region: 'us-west-2' } }, addOns: { dashboard: {} } } });
+    assert.equal(mk8s.status, 201);
+    const ready = await waitFor('mk8s ready', () => k.call('GET', '/org/acme/mk8s/k1').then((r) => r.body), (c) => typeof c.status?.serverUrl === 'string');
+    assert.equal(ready.status.homeLocation, 'aws-us-west-2');
+    assert.ok(ready.status.addOns.dashboard.url);
+    assert.equal(ready.version, 1);
+
+    const domain = await k.call('POST', '/org/acme/domain', { name: 'app.example.com', spec: { dnsMode: 'cname', gvcLink: '//gvc/prod', ports: [{ number: 443, protocol: 'http2', routes: [{ prefix: '/', workloadLink: '//gvc/prod/workload/db' }] }] } });
+    assert.equal(domain.status, 201);
+    const d = await waitFor('domain ready', () => k.call('GET', '/org/acme/domain/app.example.com').then((r) => r.body), (x) => x.status?.status === 'ready');
+    assert.equal(d.version, 1);
+    assert.equal(d.status.endpoints[0].workloadLink, '/org/acme/gvc/prod/workload/db');
+    assert.ok(d.status.dnsConfig.some((r: any) => r.type === 'CNAME'));
+    const stages = (await statusEvents(k.store, 'domain', 'app.example.com')).map((e) => e.resource.data.status.status);
+    assert.deepEqual(stages, ['pendingDnsConfig', 'pendingCertificate', 'ready']);
+
+    assert.equal((await k.call('POST', '/org/acme/agent', { name: 'edge' })).status, 201);
+    const agent = await waitFor('agent status', () => k.call('GET', '/org/acme/agent/edge').then((r) => r.body), (a) => !!a.status?.bootstrapConfig);
+    assert.equal(agent.status.bootstrapConfig.agentLink, '/org/acme/agent/edge');
+  });
+});
+
+forEachBackend(
+  'living resources with two Keel processes',
+  () => {
+    let k: Living;
+    let second: App;
+    before(async () => {
+      k = await startLiving('postgres');
+      second = await k.reopen();
+    });
+    after(() => k.close());
+
+    test('each transition is reconciled exactly once', async () => {
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'g2', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } }, undefined, second)).status, 201);
+      assert.equal((await k.call('POST', '/org/acme/gvc/g2/volumeset', { name: 'vs', spec: { initialCapacity: 20 } })).status, 201);
+      await waitFor('unbound everywhere', () => k.call('GET', '/org/acme/gvc/g2/volumeset/vs', undefined, undefined, second).then((r) => r.body), (vs) => [W1, W2].every((l) => volumesOf(vs)[l]?.[0]?.lifecycle === 'unbound'));
+      assert.equal((await k.call('POST', '/org/acme/gvc/g2/workload', mounting('vs'), undefined, second)).status, 201);
+      await waitFor('bound everywhere', () => k.call('GET', '/org/acme/gvc/g2/volumeset/vs').then((r) => r.body), (vs) => [W1, W2].every((l) => volumesOf(vs)[l]?.[0]?.lifecycle === 'bound'));
+      await waitFor('deployments ready', () => k.call('GET', '/org/acme/gvc/g2/workload/db/deployment', undefined, undefined, second).then((r) => r.body), (l) => l.items.length === 2 && l.items.every((d: any) => d.status.ready));
+      // Let both runners look again (timers, scans) before counting.
+      await new Promise((r) => setTimeout(r, STEP * 5));
+
+      const vsEvents = await statusEvents(k.store, 'volumeset', 'vs');
+      const history = lifecycleHistory(vsEvents);
+      assert.deepEqual(history[`${W1}/0`], ['creating', 'unbound', 'bound']);
+      assert.deepEqual(history[`${W2}/0`], ['creating', 'unbound', 'bound']);
+      // No event repeats a state: every status event is a real transition.
+      const strip = (e: any) => JSON.stringify(e.resource.data.status, (key, value) => (key === 'keel/since' ? undefined : value));
+      for (let i = 1; i < vsEvents.length; i++) assert.notEqual(strip(vsEvents[i]), strip(vsEvents[i - 1]), `status event ${i} repeats the previous state`);
+      // Volumes move independently per location, so at most 2 events per transition step; at least one.
+      assert.ok(vsEvents.length >= 3 && vsEvents.length <= 6, `volume set status events: ${vsEvents.length}`);
+
+      const deployments = await statusEvents(k.store, 'deployment');
+      for (const loc of [W1, W2]) {
+        const mine = deployments.filter((e) => e.resource.link === `/org/acme/gvc/g2/workload/db/deployment/${loc}`);
+        assert.deepEqual(mine.map((e) => e.resource.data.status.ready), [false, true], `deployment ${loc}`);
+      }
+    });
+  },
+  ['postgres'],
+);

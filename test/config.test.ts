@@ -1,0 +1,66 @@
+// Configuration: defaults < config file < environment < flags, every value checked with a clear message.
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { DEFAULTS, loadConfig, printableConfig } from '../src/config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'keel-config-'));
+const file = (name: string, text: string) => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+
+test('defaults apply when nothing is set', () => {
+  const config = loadConfig({ env: {}, argv: [] });
+  assert.equal(config.port, 8080);
+  assert.equal(config.auditPort, 8081);
+  assert.equal(config.host, '127.0.0.1');
+  assert.equal(config.org, 'default');
+  assert.equal(config.databaseUrl, undefined);
+  assert.equal(config.bodyLimit, DEFAULTS.bodyLimit);
+  assert.ok(config.dataDir.endsWith('/data'));
+});
+
+test('a config file is overridden by the environment, which is overridden by flags', () => {
+  const yaml = file('keel.yaml', 'port: 9000\nauditPort: 9001\norg: from-file\nlogLevel: warn\nrateLimit: 50\n');
+  const fromFile = loadConfig({ env: { KEEL_CONFIG: yaml }, argv: [] });
+  assert.deepEqual([fromFile.port, fromFile.auditPort, fromFile.org, fromFile.logLevel, fromFile.rateLimit, fromFile.rateBurst], [9000, 9001, 'from-file', 'warn', 50, 100]);
+  const envWins = loadConfig({ env: { KEEL_CONFIG: yaml, KEEL_PORT: '9100' }, argv: [] });
+  assert.equal(envWins.port, 9100);
+  assert.equal(envWins.auditPort, 9001);
+  const flagWins = loadConfig({ env: { KEEL_CONFIG: yaml, KEEL_PORT: '9100' }, argv: ['--port', '9200', '--org=from-flag'] });
+  assert.equal(flagWins.port, 9200);
+  assert.equal(flagWins.org, 'from-flag');
+  const json = file('keel.json', JSON.stringify({ maxInFlight: 7, audit: false }));
+  const fromJson = loadConfig({ env: {}, argv: ['--config', json] });
+  assert.equal(fromJson.maxInFlight, 7);
+  assert.equal(fromJson.audit, false);
+});
+
+test('bad values are refused with a message naming the setting', () => {
+  const cases: Array<[Parameters<typeof loadConfig>[0], RegExp]> = [
+    [{ env: { KEEL_PORT: 'eighty' } }, /KEEL_PORT must be a whole number from 0 to 65535, got 'eighty'/],
+    [{ env: { KEEL_PORT: '70000' } }, /KEEL_PORT/],
+    [{ env: { KEEL_ORG: 'Bad_Org' } }, /KEEL_ORG 'Bad_Org' is not a valid org name/],
+    [{ env: { KEEL_DATABASE_URL: 'mysql://x' } }, /KEEL_DATABASE_URL must be a postgres:\/\/ URL/],
+    [{ env: { KEEL_LOG_LEVEL: 'loud' } }, /KEEL_LOG_LEVEL must be one of/],
+    [{ env: { KEEL_AUDIT: 'maybe' } }, /KEEL_AUDIT must be one of on, off/],
+    [{ env: {}, argv: ['--bogus', '1'] }, /unknown flag --bogus/],
+    [{ env: {}, argv: ['--port'] }, /--port needs a value/],
+    [{ env: {}, argv: ['--config', join(dir, 'missing.yaml')] }, /cannot read config file/],
+    [{ env: {}, argv: ['--config', file('bad.yaml', 'port: [1, 2')] }, /is not valid YAML/],
+    [{ env: {}, argv: ['--config', file('unknown.yaml', 'colour: blue')] }, /unknown setting\(s\) colour/],
+    [{ env: {}, argv: ['--config', file('typed.json', '{"port": "x"}')] }, /typed.json: port must be a whole number/],
+  ];
+  for (const [sources, message] of cases) assert.throws(() => loadConfig(sources), message, JSON.stringify(sources));
+});
+
+test('the printable configuration masks a database password', () => {
+  const config = loadConfig({ env: { KEEL_DATABASE_URL: 'postgres://keel:s3cret@db:5432/keel' } });
+  const printed = JSON.stringify(printableConfig(config));
+  assert.ok(!printed.includes('s3cret'));
+  assert.match(printed, /postgres:\/\/keel:\*\*\*\*@db:5432\/keel/);
+});
