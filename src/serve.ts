@@ -1,5 +1,6 @@
 import { KEEL_ACTOR } from './audit/events.js';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
@@ -36,7 +37,8 @@ export async function serve(config: Config): Promise<void> {
 
   await core.listen({ host: config.host, port: config.port });
   await audit.listen({ host: config.host, port: config.auditPort });
-  const endpoint = `http://${config.host}:${config.port}`;
+  const endpoint = `http://${config.host}:${(core.server.address() as AddressInfo).port}`;
+  const auditEndpoint = `http://${config.host}:${(audit.server.address() as AddressInfo).port}`;
   if (token) {
     process.stdout.write(
       [
@@ -52,7 +54,7 @@ export async function serve(config: Config): Promise<void> {
       ].join('\n') + '\n',
     );
   }
-  core.log.info({ endpoint, audit: `http://${config.host}:${config.auditPort}`, store: store.dialect }, 'keel is serving');
+  core.log.info({ endpoint, audit: auditEndpoint, store: store.dialect }, 'keel is serving');
 
   // Graceful shutdown: stop accepting, let in-flight requests finish (their writes commit),
   // end watch streams, then close the store. A second signal, or the timeout, exits at once.

@@ -1,7 +1,7 @@
 // The keel command line, run as a user runs it, on a fresh data directory.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -82,4 +82,95 @@ test('audit verify passes on an intact chain and names the first broken link', (
   const broken = keel('audit', 'verify', '--org', 'cli-org');
   assert.equal(broken.code, 1);
   assert.match(broken.stderr, /BROKEN at event 2/);
+});
+
+test('every command answers --help with its usage', () => {
+  for (const command of [['serve'], ['org', 'create'], ['org', 'list'], ['key', 'create'], ['key', 'revoke'], ['migrate'], ['audit', 'verify'], ['export'], ['import']]) {
+    const res = keel(...command, '--help');
+    assert.equal(res.code, 0, command.join(' '));
+    assert.match(res.stdout, new RegExp(`^Usage: keel ${command.join(' ')}`));
+  }
+  const missing = keel('key', 'create');
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /missing --org ORG/);
+});
+
+test('serve --print-config shows the merged configuration with secrets masked, and refuses a bad value', () => {
+  const printed = keel('serve', '--print-config', '--port', '9999', '--database-url', 'postgres://keel:hunter2@db/keel');
+  assert.equal(printed.code, 0, printed.stderr);
+  const config = JSON.parse(printed.stdout);
+  assert.equal(config.port, 9999);
+  assert.equal(config.dataDir, dataDir);
+  assert.equal(config.databaseUrl, 'postgres://keel:****@db/keel');
+  const bad = keel('serve', '--port', 'abc');
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /--port must be a whole number from 0 to 65535, got 'abc'/);
+});
+
+test('org list lists the orgs; key revoke stops a key at once', async () => {
+  const list = keel('org', 'list');
+  assert.equal(list.code, 0);
+  assert.ok(list.stdout.split('\n').includes('cli-org'));
+  const key = keel('key', 'create', '--org', 'cli-org').stdout;
+  assert.equal(await getWith(key, '/org/cli-org/gvc'), 200);
+  const revoked = keel('key', 'revoke', '--org', 'cli-org', key.split('.')[0]);
+  assert.equal(revoked.code, 0, revoked.stderr);
+  assert.equal(await getWith(key, '/org/cli-org/gvc'), 401);
+  assert.equal(keel('key', 'revoke', '--org', 'cli-org', 'snosuchkeyxxxxxx').code, 1);
+});
+
+test('export writes documents that import loads into another org unchanged', async () => {
+  const token = keel('org', 'create', 'source-org').stdout;
+  const config = configFromEnv({ KEEL_DATA_DIR: dataDir });
+  const store = await openStore(config);
+  const app = await buildApp(config, store, { logger: false });
+  const call = async (method: string, url: string, body?: unknown, tok = token) => {
+    const res = await app.core.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${tok}`, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.statusCode, body: res.body ? JSON.parse(res.body) : undefined };
+  };
+  try {
+    assert.equal((await call('POST', '/org/source-org/gvc', { name: 'prod', tags: { t: '1' }, spec: { staticPlacement: { locationLinks: ['//location/aws-us-west-2'] } } })).status, 201);
+    assert.equal((await call('POST', '/org/source-org/gvc/prod/identity', { name: 'app' })).status, 201);
+    assert.equal((await call('POST', '/org/source-org/gvc/prod/workload', { name: 'web', spec: { type: 'standard', containers: [{ name: 'c', image: 'nginx' }], identityLink: '//identity/app' } })).status, 201);
+    assert.equal((await call('POST', '/org/source-org/secret', { name: 'db', type: 'opaque', data: { payload: 'pw', encoding: 'plain' } })).status, 201);
+    assert.equal((await call('POST', '/org/source-org/policy', { name: 'view-prod', targetKind: 'gvc', targetLinks: ['//gvc/prod'], bindings: [{ permissions: ['view'], principalLinks: ['//group/viewers'] }] })).status, 201);
+  } finally {
+    await app.core.close();
+    await app.audit.close();
+    await store.close();
+  }
+  const file = join(dataDir, 'export.yaml');
+  const exported = keel('export', '--org', 'source-org', '--out', file);
+  assert.equal(exported.code, 0, exported.stderr);
+  const text = readFileSync(file, 'utf8');
+  assert.ok(!/\bid:|version:|created:|lastModified:|links:/.test(text), 'no server-owned fields');
+  assert.ok(!text.includes('superusers-'), 'built-ins are not exported');
+  assert.ok(text.indexOf('kind: gvc') < text.indexOf('kind: workload'), 'in apply order');
+  const target = keel('org', 'create', 'target-org').stdout;
+  const imported = keel('import', '--org', 'target-org', file);
+  assert.equal(imported.code, 0, imported.stderr);
+  assert.match(imported.stdout, /created workload 'web' \(gvc prod\)/);
+  const again = keel('import', '--org', 'target-org', file);
+  assert.equal(again.code, 0);
+  assert.match(again.stdout, /updated gvc 'prod'/);
+  const second = await openStore(config);
+  const app2 = await buildApp(config, second, { logger: false });
+  try {
+    const get = async (url: string) => JSON.parse((await app2.core.inject({ method: 'GET', url, headers: { authorization: `Bearer ${target}` } })).body);
+    const wl = await get('/org/target-org/gvc/prod/workload/web');
+    assert.equal(wl.spec.identityLink, '/org/target-org/gvc/prod/identity/app');
+    assert.equal((await get('/org/target-org/gvc/prod')).tags.t, '1');
+    assert.equal((await get('/org/target-org/secret/db/-reveal')).data.payload, 'pw');
+    assert.deepEqual((await get('/org/target-org/policy/view-prod')).targetLinks, ['/org/target-org/gvc/prod']);
+  } finally {
+    await app2.core.close();
+    await app2.audit.close();
+    await second.close();
+  }
+  const broken = join(dataDir, 'broken.yaml');
+  writeFileSync(broken, 'kind: gvc\nname: Bad_Name\n---\nkind: nosuchkind\nname: x\n');
+  const failed = keel('import', '--org', 'target-org', broken);
+  assert.equal(failed.code, 1);
+  assert.match(failed.stderr, /failed\s+gvc 'Bad_Name'/);
+  assert.match(failed.stderr, /failed\s+nosuchkind 'x'/);
 });

@@ -2,6 +2,7 @@ import { SYSTEM_PRINCIPAL } from '../auth/system.js';
 import { resourceSchema } from '../kinds/derive.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import type { Store } from '../store/types.js';
+import { resolveLinksIn } from './links.js';
 import { present } from './present.js';
 import { stripReadOnly, type Resources } from './service.js';
 
@@ -23,16 +24,20 @@ export function sortForApply<T extends { kind: string; name: string; gvc?: strin
 
 /**
  * An org's resources as documents that `keel import` and `cpln apply -f` load: everything clients
- * created (built-ins are left out), without server-owned fields, secret values included.
+ * created (built-ins are left out), without server-owned fields, with links into the org made
+ * relative (`//gvc/prod`), secret values included.
  */
 export async function exportOrg(store: Store, org: string): Promise<Document[]> {
   const docs: Document[] = [];
+  const own = `/org/${org}`;
   for (const def of KINDS) {
     if (def.kind === 'org' || def.operations?.create !== undefined) continue;
     const rows = await store.list({ org, kind: def.kind, limit: 1_000_000, build: () => ({ where: '1 = 1', orderBy: 'r.gvc, r.name' }) });
     for (const row of rows) {
       if (row.data.origin === 'builtin') continue;
       const body = stripReadOnly(present(def, row, { reveal: true }), resourceSchema(def)) as Record<string, unknown>;
+      // Links into the same org become relative, so the documents load into any org.
+      resolveLinksIn(body, resourceSchema(def), (link) => (link.startsWith(`${own}/`) ? `/${link.slice(own.length)}` : link));
       for (const field of NOT_TRANSFERABLE[def.kind] ?? []) delete body[field];
       docs.push({ kind: def.kind, ...body, name: row.name, ...(def.scope === 'gvc' ? { gvc: row.gvc } : {}) });
     }
