@@ -52,6 +52,20 @@ export function waitForOutput(child: ChildProcess, pattern: RegExp): Promise<str
   });
 }
 
+async function waitForAbout(base: string, child: ChildProcess): Promise<void> {
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  for (;;) {
+    if (exited) throw new Error('keel exited before it was ready');
+    try {
+      if ((await fetch(`${base}/about`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 export async function load(name: string, options: autocannon.Options): Promise<LoadResult> {
   await autocannon({ connections: CONNECTIONS, ...options, duration: 1 }); // warm-up
   const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...options });
@@ -91,9 +105,11 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  await waitForOutput(child, /cpln profile update/);
-  const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
   const base = `http://127.0.0.1:${port}`;
+  // A restart on an existing store prints nothing: wait for /about instead.
+  if (options.dataDir) await waitForAbout(base, child);
+  else await waitForOutput(child, /cpln profile update/);
+  const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
   return {
     base,
     token,

@@ -276,7 +276,8 @@ async function sqliteRuns(sizes: number[]): Promise<Figures[]> {
 async function postgresRun(size: number): Promise<Figures> {
   return withBenchSchema(PG_URL, async (newSchemaUrl) => {
     const url = await newSchemaUrl();
-    const first = await startKeel({ databaseUrl: url });
+    const dataDir = mkdtempSync(join(tmpdir(), 'keel-bench-query-pg-')); // keeps admin.token across restarts
+    const first = await startKeel({ databaseUrl: url, dataDir });
     try {
       await bootstrap(first);
     } finally {
@@ -285,11 +286,12 @@ async function postgresRun(size: number): Promise<Figures> {
     const started = Date.now();
     await postgresSeed(url, await postgresTemplate(url), size);
     process.stderr.write(`bench query: PostgreSQL seeded to ${size} workloads in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
-    const keel = await startKeel({ databaseUrl: url });
+    const keel = await startKeel({ databaseUrl: url, dataDir });
     try {
       return await measure(keel, `PostgreSQL, ${label(size)} workloads`, size);
     } finally {
       await keel.stop();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 }

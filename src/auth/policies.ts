@@ -44,12 +44,17 @@ const FRESH_MS = 1000; // other processes' policy, group and user changes are se
  * that a local write invalidates at once and that is reloaded after FRESH_MS.
  */
 export class PolicyAuthorizer implements Authorizer {
-  private readonly snapshots = new Map<string, Promise<OrgAccess>>();
+  private readonly ready = new Map<string, OrgAccess>();
+  private readonly loading = new Map<string, Promise<OrgAccess>>();
+  /** Counts each org's invalidations, so a load that raced a write is not kept. */
+  private readonly generations = new Map<string, number>();
 
   constructor(private readonly store: Store) {}
 
   invalidate(org: string): void {
-    this.snapshots.delete(org);
+    this.ready.delete(org);
+    this.loading.delete(org);
+    this.generations.set(org, (this.generations.get(org) ?? 0) + 1);
   }
 
   async requireMember(principal: Principal, org: string): Promise<void> {
@@ -140,20 +145,25 @@ export class PolicyAuthorizer implements Authorizer {
     return links;
   }
 
-  private access(org: string): Promise<OrgAccess> {
-    const cached = this.snapshots.get(org);
-    if (cached) {
-      return cached.then((a) => {
-        if (Date.now() - a.loadedAt < FRESH_MS) return a;
-        if (this.snapshots.get(org) === cached) this.snapshots.delete(org);
-        return this.access(org);
-      });
-    }
-    const loading = this.load(org);
-    this.snapshots.set(org, loading);
-    loading.catch(() => {
-      if (this.snapshots.get(org) === loading) this.snapshots.delete(org);
-    });
+  /** The org's snapshot: the fresh one at hand, or one being loaded (a write since the load began makes it reload). */
+  private access(org: string): OrgAccess | Promise<OrgAccess> {
+    const ready = this.ready.get(org);
+    if (ready && Date.now() - ready.loadedAt < FRESH_MS) return ready;
+    const pending = this.loading.get(org);
+    if (pending) return pending;
+    const generation = this.generations.get(org) ?? 0;
+    const loading = this.load(org).then(
+      (snapshot) => {
+        if (this.loading.get(org) === loading) this.loading.delete(org);
+        if ((this.generations.get(org) ?? 0) === generation) this.ready.set(org, snapshot);
+        return snapshot;
+      },
+      (err) => {
+        if (this.loading.get(org) === loading) this.loading.delete(org);
+        throw err;
+      },
+    );
+    this.loading.set(org, loading);
     return loading;
   }
 

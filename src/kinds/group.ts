@@ -1,4 +1,3 @@
-import { currentPrincipal } from '../auth/context.js';
 import { jmespathError } from '../auth/membership.js';
 import { ApiError } from '../errors.js';
 import { refuseBuiltinDelete } from './builtin.js';
@@ -22,12 +21,12 @@ export default defineKind({
   defaults(item) {
     item.origin ??= 'default';
   },
-  check(item, _ctx, previous) {
+  check(item, ctx, previous) {
     const matcher = item.identityMatcher as { expression?: string; language?: string } | undefined;
     const error = matcher?.expression !== undefined && (matcher.language ?? 'jmespath') === 'jmespath' ? jmespathError(matcher.expression) : undefined;
     if (error) throw ApiError.badRequest(`identityMatcher.expression is not valid JMESPath: ${error}`, [{ path: 'identityMatcher.expression', message: error }]);
     // Locking oneself out of the org's administration is refused (api-semantics §9.5).
-    const caller = currentPrincipal()?.link;
+    const caller = ctx.principal?.link;
     const had = (previous?.memberLinks as string[] | undefined) ?? [];
     const has = (item.memberLinks as string[] | undefined) ?? [];
     if (previous?.name === 'superusers' && previous.origin === 'builtin' && caller && had.includes(caller) && !has.includes(caller)) {

@@ -1,3 +1,4 @@
+import type { Principal } from '../auth/principal.js';
 import type { JsonSchema } from './schema.js';
 
 export type Scope = 'org' | 'gvc';
@@ -34,6 +35,8 @@ export interface Permission {
 
 export interface HookContext {
   place: Place;
+  /** Who asks (absent for Keel's own writes). */
+  principal?: Principal;
   /** Reads other resources of the same org inside the current transaction. */
   lookup(kind: string, name: string, gvc?: string): Promise<Resource | undefined>;
   /** Counts resources of a kind inside a GVC, inside the current transaction. */

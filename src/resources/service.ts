@@ -125,10 +125,9 @@ export class Resources {
     const patch = requireObject(body);
     const expected = preconditionOf(patch);
     assertSameName(def, name, patch.name);
-    const current = await this.loadForWrite(principal, def, place, name);
-    await this.auth.check(principal, 'edit', def, targetOf(current));
+    await this.requireScope(principal, def, place);
     const item = await this.write(principal, def, place, options, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, def, place, name, expected);
+      const locked = await this.lockCurrent(tx, principal, 'edit', def, place, name, expected);
       const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def));
       next.name = name;
       this.normalize(def, place, next);
@@ -164,9 +163,8 @@ export class Resources {
     }
     assertAllowed(def, 'update');
     const expected = preconditionOf(input);
-    await this.auth.check(principal, 'edit', def, targetOf(existing));
     const item = await this.write(principal, def, place, options, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, def, place, input.name as string, expected);
+      const locked = await this.lockCurrent(tx, principal, 'edit', def, place, input.name as string, expected);
       const next = this.prepare(def, place, input, locked);
       return this.update(tx, hooks, def, locked, next);
     });
@@ -175,10 +173,9 @@ export class Resources {
 
   async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
     assertAllowed(def, 'delete');
-    const current = await this.loadForWrite(principal, def, place, name);
-    await this.auth.check(principal, 'delete', def, targetOf(current));
+    await this.requireScope(principal, def, place);
     await this.write(principal, def, place, {}, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, def, place, name, undefined);
+      const locked = await this.lockCurrent(tx, principal, 'delete', def, place, name, undefined);
       await def.beforeDelete?.(present(def, locked, { reveal: true }), hooks);
       await tx.delete(locked);
       await def.afterWrite?.(name, undefined, hooks);
@@ -241,13 +238,12 @@ export class Resources {
     if (typeof description !== 'string' || description.length > 250) {
       throw ApiError.badRequest('description must be a string of at most 250 characters', [{ path: 'description', message: 'must be a string of at most 250 characters' }]);
     }
-    const current = await this.loadForWrite(principal, def, place, name);
-    await this.auth.check(principal, 'addKey', def, targetOf(current));
-    if (current.data.origin === 'builtin') throw ApiError.forbidden(`${def.kind} '${name}' is built in; keys cannot be added to it`);
+    await this.requireScope(principal, def, place);
     const key = mintKey(place.org, name);
     const created = new Date().toISOString();
     await this.write(principal, def, place, {}, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, def, place, name, undefined);
+      const locked = await this.lockCurrent(tx, principal, 'addKey', def, place, name, undefined);
+      if (locked.data.origin === 'builtin') throw ApiError.forbidden(`${def.kind} '${name}' is built in; keys cannot be added to it`);
       const keys = [...((locked.data.keys as unknown[] | undefined) ?? []), { name: key.keyName, description, created }];
       const { item } = await this.update(tx, hooks, def, locked, { ...locked.data, keys });
       await tx.putKey({ keyName: key.keyName, org: place.org, serviceAccount: name, secretHash: key.secretHash, created });
@@ -269,7 +265,7 @@ export class Resources {
   ): Promise<StoredItem> {
     try {
       const item = await this.store.transaction(async (tx) => {
-        const change = await fn(tx, hookContext(tx, place));
+        const change = await fn(tx, hookContext(tx, place, principal));
         if (change.action && this.settings.audit) {
           await tx.appendAudit(changeEvent(change.item.org, actorOf(principal), change.action, present(def, change.item)));
         }
@@ -292,22 +288,29 @@ export class Resources {
     const data = stored(next);
     if (sameJson(data, current.data)) return { item: current };
     const updated: StoredItem = { ...current, version: current.version + 1, lastModified: new Date().toISOString(), data };
-    await tx.update(updated, current.version);
+    await tx.update(updated, current.version, { tagsUnchanged: sameJson(data.tags, current.data.tags) });
     await def.afterWrite?.(current.name, data, hooks);
     return { item: updated, action: 'edit' };
   }
 
-  private async loadForWrite(principal: Principal, def: KindDef, place: Place, name: string): Promise<StoredItem> {
+  private async requireScope(principal: Principal, def: KindDef, place: Place): Promise<void> {
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
-    const current = await this.store.get(keyOf(def, place, name));
-    if (!current) throw notFound(def, place, name);
-    return current;
   }
 
-  private async lockCurrent(tx: Tx, def: KindDef, place: Place, name: string, expected: number | undefined): Promise<StoredItem> {
+  /** Reads and locks the item a write changes, then checks the caller's permission on it and the version precondition. */
+  private async lockCurrent(
+    tx: Tx,
+    principal: Principal,
+    permission: string,
+    def: KindDef,
+    place: Place,
+    name: string,
+    expected: number | undefined,
+  ): Promise<StoredItem> {
     const locked = await tx.get(keyOf(def, place, name), 'update');
     if (!locked) throw notFound(def, place, name);
+    await this.auth.check(principal, permission, def, targetOf(locked));
     if (expected !== undefined && expected !== locked.version) {
       throw ApiError.conflict(`${def.kind} '${name}' is at version ${locked.version}, not ${expected}; read it again and retry`);
     }
@@ -355,9 +358,10 @@ export class Resources {
 /** Kinds whose writes can change authentication or authorization decisions. */
 const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
 
-function hookContext(tx: Tx, place: Place): HookContext {
+function hookContext(tx: Tx, place: Place, principal: Principal): HookContext {
   return {
     place,
+    principal,
     async lookup(kind, name, gvc) {
       const def = findKind(kind);
       if (!def) return undefined;

@@ -7,7 +7,6 @@ import { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { KeyAuthenticator } from '../auth/authenticator.js';
 import { BearerAuthenticator } from '../auth/bearer.js';
-import { runAs } from '../auth/context.js';
 import { JwtVerifier } from '../auth/jwt.js';
 import { tokenOf } from './authenticate.js';
 import { installErrorHandling } from './errors.js';
@@ -71,7 +70,6 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       const principal = await bearer.authenticate(tokenOf(request), (request.params as { org?: string }).org);
       request.principal = { ...principal, requestId: request.id, remoteIp: request.ip };
     });
-    app.addHook('preHandler', (request, _reply, done) => (request.principal ? runAs(request.principal, done) : done()));
     // --- end authentication
     installRateLimit(app, config);
     mountMeta(app, config, store);

@@ -86,7 +86,8 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
     const { org, ctx } = request.params as Params;
     await authorizeContext(store, auth, request.principal, org, ctx, 'writeAudit');
     const event = customEvent(org, ctx, request.principal, request.body);
-    const record = await store.transaction((tx) => tx.appendAudit(event));
+    await store.transaction((tx) => tx.appendAudit(event));
+    const [record] = await store.audit({ org, id: event.id, limit: 1 });
     return reply.code(201).send(eventView(record));
   });
 }

@@ -21,25 +21,34 @@ declare module 'fastify' {
  */
 export function installAdmission(app: FastifyInstance, config: Config): void {
   let inFlight = 0;
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: these run on every request, and avoid a promise each.
+  app.addHook('onRequest', (request, reply, done) => {
     // Streams (watch) live for long; they are not the work this cap protects.
-    if (request.routeOptions.config?.streaming) return;
+    if (request.routeOptions.config?.streaming) return done();
     if (inFlight >= config.maxInFlight) {
-      return sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `the server is handling ${config.maxInFlight} requests; retry shortly`));
+      sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `the server is handling ${config.maxInFlight} requests; retry shortly`));
+      return;
     }
     inFlight++;
     request.counted = true;
     request.deadline = setTimeout(() => timeout(request, reply, config.requestTimeoutMs), config.requestTimeoutMs);
+    done();
   });
-  const release = async (request: FastifyRequest) => {
+  const release = (request: FastifyRequest) => {
     if (request.deadline) clearTimeout(request.deadline);
     if (request.counted) {
       request.counted = false;
       inFlight--;
     }
   };
-  app.addHook('onResponse', release);
-  app.addHook('onRequestAbort', release);
+  app.addHook('onResponse', (request, _reply, done) => {
+    release(request);
+    done();
+  });
+  app.addHook('onRequestAbort', (request, done) => {
+    release(request);
+    done();
+  });
 }
 
 function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void {

@@ -93,4 +93,21 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE INDEX audit_events_time ON audit_events (org, event_time);`,
     },
   },
+  {
+    version: 4,
+    name: 'audit events pending their place in the chain',
+    // PostgreSQL: a writing transaction only inserts its event here (no lock shared by the org's
+    // writers); right after it commits, a sealer gives pending events their seq and hash in one
+    // short transaction per org and batch, in commit order. SQLite has one writer and seals inline.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `
+        CREATE TABLE audit_pending (
+          pending_id BIGSERIAL PRIMARY KEY, org TEXT NOT NULL, id TEXT NOT NULL UNIQUE, context TEXT NOT NULL,
+          event_time TEXT NOT NULL, resource_type TEXT NOT NULL, resource_name TEXT NOT NULL, resource_id TEXT NOT NULL,
+          subject_name TEXT NOT NULL, action_type TEXT NOT NULL, body TEXT NOT NULL
+        );
+        CREATE INDEX audit_pending_org ON audit_pending (org, pending_id);`,
+    },
+  },
 ];

@@ -78,8 +78,11 @@ export interface Tx {
   get(key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined>;
   /** Inserts a new item; throws ApiError already_exists when the key is taken. */
   insert(item: StoredItem): Promise<void>;
-  /** Writes a new state of an item whose stored version is `expectedVersion`; throws ApiError conflict otherwise. */
-  update(item: StoredItem, expectedVersion: number): Promise<void>;
+  /**
+   * Writes a new state of an item whose stored version is `expectedVersion`; throws ApiError
+   * conflict otherwise. `tagsUnchanged` lets the store skip rewriting the item's tag index.
+   */
+  update(item: StoredItem, expectedVersion: number, options?: { tagsUnchanged?: boolean }): Promise<void>;
   /** Replaces an item's body without changing version or lastModified (status written by Keel itself). */
   writeStatus(key: ItemKey, data: Record<string, unknown>): Promise<void>;
   delete(key: ItemKey): Promise<void>;
@@ -92,8 +95,12 @@ export interface Tx {
   countInGvc(org: string, kind: string, gvc: string): Promise<number>;
   putKey(record: KeyRecord): Promise<void>;
   deleteKeys(org: string, serviceAccount: string, keep: string[]): Promise<void>;
-  /** Appends to the org's hash chain; call it last in the transaction (it holds the org's chain head). */
-  appendAudit(event: NewAuditEvent): Promise<AuditRecord>;
+  /**
+   * Appends an event to the org's hash chain as part of this transaction: it exists exactly when
+   * the transaction commits, and has its place (seq, hash) in the chain by the time the
+   * transaction's promise resolves.
+   */
+  appendAudit(event: NewAuditEvent): Promise<void>;
 }
 
 export interface Store {

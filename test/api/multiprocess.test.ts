@@ -2,7 +2,9 @@
 // no lost updates. (SQLite is one process's embedded store.)
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { verifyChain } from '../../src/audit/verify.js';
 import type { App } from '../../src/server/app.js';
+import { rawExec } from '../support/raw-sql.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 
 forEachBackend('two Keel instances on one database', (backend) => {
@@ -62,5 +64,31 @@ forEachBackend('two Keel instances on one database', (backend) => {
     const final = await call(second, 'GET', '/org/acme/group/members');
     assert.equal(final.body.memberLinks.length, 20);
     assert.equal(final.body.version, 21);
+  });
+
+  test('the audit chain of concurrent writes from both instances is whole: one event per change, in order', async () => {
+    const report = await verifyChain(k.store, 'acme');
+    assert.equal(report.ok, true, JSON.stringify(report));
+    const events = await k.store.audit({ org: 'acme', resourceName: 'counter', limit: 1000 });
+    const counter = (await call(k.app, 'GET', '/org/acme/group/counter')).body;
+    assert.equal(events.length, counter.version, 'one event for the create and one per successful patch');
+    assert.deepEqual(events.map((e) => JSON.parse(e.body).resource.version), Array.from({ length: counter.version }, (_, i) => i + 1));
+  });
+
+  test('an event left pending by a process that died before sealing it is chained by a survivor', async () => {
+    const id = '11111111-2222-4333-8444-555555555555';
+    await rawExec(
+      k,
+      `INSERT INTO audit_pending (org, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body) VALUES (?, ?, 'cpln', ?, 'group', 'orphan', 'x', 'keel', 'edit', ?)`,
+      ['acme', id, new Date().toISOString(), JSON.stringify({ id, note: 'left behind' })],
+    );
+    const deadline = Date.now() + 5000;
+    let sealed = await k.store.audit({ org: 'acme', id, limit: 1 });
+    while (sealed.length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50)); // poll interval, bounded by the deadline
+      sealed = await k.store.audit({ org: 'acme', id, limit: 1 });
+    }
+    assert.equal(sealed.length, 1, 'sealed by the periodic sweep');
+    assert.equal((await verifyChain(k.store, 'acme')).ok, true);
   });
 }, ['postgres']);

@@ -3,6 +3,7 @@ import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
+import { chainHash } from '../../audit/chain.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
@@ -11,13 +12,22 @@ import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, 
 // must exist, a GVC being deleted) lock the row. So several Keel processes can share one database.
 const MIGRATION_LOCK = 0x6b65656c; // 'keel'
 const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
+const SWEEP_EVERY_MS = 1000;
+const SEAL_BATCH = 2000;
 
 export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
   private readonly pool: pg.Pool;
 
+  private readonly sealer: Sealer;
+  private readonly sweeper: NodeJS.Timeout;
+
   private constructor(pool: pg.Pool) {
     this.pool = pool;
+    this.sealer = new Sealer(pool);
+    // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
+    this.sweeper = setInterval(() => void this.sealer.sweep().catch(() => {}), SWEEP_EVERY_MS);
+    this.sweeper.unref();
   }
 
   static async open(url: string, poolSize = 10): Promise<PostgresStore> {
@@ -101,6 +111,7 @@ export class PostgresStore implements Store {
   }
 
   async pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
+    await this.sealer.seal(org);
     return this.transaction(async (tx) => (tx as PgTx).pruneAudit(org, options));
   }
 
@@ -116,11 +127,12 @@ export class PostgresStore implements Store {
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
+      const appended = new Set<string>();
+      let result: T;
       try {
         await client.query('BEGIN');
-        const result = await fn(transactionOn(client));
+        result = await fn(transactionOn(client, appended));
         await client.query('COMMIT');
-        return result;
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {});
         if (attempt < 5 && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
@@ -128,10 +140,16 @@ export class PostgresStore implements Store {
       } finally {
         client.release();
       }
+      // Committed: now give its events their place in the chain before answering. If sealing
+      // fails, the change still happened; the sweeper chains its event later.
+      await Promise.all([...appended].map((org) => this.sealer.seal(org))).catch(() => {});
+      return result;
     }
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    await this.sealer.idle();
     await this.pool.end();
   }
 }
@@ -160,7 +178,8 @@ async function writeTags(client: pg.PoolClient, item: StoredItem): Promise<void>
 
 type PgTx = Tx & { pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> };
 
-function transactionOn(client: pg.PoolClient): PgTx {
+/** `appended` collects the orgs whose chains the transaction added events to. */
+function transactionOn(client: pg.PoolClient, appended: Set<string>): PgTx {
   return {
     get: (key, lock) => getOn(client, key, lock),
     async insert(item) {
@@ -178,13 +197,28 @@ function transactionOn(client: pg.PoolClient): PgTx {
       }
       await writeTags(client, item);
     },
-    async update(item, expectedVersion) {
-      const result = await client.query(
-        'UPDATE resources SET version = $1, last_modified = $2, data = $3 WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8',
-        [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion],
+    async update(item, expectedVersion, options) {
+      // One round trip: the version-checked update and, when tags changed, the tag index with it.
+      const tags = options?.tagsUnchanged ? undefined : tagRows(item);
+      const { rows } = await client.query(
+        tags
+          ? `WITH updated AS (
+               UPDATE resources SET version = $1, last_modified = $2, data = $3
+               WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8 RETURNING id),
+             upserted AS (
+               INSERT INTO resource_tags (id, org, kind, gvc, name, key, value)
+               SELECT updated.id, $4, $5, $6, $7, k, v FROM updated, unnest($9::text[], $10::text[]) AS t(k, v)
+               ON CONFLICT (id, key) DO UPDATE SET value = excluded.value),
+             dropped AS (
+               DELETE FROM resource_tags WHERE id IN (SELECT id FROM updated) AND NOT (key = ANY($9::text[])))
+             SELECT count(*)::int AS n FROM updated`
+          : `WITH updated AS (
+               UPDATE resources SET version = $1, last_modified = $2, data = $3
+               WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8 RETURNING id)
+             SELECT count(*)::int AS n FROM updated`,
+        [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion, ...(tags ? [tags.map((t) => t[0]), tags.map((t) => t[1])] : [])],
       );
-      if (result.rowCount === 0) throw staleVersion(item);
-      await writeTags(client, item);
+      if (rows[0].n === 0) throw staleVersion(item);
     },
     async writeStatus(key, data) {
       await client.query('UPDATE resources SET data = $1 WHERE org = $2 AND kind = $3 AND gvc = $4 AND name = $5', [data, key.org, key.kind, key.gvc, key.name]);
@@ -214,22 +248,14 @@ function transactionOn(client: pg.PoolClient): PgTx {
       await client.query('DELETE FROM service_account_keys WHERE org = $1 AND service_account = $2 AND NOT (key_name = ANY($3::text[]))', [org, serviceAccount, keep]);
     },
     async appendAudit(event) {
-      // One statement: advance the org's chain head (its row lock is held until commit, which
-      // orders commits per org) and insert the event with the new seq and hash.
-      const { rows } = await client.query(
-        `WITH head AS (
-           INSERT INTO audit_heads AS h (org, last_seq, last_hash)
-           VALUES ($1, 1, encode(sha256(convert_to(E'\n1\n' || $10, 'UTF8')), 'hex'))
-           ON CONFLICT (org) DO UPDATE SET
-             last_seq = h.last_seq + 1,
-             last_hash = encode(sha256(convert_to(h.last_hash || E'\n' || (h.last_seq + 1)::text || E'\n' || $10, 'UTF8')), 'hex')
-           RETURNING last_seq, last_hash)
-         INSERT INTO audit_events (${AUDIT_COLUMNS})
-         SELECT $1, head.last_seq, $2, $3, $4, $5, $6, $7, $8, $9, head.last_hash, $10 FROM head
-         RETURNING seq, hash`,
+      // No lock shared with the org's other writers: the event waits in audit_pending, and the
+      // sealer chains it right after this transaction commits (see Sealer).
+      await client.query(
+        `INSERT INTO audit_pending (org, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
         [event.org, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, event.body],
       );
-      return { ...event, seq: Number(rows[0].seq), hash: rows[0].hash };
+      appended.add(event.org);
     },
     async pruneAudit(org, options) {
       let cutoff = 0;
@@ -251,4 +277,94 @@ function transactionOn(client: pg.PoolClient): PgTx {
       return removed.rowCount ?? 0;
     },
   };
+}
+
+/**
+ * Gives committed pending events their place in each org's hash chain. One seal runs per org at a
+ * time in this process, and a transaction-scoped advisory lock makes it one per org across
+ * processes; seal transactions therefore commit in seq order, which is what lets a watcher read
+ * "seq > last" without missing anything. Callers that arrive while a seal runs share the next one,
+ * so under load one short transaction chains many writers' events (a group commit for the chain).
+ */
+class Sealer {
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly queued = new Map<string, Promise<void>>();
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Resolves once every event committed for `org` before this call is in the chain. */
+  seal(org: string): Promise<void> {
+    const queued = this.queued.get(org);
+    if (queued) return queued;
+    const running = this.running.get(org);
+    const next = (running ?? Promise.resolve()).catch(() => {}).then(() => {
+      this.queued.delete(org);
+      const run = this.sealAll(org).finally(() => {
+        if (this.running.get(org) === run) this.running.delete(org);
+      });
+      this.running.set(org, run);
+      return run;
+    });
+    if (running) this.queued.set(org, next);
+    else this.running.set(org, next);
+    return next;
+  }
+
+  async sweep(): Promise<void> {
+    const { rows } = await this.pool.query('SELECT DISTINCT org FROM audit_pending');
+    await Promise.all(rows.map((r) => this.seal(r.org as string)));
+  }
+
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.running.values(), ...this.queued.values()]);
+  }
+
+  private async sealAll(org: string): Promise<void> {
+    while ((await this.sealBatch(org)) === SEAL_BATCH);
+  }
+
+  private async sealBatch(org: string): Promise<number> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1), 1)', [`keel-audit:${org}`]);
+      const { rows: pending } = await client.query(
+        'SELECT pending_id, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body FROM audit_pending WHERE org = $1 ORDER BY pending_id LIMIT $2',
+        [org, SEAL_BATCH],
+      );
+      if (pending.length === 0) {
+        await client.query('COMMIT');
+        return 0;
+      }
+      const { rows: heads } = await client.query('SELECT last_seq, last_hash FROM audit_heads WHERE org = $1', [org]);
+      let seq = Number(heads[0]?.last_seq ?? 0);
+      let hash: string = heads[0]?.last_hash ?? '';
+      const seqs: number[] = [];
+      const hashes: string[] = [];
+      for (const event of pending) {
+        seq += 1;
+        hash = chainHash(hash, seq, event.body);
+        seqs.push(seq);
+        hashes.push(hash);
+      }
+      const column = (name: string) => pending.map((e) => e[name]);
+      await client.query(
+        `INSERT INTO audit_events (${AUDIT_COLUMNS})
+         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])`,
+        [org, seqs, column('id'), column('context'), column('event_time'), column('resource_type'), column('resource_name'), column('resource_id'), column('subject_name'), column('action_type'), hashes, column('body')],
+      );
+      await client.query('DELETE FROM audit_pending WHERE pending_id = ANY($1::bigint[])', [column('pending_id')]);
+      await client.query(
+        'INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, $2, $3) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash',
+        [org, seq, hash],
+      );
+      await client.query('COMMIT');
+      return pending.length;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
 }

@@ -13,6 +13,9 @@ import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, 
 // interleaves with another request's statements) and one reader connection: in WAL mode the
 // reader sees only committed data and never waits for the writer.
 const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
+const CHECKPOINT_EVERY_MS = 1000;
+/** Transactions committed together at most (bounds how long one batch holds the writer). */
+const MAX_BATCH = 64;
 
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
@@ -21,12 +24,16 @@ export class SqliteStore implements Store {
   private readonly mutex = new Mutex();
   private readonly statements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
+  private readonly checkpointer: NodeJS.Timeout;
+  private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
     this.writer = new Database(file);
     this.writer.pragma('journal_mode = WAL');
     this.writer.pragma('synchronous = NORMAL');
+    // Checkpoints run on a timer rather than inside whichever commit crosses the WAL threshold.
+    this.writer.pragma('wal_autocheckpoint = 0');
     this.writer.pragma('busy_timeout = 5000');
     this.migrate();
     this.reader = file === ':memory:' ? this.writer : new Database(file, { readonly: true });
@@ -35,6 +42,8 @@ export class SqliteStore implements Store {
     this.writer.pragma('optimize = 0x10002');
     this.optimizer = setInterval(() => this.mutex.run(async () => void this.writer.pragma('optimize')), OPTIMIZE_EVERY_MS);
     this.optimizer.unref();
+    this.checkpointer = setInterval(() => this.mutex.run(async () => void this.writer.pragma('wal_checkpoint(PASSIVE)')), CHECKPOINT_EVERY_MS);
+    this.checkpointer.unref();
   }
 
   private migrate(): void {
@@ -140,18 +149,56 @@ export class SqliteStore implements Store {
     return !this.stmt(this.reader, "SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1").get();
   }
 
+  /**
+   * Group commit: transactions that queue up while one batch runs are run together in the next
+   * batch, each inside its own savepoint (so each is still all-or-nothing and sees the ones before
+   * it, as if run one after another), and the batch commits once. Each caller is answered only
+   * after that commit.
+   */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.mutex.run(async () => {
-      this.stmt(this.writer, 'BEGIN IMMEDIATE').run();
-      try {
-        const result = await fn(this.tx);
-        this.stmt(this.writer, 'COMMIT').run();
-        return result;
-      } catch (err) {
-        if (this.writer.inTransaction) this.stmt(this.writer, 'ROLLBACK').run();
-        throw err;
-      }
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      if (this.queue.length === 1) void this.mutex.run(() => this.drain());
     });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, MAX_BATCH);
+      let outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }>;
+      try {
+        outcomes = await this.runBatch(batch);
+      } catch (error) {
+        // The batch as a whole failed (BEGIN or COMMIT refused, e.g. the disk is full): none of it happened.
+        if (this.writer.inTransaction) this.stmt(this.writer, 'ROLLBACK').run();
+        batch.forEach((job) => job.reject(error));
+        continue;
+      }
+      batch.forEach((job, i) => {
+        const outcome = outcomes[i];
+        if (outcome.ok) job.resolve(outcome.value);
+        else job.reject(outcome.error);
+      });
+    }
+  }
+
+  private async runBatch(batch: typeof this.queue) {
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    this.stmt(this.writer, 'BEGIN IMMEDIATE').run();
+    for (const job of batch) {
+      this.stmt(this.writer, 'SAVEPOINT keel_tx').run();
+      try {
+        const value = await job.fn(this.tx);
+        this.stmt(this.writer, 'RELEASE keel_tx').run();
+        outcomes.push({ ok: true, value });
+      } catch (error) {
+        this.stmt(this.writer, 'ROLLBACK TO keel_tx').run();
+        this.stmt(this.writer, 'RELEASE keel_tx').run();
+        outcomes.push({ ok: false, error });
+      }
+    }
+    this.stmt(this.writer, 'COMMIT').run();
+    return outcomes;
   }
 
   private readonly tx: Tx = {
@@ -175,13 +222,13 @@ export class SqliteStore implements Store {
       }
       this.writeTags(item);
     },
-    update: async (item, expectedVersion) => {
+    update: async (item, expectedVersion, options) => {
       const result = this.stmt(
         this.writer,
         'UPDATE resources SET version = ?, last_modified = ?, data = ? WHERE org = ? AND kind = ? AND gvc = ? AND name = ? AND version = ?',
       ).run(item.version, item.lastModified, JSON.stringify(item.data), item.org, item.kind, item.gvc, item.name, expectedVersion);
       if (result.changes === 0) throw staleVersion(item);
-      this.writeTags(item);
+      if (!options?.tagsUnchanged) this.writeTags(item);
     },
     writeStatus: async (key, data) => {
       this.stmt(this.writer, 'UPDATE resources SET data = ? WHERE org = ? AND kind = ? AND gvc = ? AND name = ?').run(
@@ -220,7 +267,6 @@ export class SqliteStore implements Store {
       this.stmt(this.writer, `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
         event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body,
       );
-      return { ...event, seq, hash };
     },
   };
 
@@ -232,6 +278,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.optimizer);
+    clearInterval(this.checkpointer);
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
       this.writer.close();
