@@ -1,3 +1,4 @@
+import { anyObject, readOnly } from './schema.js';
 import type { KindDef } from './types.js';
 
 /** Declares a kind; the registry (index.ts) derives schemas and permission tables from it. */
@@ -15,4 +16,22 @@ export function standardPermissions(noun: string, extra: Array<{ name: string; d
     { name: 'view', description: 'Read-only access' },
     ...extra,
   ].sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/**
+ * A kind with no public schema (projections and internal kinds): any object as spec, any status,
+ * and the two permissions every kind has.
+ */
+export function opaqueKind(kind: string, summary: string, options: Pick<KindDef, 'operations'> = {}): KindDef {
+  return defineKind({
+    kind,
+    scope: 'org',
+    summary,
+    fields: { spec: anyObject(), status: readOnly(anyObject()) },
+    permissions: [
+      { name: 'manage', description: 'Full access' },
+      { name: 'view', description: 'Read-only access' },
+    ],
+    ...options,
+  });
 }

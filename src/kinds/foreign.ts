@@ -1,17 +1,4 @@
-import { defineKind } from './define.js';
-import { anyObject, readOnly } from './schema.js';
+import { opaqueKind } from './define.js';
 
 // No public schema: Keel stores any spec and reports any status.
-export default defineKind({
-  kind: 'foreign',
-  scope: 'org',
-  summary: 'A reference to an object that lives outside the org.',
-  fields: {
-    spec: anyObject(),
-    status: readOnly(anyObject()),
-  },
-  permissions: [
-    { name: 'manage', description: 'Full access' },
-    { name: 'view', description: 'Read-only access' },
-  ],
-});
+export default opaqueKind('foreign', 'A reference to an object that lives outside the org.');

@@ -1,18 +1,4 @@
-import { defineKind } from './define.js';
-import { anyObject, readOnly } from './schema.js';
+import { opaqueKind } from './define.js';
 
-// No public schema: Keel stores any spec and reports any status.
-export default defineKind({
-  kind: 'permissions',
-  scope: 'org',
-  summary: 'The permission schema of a kind: which permissions a policy can grant on it and what each implies.',
-  fields: {
-    spec: anyObject(),
-    status: readOnly(anyObject()),
-  },
-  permissions: [
-    { name: 'manage', description: 'Full access' },
-    { name: 'view', description: 'Read-only access' },
-  ],
-  operations: { create: false, update: false, delete: false },
-});
+// A read-only projection the server computes; Keel stores no schema for it.
+export default opaqueKind('permissions', 'The permission schema of a kind: which permissions a policy can grant on it and what each implies.', { operations: { create: false, update: false, delete: false } });

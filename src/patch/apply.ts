@@ -2,7 +2,7 @@ import type { JsonSchema } from '../kinds/schema.js';
 import { checkDepth } from './depth.js';
 import { at, fail } from './errors.js';
 import { keepImmutable } from './immutable.js';
-import { clone, isPlainObject, own, setOwn, type JsonObject } from './json.js';
+import { clone, isPlainObject, own, setOwn, type JsonObject } from '../json.js';
 import { literal } from './literal.js';
 import { fieldSchema, isArraySchema, isObjectSchema, isReplaceable, isRequired, itemKey, itemsOf, type ItemKey } from './schema.js';
 

@@ -1,5 +1,5 @@
 import { at, fail } from './errors.js';
-import { isPlainObject } from './json.js';
+import { isPlainObject } from '../json.js';
 
 export const MAX_DEPTH = 64;
 

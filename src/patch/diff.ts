@@ -1,5 +1,5 @@
 import type { JsonSchema } from '../kinds/schema.js';
-import { clone, deepEqual, isPlainObject, setOwn, type JsonObject } from './json.js';
+import { clone, deepEqual, isPlainObject, setOwn, type JsonObject } from '../json.js';
 import { fieldSchema, isObjectSchema } from './schema.js';
 
 /**

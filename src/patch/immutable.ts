@@ -1,6 +1,6 @@
 import type { JsonSchema } from '../kinds/schema.js';
 import { at, fail } from './errors.js';
-import { clone, deepEqual, isPlainObject, setOwn, type JsonObject } from './json.js';
+import { clone, deepEqual, isPlainObject, setOwn, type JsonObject } from '../json.js';
 import { isArraySchema, isObjectSchema, itemKey, itemsOf } from './schema.js';
 
 /**

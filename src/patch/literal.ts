@@ -1,6 +1,6 @@
 import type { JsonSchema } from '../kinds/schema.js';
 import { at, fail } from './errors.js';
-import { clone, isPlainObject, own, setOwn, type JsonObject } from './json.js';
+import { clone, isPlainObject, own, setOwn, type JsonObject } from '../json.js';
 import { fieldSchema, isArraySchema, isObjectSchema, itemKey, itemsOf } from './schema.js';
 
 /**

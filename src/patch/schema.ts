@@ -2,7 +2,7 @@
 // merge, and how the items of an array are identified.
 
 import type { JsonSchema } from '../kinds/schema.js';
-import { isPlainObject, own } from './json.js';
+import { isPlainObject, own } from '../json.js';
 
 /** Objects deep-merge under a plain patch field; every other value is replaced whole. */
 export function isObjectSchema(schema: JsonSchema): boolean {

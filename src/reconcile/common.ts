@@ -7,6 +7,7 @@ import { findKind } from '../kinds/index.js';
 import type { Resource } from '../kinds/types.js';
 import { present } from '../resources/present.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+import { deepEqual } from '../json.js';
 
 export interface ReconcileContext {
   store: Store;
@@ -26,21 +27,7 @@ export interface Outcome {
 
 export const keyString = (k: ItemKey) => `${k.org}/${k.kind}/${k.gvc}/${k.name}`;
 
-export function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
-}
 
-function canonical(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(canonical);
-  if (v && typeof v === 'object') {
-    return Object.fromEntries(
-      Object.keys(v)
-        .sort()
-        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
-    );
-  }
-  return v;
-}
 
 /** A short, stable identifier derived from its parts (device ids, cluster ids, snapshot ids). */
 export function stableId(...parts: string[]): string {

@@ -5,8 +5,9 @@
 // - domain: pendingDnsConfig (with the DNS records to create), a step later pendingCertificate,
 //   a step after that ready, with its endpoints and per-location certificate status;
 // - agent: its bootstrap configuration, at once.
+import { deepEqual } from '../json.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { gvcLocations, sameJson, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { gvcLocations, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 
 export async function reconcileMk8s(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const item = await ctx.tx.get(key, 'update');
@@ -31,7 +32,7 @@ export async function reconcileMk8s(ctx: ReconcileContext, key: ItemKey): Promis
     homeLocation: provider === 'generic' ? String(region) : `${provider}-${String(region)}`,
     addOns,
   };
-  if (!sameJson(previous, status)) await writeStatus(ctx, item, { ...item.data, status });
+  if (!deepEqual(previous, status)) await writeStatus(ctx, item, { ...item.data, status });
   return {};
 }
 
@@ -67,7 +68,7 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
     fingerprint: stableId(item.id, JSON.stringify(spec)),
     dnsConfig,
   };
-  if (!sameJson(item.data.status ?? {}, status)) await writeStatus(ctx, item, { ...item.data, status });
+  if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item, { ...item.data, status });
   if (stage === 'ready') return {};
   return { after: Date.parse(item.created) + (stage === 'pendingDnsConfig' ? 1 : 2) * ctx.stepMs - ctx.now };
 }
@@ -83,6 +84,6 @@ export async function reconcileAgent(ctx: ReconcileContext, key: ItemKey): Promi
       hubEndpoint: `https://agents.keel.local/${key.org}`,
     },
   };
-  if (!sameJson(item.data.status ?? {}, status)) await writeStatus(ctx, item as StoredItem, { ...item.data, status });
+  if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item as StoredItem, { ...item.data, status });
   return {};
 }

@@ -8,8 +8,9 @@
 // share is at least minFreePercentage. With spec.snapshots.schedule one scheduled snapshot
 // appears a step after the volume is ready. Each volume's last transition time is kept in its
 // attributes (`keel/since`), so every process computes the same next transition.
+import { deepEqual } from '../json.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { gvcKey, gvcLocations, iso, listAll, sameJson, soonest, stableId, writeStatus, deleteChildren, type Outcome, type ReconcileContext } from './common.js';
+import { gvcKey, gvcLocations, iso, listAll, soonest, stableId, writeStatus, deleteChildren, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView } from './views.js';
 
 export const SINCE = 'keel/since';
@@ -110,7 +111,7 @@ export async function reconcileVolumeset(ctx: ReconcileContext, key: ItemKey): P
     if (!gone) out.push(entry);
   }
   status.locations = out;
-  if (!sameJson(previous, status)) await writeStatus(ctx, item, { ...item.data, status });
+  if (!deepEqual(previous, status)) await writeStatus(ctx, item, { ...item.data, status });
   return { after: next };
 }
 

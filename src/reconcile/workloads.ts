@@ -3,9 +3,10 @@
 // is ready and replaces the older versions. The deployment reports the workload's own `version`
 // (what the user sees), so a client can tell which version runs where. The workload's status
 // (endpoint, ready, readyLatest) is derived from its deployments in the same transaction.
+import { deepEqual } from '../json.js';
 import { randomUUID } from 'node:crypto';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, sameJson, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView } from './views.js';
 
 type Version = { name: string; created: string; workload: number; gvc?: number; containers: Record<string, unknown>; ready: boolean; message: string };
@@ -86,7 +87,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       await ctx.tx.insert(item);
       await recordStatus(ctx, item, deploymentView);
       after = Math.min(after ?? Infinity, ctx.stepMs);
-    } else if (!sameJson(previous, status)) {
+    } else if (!deepEqual(previous, status)) {
       const data = { ...existing.data, status, since: moved ? iso(ctx.now) : existing.data.since, updated: iso(ctx.now) };
       await writeStatus(ctx, existing, data, deploymentView);
       if (moved && !latest.ready) after = Math.min(after ?? Infinity, ctx.stepMs);
@@ -103,7 +104,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     ready: states.length > 0 && states.every((s) => s.ready),
     readyLatest: states.length > 0 && states.every((s) => s.latest),
   };
-  if (!sameJson(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
+  if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
   return { after: after === Infinity ? undefined : after };
 }
 

@@ -16,6 +16,7 @@ import { changes } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
+import { deepEqual } from '../json.js';
 
 export interface WriteOptions {
   dryRun?: boolean;
@@ -286,9 +287,9 @@ export class Resources {
     assertImmutables(resourceSchema(def), current.data, next, '');
     await def.check?.(next, hooks, present(def, current, { reveal: true }));
     const data = stored(next);
-    if (sameJson(data, current.data)) return { item: current };
+    if (deepEqual(data, current.data)) return { item: current };
     const updated: StoredItem = { ...current, version: current.version + 1, lastModified: new Date().toISOString(), data };
-    await tx.update(updated, current.version, { tagsUnchanged: sameJson(data.tags, current.data.tags) });
+    await tx.update(updated, current.version, { tagsUnchanged: deepEqual(data.tags, current.data.tags) });
     await def.afterWrite?.(current.name, data, hooks);
     return { item: updated, action: 'edit' };
   }
@@ -447,7 +448,7 @@ function assertImmutables(schema: JsonSchema, before: unknown, after: unknown, p
     const b = (before as Record<string, unknown>)[key];
     const a = (after as Record<string, unknown>)[key];
     const here = path ? `${path}.${key}` : key;
-    if (sub['x-immutable'] && b !== undefined && !sameJson(a, b)) {
+    if (sub['x-immutable'] && b !== undefined && !deepEqual(a, b)) {
       throw ApiError.badRequest(`${here} cannot be changed once set`, [{ path: here, message: 'cannot be changed once set' }]);
     }
     assertImmutables(sub, b, a, here);
@@ -460,19 +461,5 @@ function stored(item: Record<string, unknown>): Record<string, unknown> {
   return rest;
 }
 
-function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
-}
 
-function canonical(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(canonical);
-  if (v && typeof v === 'object') {
-    return Object.fromEntries(
-      Object.keys(v)
-        .sort()
-        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
-    );
-  }
-  return v;
-}
 

@@ -3,66 +3,14 @@
 // the change stream; with two Keel instances on one PostgreSQL each transition is written once.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { KEEL_ACTOR } from '../../src/audit/events.js';
-import { DEFAULTS, type Config } from '../../src/config.js';
-import { createOrg } from '../../src/resources/orgs.js';
-import { buildApp, type App } from '../../src/server/app.js';
-import { openStore } from '../../src/store/open.js';
+import type { App } from '../../src/server/app.js';
 import type { Store } from '../../src/store/types.js';
-import { forEachBackend, storeFor, type Backend } from '../support/keel.js';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 
 const STEP = 40;
 const DEADLINE_MS = 15_000;
 const W1 = 'aws-us-west-2';
 const W2 = 'aws-us-east-1';
-
-interface Living {
-  app: App;
-  store: Store;
-  token: string;
-  call(method: string, url: string, body?: unknown, token?: string, app?: App): Promise<{ status: number; headers: Record<string, unknown>; body: any }>;
-  reopen(): Promise<App>;
-  close(): Promise<void>;
-}
-
-async function startLiving(backend: Backend): Promise<Living> {
-  const { store, url, dir, cleanup } = await storeFor(backend);
-  const config: Config = { ...DEFAULTS, port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org: 'acme', logLevel: 'silent', reconcile: true, reconcileStepMs: STEP };
-  const { token } = await createOrg(store, { name: 'acme', actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
-  const app = await buildApp(config, store, { logger: false });
-  const extra: Array<{ app: App; store: Store }> = [];
-  return {
-    app,
-    store,
-    token: token!,
-    async call(method, path, body, tok = token!, target = app) {
-      const res = await target.core.inject({
-        method: method as 'GET',
-        url: path,
-        headers: { authorization: `Bearer ${tok}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-        payload: body !== undefined ? JSON.stringify(body) : undefined,
-      });
-      return { status: res.statusCode, headers: res.headers, body: res.body ? JSON.parse(res.body) : undefined };
-    },
-    async reopen() {
-      const second = await openStore({ dataDir: dir, databaseUrl: url });
-      const secondApp = await buildApp(config, second, { logger: false });
-      extra.push({ app: secondApp, store: second });
-      return secondApp;
-    },
-    async close() {
-      for (const e of extra) {
-        await e.app.core.close();
-        await e.app.audit.close();
-        await e.store.close();
-      }
-      await app.core.close();
-      await app.audit.close();
-      await store.close();
-      await cleanup();
-    },
-  };
-}
 
 /** Polls `read` until `done` holds (no fixed sleeps); fails with the last value after the deadline. */
 async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
@@ -110,9 +58,9 @@ const mounting = (vs: string, extra: Record<string, unknown> = {}) => ({
 });
 
 forEachBackend('living resources', (backend) => {
-  let k: Living;
+  let k: TestKeel;
   before(async () => {
-    k = await startLiving(backend);
+    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
     const gvc = await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } });
     assert.equal(gvc.status, 201);
   });
@@ -260,14 +208,14 @@ forEachBackend('living resources', (backend) => {
   test('deployments and commands need view on the parent; commands need exec', async () => {
     assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'nobody' })).status, 201);
     const key = (await k.call('POST', '/org/acme/serviceaccount/nobody/-addKey', { description: 't' })).body.key as string;
-    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/db/deployment', undefined, key)).status, 403);
-    assert.equal((await k.call('GET', '/org/acme/gvc/prod/volumeset/data/-command', undefined, key)).status, 403);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/db/deployment', undefined, { token: key })).status, 403);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/volumeset/data/-command', undefined, { token: key })).status, 403);
     // Viewers may read, but not run commands.
     assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['/org/acme/serviceaccount/nobody'] })).status, 200);
-    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/db/deployment', undefined, key)).status, 200);
-    assert.equal((await k.call('GET', '/org/acme/gvc/prod/volumeset/data/-command', undefined, key)).status, 200);
-    assert.equal((await k.call('POST', '/org/acme/gvc/prod/volumeset/data/-command', { type: 'expandVolume', spec: { location: W1, newStorageCapacity: 60 } }, key)).status, 403);
-    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload/db/-command', { type: 'stopReplica', spec: { location: W1 } }, key)).status, 403);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/db/deployment', undefined, { token: key })).status, 200);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod/volumeset/data/-command', undefined, { token: key })).status, 200);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/volumeset/data/-command', { type: 'expandVolume', spec: { location: W1, newStorageCapacity: 60 } }, { token: key })).status, 403);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload/db/-command', { type: 'stopReplica', spec: { location: W1 } }, { token: key })).status, 403);
   });
 
   test('mk8s becomes ready, domains reach ready, agents get their bootstrap config; all without new versions', async () => {
@@ -296,21 +244,21 @@ forEachBackend('living resources', (backend) => {
 forEachBackend(
   'living resources with two Keel processes',
   () => {
-    let k: Living;
+    let k: TestKeel;
     let second: App;
     before(async () => {
-      k = await startLiving('postgres');
-      second = await k.reopen();
+      k = await startKeel('postgres', 'acme', { reconcile: true, reconcileStepMs: STEP });
+      second = (await k.reopen()).app;
     });
     after(() => k.close());
 
     test('each transition is reconciled exactly once', async () => {
-      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'g2', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } }, undefined, second)).status, 201);
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'g2', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } }, { app: second })).status, 201);
       assert.equal((await k.call('POST', '/org/acme/gvc/g2/volumeset', { name: 'vs', spec: { initialCapacity: 20 } })).status, 201);
-      await waitFor('unbound everywhere', () => k.call('GET', '/org/acme/gvc/g2/volumeset/vs', undefined, undefined, second).then((r) => r.body), (vs) => [W1, W2].every((l) => volumesOf(vs)[l]?.[0]?.lifecycle === 'unbound'));
-      assert.equal((await k.call('POST', '/org/acme/gvc/g2/workload', mounting('vs'), undefined, second)).status, 201);
+      await waitFor('unbound everywhere', () => k.call('GET', '/org/acme/gvc/g2/volumeset/vs', undefined, { app: second }).then((r) => r.body), (vs) => [W1, W2].every((l) => volumesOf(vs)[l]?.[0]?.lifecycle === 'unbound'));
+      assert.equal((await k.call('POST', '/org/acme/gvc/g2/workload', mounting('vs'), { app: second })).status, 201);
       await waitFor('bound everywhere', () => k.call('GET', '/org/acme/gvc/g2/volumeset/vs').then((r) => r.body), (vs) => [W1, W2].every((l) => volumesOf(vs)[l]?.[0]?.lifecycle === 'bound'));
-      await waitFor('deployments ready', () => k.call('GET', '/org/acme/gvc/g2/workload/db/deployment', undefined, undefined, second).then((r) => r.body), (l) => l.items.length === 2 && l.items.every((d: any) => d.status.ready));
+      await waitFor('deployments ready', () => k.call('GET', '/org/acme/gvc/g2/workload/db/deployment', undefined, { app: second }).then((r) => r.body), (l) => l.items.length === 2 && l.items.every((d: any) => d.status.ready));
       // Let both runners look again (timers, scans) before counting.
       await new Promise((r) => setTimeout(r, STEP * 5));
 

@@ -29,7 +29,7 @@ export interface TestKeel {
   token: string;
   config: Config;
   /** A request as the admin (or with `token`); `body` objects are sent as JSON. */
-  call(method: string, url: string, body?: unknown, options?: { token?: string | null; headers?: Record<string, string>; rawBody?: string }): Promise<Response>;
+  call(method: string, url: string, body?: unknown, options?: { token?: string | null; headers?: Record<string, string>; rawBody?: string; app?: App }): Promise<Response>;
   /** Another store on the same database, as a second Keel process would have. */
   reopen(): Promise<{ app: App; store: Store }>;
   close(): Promise<void>;
@@ -54,9 +54,10 @@ export async function storeFor(backend: Backend): Promise<{ store: Store; url?: 
   };
 }
 
-export async function startKeel(backend: Backend, org = 'acme'): Promise<TestKeel> {
+/** `settings` override the test defaults (which run without reconcilers, so status stays put). */
+export async function startKeel(backend: Backend, org = 'acme', settings: Partial<Config> = {}): Promise<TestKeel> {
   const { store, url, dir, cleanup } = await storeFor(backend);
-  const config: Config = { ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, logLevel: 'silent' };
+  const config: Config = { ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, logLevel: 'silent', ...settings };
   const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
   const app = await buildApp(config, store, { logger: false });
   const extra: Array<{ app: App; store: Store }> = [];
@@ -75,7 +76,7 @@ export async function startKeel(backend: Backend, org = 'acme'): Promise<TestKee
         payload = JSON.stringify(body);
         headers['content-type'] ??= 'application/json';
       }
-      const res = await app.core.inject({ method: method as any, url, headers, payload });
+      const res = await (options.app ?? app).core.inject({ method: method as any, url, headers, payload });
       let parsed: unknown = undefined;
       try {
         parsed = res.body ? JSON.parse(res.body) : undefined;
