@@ -59,5 +59,18 @@ export async function benchAudit(): Promise<Section> {
       sqliteAuditCost: cost(sqliteOff, sqliteOn),
       postgresAuditCost: cost(pgOff, pgOn),
     },
+    charts: [
+      {
+        file: 'audit-overhead.svg',
+        title: 'Mutation throughput with the audit log off and on',
+        unit: 'PATCH requests/s',
+        kind: 'bar',
+        categories: ['SQLite', 'PostgreSQL'],
+        series: [
+          { name: 'audit off', values: [sqliteOff.requestsPerSecond, pgOff.requestsPerSecond] },
+          { name: 'audit on', values: [sqliteOn.requestsPerSecond, pgOn.requestsPerSecond] },
+        ],
+      },
+    ],
   };
 }

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Chart } from './svg.js';
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url)); // dist/bench when built
 export const ROOT = join(BENCH_DIR, '..', '..');
@@ -21,6 +22,8 @@ export interface Section {
   lines: string[];
   /** Named figures, kept in report.json. */
   figures: Record<string, number>;
+  /** Charts drawn as SVG under bench/charts/ and shown in BENCHMARKS.md. */
+  charts?: Chart[];
 }
 
 export interface LoadResult {

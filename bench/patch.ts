@@ -114,5 +114,29 @@ export async function benchPatch(): Promise<Section> {
       patchPostgresP99: postgres.p99,
       patchPostgresNon2xx: postgres.non2xx,
     },
+    charts: [
+      {
+        file: 'patch-rate.svg',
+        title: 'PATCH with directives and a version precondition',
+        unit: 'requests/s',
+        kind: 'bar',
+        categories: ['SQLite', 'PostgreSQL'],
+        series: [
+          { name: 'measured', values: [sqlite.requestsPerSecond, postgres.requestsPerSecond] },
+          { name: 'goal', values: [GOALS.sqlite, GOALS.postgres] },
+        ],
+      },
+      {
+        file: 'patch-latency.svg',
+        title: 'PATCH latency',
+        unit: 'ms',
+        kind: 'bar',
+        categories: ['SQLite', 'PostgreSQL'],
+        series: [
+          { name: 'p50', values: [sqlite.p50, postgres.p50] },
+          { name: 'p99', values: [sqlite.p99, postgres.p99] },
+        ],
+      },
+    ],
   };
 }

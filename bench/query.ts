@@ -327,6 +327,33 @@ export async function benchQuery(): Promise<Section> {
       queryP99Ratio: p99Ratio,
       queryP50Ratio: p50Ratio,
       ...(big.rssMiB !== undefined ? { keelRssMiBAtLargest: big.rssMiB } : {}),
+      ...Object.fromEntries([...sqlite, postgres].filter((f) => f.rssMiB !== undefined).map((f) => [`${f === postgres ? 'postgres' : 'sqlite'}${label(f.workloads)}RssMiB`, f.rssMiB!])),
     },
+    charts: [
+      {
+        file: 'query-latency.svg',
+        title: 'Query returning 100 workloads, by workload count',
+        unit: 'ms',
+        kind: 'line',
+        categories: sizes.map(label),
+        series: [
+          { name: 'SQLite p50', values: sqlite.map((f) => f.p50) },
+          { name: 'SQLite p99', values: sqlite.map((f) => f.p99) },
+          { name: 'PostgreSQL p50', values: sizes.map((n) => (n === postgres.workloads ? postgres.p50 : null)) },
+          { name: 'PostgreSQL p99', values: sizes.map((n) => (n === postgres.workloads ? postgres.p99 : null)) },
+        ],
+      },
+      {
+        file: 'memory.svg',
+        title: 'Keel resident memory (RSS) after the query runs, by workload count',
+        unit: 'MiB',
+        kind: 'bar',
+        categories: sizes.map(label),
+        series: [
+          { name: 'SQLite', values: sqlite.map((f) => f.rssMiB ?? null) },
+          { name: 'PostgreSQL', values: sizes.map((n) => (n === postgres.workloads ? (postgres.rssMiB ?? null) : null)) },
+        ],
+      },
+    ],
   };
 }

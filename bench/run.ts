@@ -1,14 +1,17 @@
-// npm run bench: runs every section in one session and writes bench/out/report.md and report.json.
+// npm run bench: runs every section in one session and writes bench/out/report.md and report.json,
+// and BENCHMARKS.md at the repository root with its charts under bench/charts/.
 // Compare ratios, not absolute numbers: these 2-core machines are noisy. BENCH_ONLY=get,patch
-// runs some sections only.
+// runs some sections only (BENCHMARKS.md then shows only those).
+import { execSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import { join } from 'node:path';
 import { benchAudit } from './audit.js';
 import { benchGet } from './get.js';
 import { benchAuth } from './auth.js';
 import { benchPatch } from './patch.js';
-import { CONNECTIONS, DURATION, ROOT, type Section } from './harness.js';
+import { CONNECTIONS, DURATION, PG_URL, ROOT, type Section } from './harness.js';
+import { writeBenchmarks, type Report } from './report.js';
 
 const SECTIONS: Record<string, () => Promise<Section>> = {
   get: benchGet,
@@ -18,18 +21,40 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   query: () => import('./query.js').then((m) => m.benchQuery()),
 };
 
+function postgresVersion(): string {
+  try {
+    return execSync(`psql "${PG_URL}" -At -c "show server_version"`, { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  } catch {
+    return 'unknown (psql not available)';
+  }
+}
+
 async function main(): Promise<void> {
   const only = process.env.BENCH_ONLY?.split(',');
-  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
+  const started = Date.now();
+  const cpu = cpus();
+  const machine = `${cpu.length} × ${cpu[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
+  const machineDetails: Record<string, string> = {
+    CPU: cpu[0]?.model ?? 'unknown',
+    Cores: String(cpu.length),
+    Memory: `${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
+    OS: `${type()} ${release()}`,
+    Node: process.version,
+    PostgreSQL: postgresVersion(),
+    Date: new Date().toISOString(),
+    'Load average at start (1/5/15 min)': loadavg().map((l) => l.toFixed(2)).join(' / '),
+  };
   const sections: Section[] = [];
   for (const [name, run] of Object.entries(SECTIONS)) {
     if (only && !only.includes(name)) continue;
     process.stderr.write(`bench: ${name}...\n`);
     sections.push(await run());
   }
+  machineDetails['Load average at end (1/5/15 min)'] = loadavg().map((l) => l.toFixed(2)).join(' / ');
   const outDir = join(ROOT, 'bench', 'out');
   mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, 'report.json'), JSON.stringify({ machine, durationSeconds: DURATION, connections: CONNECTIONS, sections }, null, 2) + '\n');
+  const report: Report = { machine, machineDetails, date: machineDetails.Date, durationSeconds: DURATION, connections: CONNECTIONS, totalSeconds: (Date.now() - started) / 1000, sections };
+  writeFileSync(join(outDir, 'report.json'), JSON.stringify(report, null, 2) + '\n');
   const md = [
     '# Keel benchmark report',
     '',
@@ -38,7 +63,9 @@ async function main(): Promise<void> {
     ...sections.flatMap((s) => [`## ${s.title}`, '', ...s.lines, '']),
   ].join('\n');
   writeFileSync(join(outDir, 'report.md'), md);
+  writeBenchmarks(report);
   process.stdout.write(md);
+  process.stderr.write(`bench: wrote BENCHMARKS.md and bench/charts/ in ${((Date.now() - started) / 60000).toFixed(1)} min\n`);
 }
 
 await main();

@@ -6,7 +6,7 @@ import { resourceSchema } from '../kinds/derive.js';
 import { findKind } from '../kinds/index.js';
 import type { JsonSchema } from '../kinds/schema.js';
 import type { HookContext, KindDef, Place, Resource } from '../kinds/types.js';
-import { applyPatch } from '../patch/index.js';
+import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
@@ -430,14 +430,16 @@ function assertSameName(def: KindDef, name: string, bodyName: unknown): void {
 }
 
 /** A copy without the fields the schema marks read-only, at any depth, and without nulls ("absent"). */
-export function stripReadOnly(value: unknown, schema: JsonSchema | undefined): unknown {
-  if (Array.isArray(value)) return value.map((v) => stripReadOnly(v, schema?.items));
+export function stripReadOnly(value: unknown, schema: JsonSchema | undefined, depth = 1): unknown {
+  // A hostile body nested thousands of levels deep would overflow the stack below (a 500).
+  if (depth > MAX_DEPTH) throw ApiError.badRequest(`the body is nested deeper than ${MAX_DEPTH} levels`, [{ path: '', message: `is nested deeper than ${MAX_DEPTH} levels` }]);
+  if (Array.isArray(value)) return value.map((v) => stripReadOnly(v, schema?.items, depth + 1));
   if (!value || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(value)) {
     const sub = schema?.properties?.[key] ?? (typeof schema?.additionalProperties === 'object' ? schema.additionalProperties : undefined);
     if (v === null || sub?.readOnly) continue;
-    out[key] = stripReadOnly(v, sub);
+    out[key] = stripReadOnly(v, sub, depth + 1);
   }
   return out;
 }

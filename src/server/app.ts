@@ -9,7 +9,7 @@ import { KeyAuthenticator } from '../auth/authenticator.js';
 import { BearerAuthenticator } from '../auth/bearer.js';
 import { JwtVerifier } from '../auth/jwt.js';
 import { tokenOf } from './authenticate.js';
-import { installErrorHandling } from './errors.js';
+import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
 import { installAdmission, installRateLimit } from './limits.js';
@@ -58,11 +58,21 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       requestIdHeader: false,
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+      // The router's own refusals (a path segment that is not valid percent-encoding, or longer than
+      // maxParamLength) leave as the API's error object too, not fastify's default body or a 414.
+      frameworkErrors: (error, request, reply) =>
+        sendError(reply, request, ApiError.badRequest(error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is longer than 256 characters' : 'the path is not valid percent-encoded UTF-8')),
     });
     if (options.onRoute) app.addHook('onRoute', (route) => options.onRoute!(route, api));
     await installDocs(app, docs);
     installErrorHandling(app);
     installBodyParsing(app);
+    // A NUL in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
+    app.addHook('onRequest', async (request) => {
+      for (const value of [...Object.values((request.params ?? {}) as Record<string, unknown>), ...Object.values((request.query ?? {}) as Record<string, unknown>)]) {
+        if ((Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && v.includes('\u0000'))) throw ApiError.badRequest('the path and query must not contain NUL characters');
+      }
+    });
     installAdmission(app, config);
     // --- authentication (issue 5): a service-account key or a trusted JWT; the handler runs as the principal.
     app.addHook('onRequest', async (request) => {
@@ -97,10 +107,37 @@ function installBodyParsing(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
     if (String(body).includes('\\u0000')) return done(ApiError.badRequest('strings must not contain NUL characters'));
+    // A lone surrogate escape (`"\\ud800"`) parses into a string no UTF-8 store can hold (PostgreSQL's jsonb refuses it: a 500).
+    if (/\\u[dD][89a-fA-F]/.test(String(body))) {
+      return parseJson(request, String(body), (err: Error | null, value?: unknown) =>
+        err ? done(err) : wellFormed(value) ? done(null, value) : done(ApiError.badRequest('strings must be valid Unicode (no lone surrogates)')),
+      );
+    }
     parseJson(request, String(body), done);
   });
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
     if ((body as string).trim() === '') return done(null, undefined);
     done(new ApiError('unsupported_media_type', 'the request body must be JSON (Content-Type: application/json)'));
   });
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Whether every string and key in a parsed JSON value is well-formed UTF-16 (no lone surrogates); iterative, as bodies may nest deeply. */
+function wellFormed(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) return false;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (v && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (LONE_SURROGATE.test(k)) return false;
+        stack.push(child);
+      }
+    }
+  }
+  return true;
 }

@@ -7,7 +7,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Counted against the in-flight cap (released when the response is done). */
     counted?: boolean;
-    deadline?: NodeJS.Timeout;
   }
   interface FastifyContextConfig {
     /** A long-lived response (server-sent events): no request timeout. */
@@ -20,6 +19,24 @@ declare module 'fastify' {
  * (The per-key rate limit runs after authentication: see rateLimiter.)
  */
 export function installAdmission(app: FastifyInstance, config: Config): void {
+  // One sweeper instead of a timer per request: timers are costly on the hot path, and a
+  // deadline checked every TICK_MS is precise enough for a timeout of seconds.
+  const open = new Map<FastifyRequest, { reply: FastifyReply; deadline: number }>();
+  const tick = Math.min(250, Math.max(10, Math.floor(config.requestTimeoutMs / 4)));
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const [request, entry] of open) {
+      if (entry.deadline > now) continue;
+      open.delete(request);
+      timeout(request, entry.reply, config.requestTimeoutMs);
+    }
+  }, tick);
+  sweeper.unref();
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(sweeper);
+    done();
+  });
+
   let inFlight = 0;
   // Callback-style hooks: these run on every request, and avoid a promise each.
   app.addHook('onRequest', (request, reply, done) => {
@@ -31,11 +48,11 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
     }
     inFlight++;
     request.counted = true;
-    request.deadline = setTimeout(() => timeout(request, reply, config.requestTimeoutMs), config.requestTimeoutMs);
+    open.set(request, { reply, deadline: Date.now() + config.requestTimeoutMs });
     done();
   });
   const release = (request: FastifyRequest) => {
-    if (request.deadline) clearTimeout(request.deadline);
+    open.delete(request);
     if (request.counted) {
       request.counted = false;
       inFlight--;

@@ -89,13 +89,21 @@ export class PostgresStore implements Store {
     return rows.map((r) => r.org as string);
   }
 
+  /** Chains the org's committed-but-pending events first, so a change readers can see always has its event in the chain. */
+  private async sealPending(org: string): Promise<void> {
+    const { rows } = await this.pool.query('SELECT 1 FROM audit_pending WHERE org = $1 LIMIT 1', [org]);
+    if (rows.length) await this.sealer.seal(org);
+  }
+
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
+    await this.sealPending(filter.org);
     const { sql, values } = auditQuery('postgres', filter);
     const { rows } = await this.pool.query<AuditRow>(sql, values);
     return rows.map(fromAuditRow);
   }
 
   async auditHead(org: string) {
+    await this.sealPending(org);
     const { rows } = await this.pool.query(
       `SELECT h.last_seq, h.last_hash, p.up_to_seq, p.hash AS pruned_hash
        FROM (SELECT $1::text AS org) o LEFT JOIN audit_heads h ON h.org = o.org LEFT JOIN audit_prunes p ON p.org = o.org`,

@@ -14,6 +14,7 @@ import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, 
 // reader sees only committed data and never waits for the writer.
 const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
 const CHECKPOINT_EVERY_MS = 1000;
+const CACHE_ENTRIES = 10_000;
 /** Transactions committed together at most (bounds how long one batch holds the writer). */
 const MAX_BATCH = 64;
 
@@ -25,6 +26,8 @@ export class SqliteStore implements Store {
   private readonly statements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
   private readonly checkpointer: NodeJS.Timeout;
+  private readonly cache = new Map<string, StoredItem | null>();
+  private cachedAt = -1;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
   constructor(file: string) {
@@ -78,8 +81,25 @@ export class SqliteStore implements Store {
     return row && fromRow(row);
   }
 
+  /**
+   * Reads through a cache that lives only as long as the database does not change: SQLite's
+   * data_version moves whenever any connection (this process's writer, or another process)
+   * commits, and then every cached read is dropped. Cached items are shared: callers must not
+   * mutate them (none do: presentation and patching copy).
+   */
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    return this.getOn(this.reader, key);
+    const version = this.stmt(this.reader, 'PRAGMA data_version').pluck().get() as number;
+    if (version !== this.cachedAt) {
+      this.cache.clear();
+      this.cachedAt = version;
+    }
+    const id = `${key.org}\u0000${key.kind}\u0000${key.gvc}\u0000${key.name}`;
+    const hit = this.cache.get(id);
+    if (hit !== undefined) return hit ?? undefined;
+    const item = this.getOn(this.reader, key);
+    if (this.cache.size >= CACHE_ENTRIES) this.cache.clear();
+    this.cache.set(id, item ?? null);
+    return item;
   }
 
   async list(request: ListRequest): Promise<StoredItem[]> {
