@@ -323,20 +323,23 @@ export class Resources {
     const input = requireObject(body);
     const item = stripReadOnly(input, resourceSchema(def)) as Record<string, unknown>;
     if (previous) {
-      // Server-owned state (status, origin, keys...) survives a replace.
+      // Server-owned state (status, origin, keys...) survives a replace, and so do fields that
+      // cannot change: a replace that leaves one out keeps it rather than resetting it to a default.
       for (const [field, schema] of Object.entries(resourceSchema(def).properties ?? {})) {
         if (schema.readOnly && previous.data[field] !== undefined) item[field] = previous.data[field];
       }
+      carryImmutables(resourceSchema(def), previous.data, item);
     }
     if (typeof item.name === 'string') item.description ??= item.name;
-    item.tags ??= {};
     def.defaults?.(item, place);
     this.normalize(def, place, item);
     validateResource(def, item);
     return item;
   }
 
+  /** What every stored state has: tags (an empty map when none) and links in full form. */
   private normalize(def: KindDef, place: Place, item: Record<string, unknown>): void {
+    item.tags ??= {};
     resolveLinksIn(item, resourceSchema(def), (link) => resolveLink(link, place, isGvcScoped));
   }
 
@@ -442,6 +445,24 @@ export function stripReadOnly(value: unknown, schema: JsonSchema | undefined, de
     out[key] = stripReadOnly(v, sub, depth + 1);
   }
   return out;
+}
+
+/** Copies into `item` every immutable field (at any depth) that `previous` has and `item` leaves out. */
+function carryImmutables(schema: JsonSchema, previous: unknown, item: Record<string, unknown>): void {
+  if (!schema.properties || !previous || typeof previous !== 'object') return;
+  for (const [key, sub] of Object.entries(schema.properties)) {
+    const before = (previous as Record<string, unknown>)[key];
+    if (before === undefined) continue;
+    if (sub['x-immutable'] && item[key] === undefined) item[key] = before;
+    else if (sub.properties && before && typeof before === 'object') {
+      if (item[key] === undefined && hasImmutable(sub)) item[key] = {};
+      if (item[key] && typeof item[key] === 'object') carryImmutables(sub, before, item[key] as Record<string, unknown>);
+    }
+  }
+}
+
+function hasImmutable(schema: JsonSchema): boolean {
+  return Object.values(schema.properties ?? {}).some((sub) => sub['x-immutable'] || hasImmutable(sub));
 }
 
 function assertImmutables(schema: JsonSchema, before: unknown, after: unknown, path: string): void {
