@@ -15,6 +15,8 @@ export interface NewOrg {
   tags?: Record<string, unknown>;
   /** Principal links made members of the new org's superusers group. */
   superusers: string[];
+  /** Users (emails) created in the new org. */
+  users?: string[];
   /** Also create this service account in the org, add it to superusers and mint it a key. */
   adminServiceAccount?: string;
 }
@@ -35,6 +37,7 @@ export async function createOrg(store: Store, spec: NewOrg): Promise<{ token?: s
     ['group', 'viewers', { description: 'Members can view everything in the org', memberLinks: [], origin: 'builtin' }],
     ['serviceaccount', 'controlplane', { description: 'The control plane itself', keys: [], origin: 'builtin' }],
     ['auditctx', 'cpln', { description: 'Audit events of the platform', origin: 'builtin' }],
+    ...(spec.users ?? []).map((email): [string, string, Record<string, unknown>] => ['user', email, { email, description: email }]),
     ...LOCATIONS_CATALOG.map((l): [string, string, Record<string, unknown>] => ['location', l.name, { ...l, origin: 'builtin' }]),
   ];
   for (const def of KINDS) {

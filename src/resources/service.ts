@@ -200,13 +200,12 @@ export class Resources {
   /** The orgs the caller may view: its own and those whose groups or policies name it. */
   async listOrgs(principal: Principal): Promise<Resource[]> {
     const def = findKind('org')!;
-    const candidates = new Set([principal.org, ...(await this.store.orgsNaming(principal.link))]);
     const visible: Resource[] = [];
-    for (const org of [...candidates].sort()) {
+    for (const { org, as } of await this.orgCandidates(principal)) {
       const item = await this.store.get(keyOf(def, { org }, org));
       if (!item) continue;
       try {
-        await this.auth.check(principal, 'view', def, targetOf(item));
+        await this.auth.check(as, 'view', def, targetOf(item));
         visible.push(present(def, item));
       } catch (err) {
         if (!(err instanceof ApiError && err.code === 'forbidden')) throw err;
@@ -215,18 +214,41 @@ export class Resources {
     return visible;
   }
 
-  /** POST /org: any authenticated principal may create an org and becomes one of its superusers. */
+  /**
+   * The orgs a principal may belong to, and who it is there: a service account is one principal
+   * everywhere; a user (JWT) is the user of its email in each org that has one.
+   */
+  private async orgCandidates(principal: Principal): Promise<Array<{ org: string; as: Principal }>> {
+    if (principal.kind === 'user') {
+      const out: Array<{ org: string; as: Principal }> = [];
+      for (const org of await this.store.orgs()) {
+        if (await this.store.get({ org, kind: 'user', gvc: '', name: principal.name })) {
+          out.push({ org, as: { ...principal, org, link: `/org/${org}/user/${principal.name}` } });
+        }
+      }
+      return out;
+    }
+    const orgs = new Set([principal.org, ...(await this.store.orgsNaming(principal.link))]);
+    return [...orgs].sort().map((org) => ({ org, as: principal }));
+  }
+
+  /**
+   * POST /org: any authenticated principal may create an org and becomes one of its superusers
+   * (a user, through a user of its email created with the org).
+   */
   async createOrg(principal: Principal, body: unknown): Promise<Resource> {
     const def = findKind('org')!;
     const input = requireObject(body);
-    const data = this.prepare(def, { org: String(input.name) }, input, undefined);
+    const data = this.prepare(def, { org: typeof input.name === 'string' ? input.name : '' }, input, undefined); // validation refuses a non-string name
     const name = data.name as string;
+    const isUser = principal.kind === 'user';
     await createOrg(this.store, {
       name,
       actor: actorOf(principal),
       description: data.description as string,
       tags: data.tags as Record<string, unknown>,
-      superusers: [principal.link],
+      superusers: [isUser ? `/org/${name}/user/${principal.name}` : principal.link],
+      users: isUser ? [principal.name] : [],
     });
     const item = await this.store.get(keyOf(def, { org: name }, name));
     return present(def, item!);
@@ -426,7 +448,7 @@ function withoutPrecondition(patch: Record<string, unknown>): Record<string, unk
 
 function assertSameName(def: KindDef, name: string, bodyName: unknown): void {
   if (bodyName !== undefined && bodyName !== null && bodyName !== name) {
-    throw ApiError.badRequest(`names are immutable: the body names '${String(bodyName)}' but the ${def.kind} is '${name}'`, [
+    throw ApiError.badRequest(`names are immutable: the body names '${typeof bodyName === 'string' ? bodyName : JSON.stringify(bodyName)}' but the ${def.kind} is '${name}'`, [
       { path: 'name', message: 'cannot be changed' },
     ]);
   }

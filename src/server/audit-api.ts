@@ -103,6 +103,12 @@ function customEvent(org: string, context: string, principal: Principal, body: u
   const errors = [];
   if (!input.resource || typeof input.resource !== 'object' || typeof input.resource.type !== 'string') errors.push({ path: 'resource.type', message: 'is required (a string)' });
   if (!input.action || typeof input.action !== 'object' || typeof input.action.type !== 'string') errors.push({ path: 'action.type', message: 'is required (a string)' });
+  // Objects where text is expected would make String() below throw (a 500).
+  if (input.eventTime !== undefined && typeof input.eventTime !== 'string') errors.push({ path: 'eventTime', message: 'must be a string' });
+  for (const field of ['id', 'name']) {
+    const v = input.resource?.[field];
+    if (v !== undefined && v !== null && typeof v === 'object') errors.push({ path: `resource.${field}`, message: 'must be a string' });
+  }
   if (errors.length) throw ApiError.badRequest('invalid audit event', errors);
   const actor = actorOf(principal);
   const id = randomUUID();

@@ -292,6 +292,21 @@ forEachBackend('authentication and authorization', (backend) => {
     await ok(as(auditor, 'GET', '/org/acme/secret/reported/-accessreport'));
     assertError(await as(auditor, 'GET', '/org/acme/secret/reported'), 403, 'forbidden');
   });
+
+  test('a JWT user lists the orgs it is a user of, and creating an org makes it a superuser there', async () => {
+    const token = await jwt(signer, 'founder@example.com');
+    const before = await ok(as(token, 'GET', '/org'));
+    assert.deepEqual(before.items, [], 'a user of no org sees none');
+    const created = await as(token, 'POST', '/org', { name: 'founded' });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const su = await ok(as(token, 'GET', '/org/founded/group/superusers'));
+    assert.equal((await admin('GET', '/org/founded/group/superusers')).status, 403, 'the org is not the admin key\'s');
+    assert.deepEqual(su.memberLinks, ['/org/founded/user/founder@example.com']);
+    assert.equal((await ok(as(token, 'GET', '/org/founded/user/founder@example.com'))).email, 'founder@example.com');
+    assert.equal((await as(token, 'POST', '/org/founded/gvc', { name: 'mine' })).status, 201);
+    assert.deepEqual((await ok(as(token, 'GET', '/org'))).items.map((o: any) => o.name), ['founded']);
+    assert.equal((await as(token, 'GET', '/org/acme/gvc')).status, 403, 'no access to an org it is not a user of');
+  });
 });
 
 forEachBackend('access changes seen by a second Keel process', (backend) => {
