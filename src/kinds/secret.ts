@@ -64,7 +64,7 @@ function checkData(type: SecretType, data: unknown): void {
   }
   const shape = SHAPES[type]!;
   for (const [key, value] of Object.entries(record)) {
-    if (!(key in shape.fields)) throw bad(`data.${key}`, 'is not a known field');
+    if (!Object.hasOwn(shape.fields, key)) throw bad(`data.${key}`, 'is not a known field'); // own keys only: `constructor` is in every object
     if (shape.lists?.includes(key)) {
       if (!Array.isArray(value) || value.some((v) => typeof v !== 'string')) throw bad(`data.${key}`, 'must be an array of strings');
       continue;

@@ -106,7 +106,9 @@ export class Resources {
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const input = requireObject(body);
-    const name = typeof input.name === 'string' ? input.name : undefined;
+    // Not left to validation: its type coercion would accept `true` as the name "true" while the key below had none.
+    if (typeof input.name !== 'string') throw ApiError.badRequest('name is required (a string)', [{ path: 'name', message: 'is required (a string)' }]);
+    const name = input.name;
     await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, fields: () => input });
     const data = this.prepare(def, place, input, undefined);
     const item = await this.write(principal, def, place, options, async (tx, hooks) => {
@@ -127,8 +129,7 @@ export class Resources {
     const expected = preconditionOf(patch);
     assertSameName(def, name, patch.name);
     await this.requireScope(principal, def, place);
-    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, principal, 'edit', def, place, name, expected);
+    const item = await this.change(principal, 'edit', def, place, name, expected, options, async (tx, hooks, locked) => {
       const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def));
       next.name = name;
       this.normalize(def, place, next);
@@ -164,8 +165,7 @@ export class Resources {
     }
     assertAllowed(def, 'update');
     const expected = preconditionOf(input);
-    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, principal, 'edit', def, place, input.name as string, expected);
+    const item = await this.change(principal, 'edit', def, place, input.name, expected, options, async (tx, hooks, locked) => {
       const next = this.prepare(def, place, input, locked);
       return this.update(tx, hooks, def, locked, next);
     });
@@ -175,8 +175,7 @@ export class Resources {
   async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
     assertAllowed(def, 'delete');
     await this.requireScope(principal, def, place);
-    await this.write(principal, def, place, {}, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, principal, 'delete', def, place, name, undefined);
+    await this.change(principal, 'delete', def, place, name, undefined, {}, async (tx, hooks, locked) => {
       await def.beforeDelete?.(present(def, locked, { reveal: true }), hooks);
       await tx.delete(locked);
       await def.afterWrite?.(name, undefined, hooks);
@@ -264,8 +263,7 @@ export class Resources {
     await this.requireScope(principal, def, place);
     const key = mintKey(place.org, name);
     const created = new Date().toISOString();
-    await this.write(principal, def, place, {}, async (tx, hooks) => {
-      const locked = await this.lockCurrent(tx, principal, 'addKey', def, place, name, undefined);
+    await this.change(principal, 'addKey', def, place, name, undefined, {}, async (tx, hooks, locked) => {
       if (locked.data.origin === 'builtin') throw ApiError.forbidden(`${def.kind} '${name}' is built in; keys cannot be added to it`);
       const keys = [...((locked.data.keys as unknown[] | undefined) ?? []), { name: key.keyName, description, created }];
       const { item } = await this.update(tx, hooks, def, locked, { ...locked.data, keys });
@@ -321,23 +319,30 @@ export class Resources {
     await this.requireGvc(def, place);
   }
 
-  /** Reads and locks the item a write changes, then checks the caller's permission on it and the version precondition. */
-  private async lockCurrent(
-    tx: Tx,
+  /**
+   * Changes an existing item: reads and locks it, decides the caller's permission on it as it is
+   * now, checks the version precondition, then applies `mutate`. (Deciding may read the database;
+   * stores keep reads off the connections transactions hold, so this never waits on itself.)
+   */
+  private change(
     principal: Principal,
     permission: string,
     def: KindDef,
     place: Place,
     name: string,
     expected: number | undefined,
+    options: WriteOptions,
+    mutate: (tx: Tx, hooks: HookContext, locked: StoredItem) => Promise<Change>,
   ): Promise<StoredItem> {
-    const locked = await tx.get(keyOf(def, place, name), 'update');
-    if (!locked) throw notFound(def, place, name);
-    await this.auth.check(principal, permission, def, targetOf(locked));
-    if (expected !== undefined && expected !== locked.version) {
-      throw ApiError.conflict(`${def.kind} '${name}' is at version ${locked.version}, not ${expected}; read it again and retry`);
-    }
-    return locked;
+    return this.write(principal, def, place, options, async (tx, hooks) => {
+      const locked = await tx.get(keyOf(def, place, name), 'update');
+      if (!locked) throw notFound(def, place, name);
+      await this.auth.check(principal, permission, def, targetOf(locked));
+      if (expected !== undefined && expected !== locked.version) {
+        throw ApiError.conflict(`${def.kind} '${name}' is at version ${locked.version}, not ${expected}; read it again and retry`);
+      }
+      return mutate(tx, hooks, locked);
+    });
   }
 
   /** Body of a create or replace: read-only fields dropped, defaults filled, links resolved, validated. */
@@ -353,7 +358,14 @@ export class Resources {
       carryImmutables(resourceSchema(def), previous.data, item);
     }
     if (typeof item.name === 'string') item.description ??= item.name;
-    def.defaults?.(item, place);
+    try {
+      def.defaults?.(item, place);
+    } catch (err) {
+      // Defaults assume the body's shape (`spec: true` has no fields to default): when validation
+      // refuses the body, that 400 is the answer; only a TypeError on a valid body is a bug.
+      if (err instanceof TypeError) validateResource(def, item);
+      throw err;
+    }
     this.normalize(def, place, item);
     validateResource(def, item);
     return item;

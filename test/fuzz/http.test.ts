@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { KINDS } from '../../src/kinds/index.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { anyRequest, assertNoPollution, checkAnswer, fuzz, GVC, hostileRequests, kindRequest, send, seedTargets, type FuzzRequest, type Targets } from './requests.js';
+import { anyRequest, assertNoPollution, checkAnswer, fuzz, GVC, hostileRequests, kindPath, kindRequest, send, seedTargets, type FuzzRequest, type Targets } from './requests.js';
 
 const RUNS = Number(process.env.FUZZ_TEST_RUNS ?? 250);
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined;
@@ -64,6 +64,12 @@ forEachBackend('HTTP fuzzing', (backend) => {
     assert.equal(group.status, 201, JSON.stringify(group.body));
     const read = await k.call('GET', '/org/acme/group/after-fuzz');
     assert.deepEqual(read.body.tags, { ok: 'yes' });
+    // Nothing stored by the fuzzing breaks reading any kind.
+    for (const def of KINDS) {
+      const list = await k.call('GET', `${kindPath(def)}?limit=1000`);
+      assert.ok(list.status < 500 && (list.status !== 200 || Array.isArray(list.body.items)), `${def.kind}: ${list.status} ${list.raw.slice(0, 300)}`);
+      for (const item of list.status === 200 ? list.body.items : []) assert.equal(typeof item.name, 'string', `${def.kind}: an item without a name`);
+    }
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
     assertNoPollution('the whole run');
   });

@@ -8,6 +8,7 @@ import { KINDS, resourceSchema } from '../../src/kinds/index.js';
 import type { KindDef } from '../../src/kinds/types.js';
 import type { App } from '../../src/server/app.js';
 import { patchArb, valueArb } from '../patch/arbitrary.js';
+import { SECRET_TYPES } from '../../src/kinds/secret.js';
 
 export const ORG = 'acme';
 export const GVC = 'fz';
@@ -478,6 +479,22 @@ export function hostileRequests(t: Targets): FuzzRequest[] {
     if (type !== undefined) headers['content-type'] = type;
     out.push({ method: 'POST', url: `/org/${ORG}/group`, headers, payload: '{"name":"ctype-probe","description":"x"}', label: `content-type ${JSON.stringify(type)}`, socket: Array.isArray(type) });
     out.push({ method: 'PATCH', url: `/org/${ORG}/group/ctype-probe`, headers, payload: '{"description":"y"}', label: `patch content-type ${JSON.stringify(type)}`, socket: true });
+  }
+  // Every kind: names of other types (validation coerces `true` to "true"), and fields of the wrong shape that hooks and defaults read.
+  for (const def of KINDS) {
+    const auth = { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' };
+    for (const name of [true, false, 123, null, {}, ['a'], { toString: 'x' }]) {
+      out.push({ method: 'POST', url: kindPath(def), headers: auth, payload: JSON.stringify({ name, tags: {} }), label: `${def.kind} named ${JSON.stringify(name)}` });
+    }
+    for (const field of Object.keys(def.fields)) {
+      for (const value of [true, 7, 'x', [], [1], { '': 1 }, { constructor: 'x', toString: 'y', hasOwnProperty: 'z', valueOf: 'v' }]) {
+        out.push({ method: 'PUT', url: kindPath(def), headers: auth, payload: JSON.stringify({ name: 'shape', [field]: value }), label: `${def.kind}.${field} = ${JSON.stringify(value)}` });
+      }
+    }
+  }
+  // Secret data of every type with keys every object inherits.
+  for (const type of SECRET_TYPES) {
+    out.push({ method: 'PUT', url: `/org/${ORG}/secret`, headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, payload: JSON.stringify({ name: `inherited-${type}`, type, data: { constructor: 'x', toString: 'y', __proto__x: 'z' } }), label: `secret ${type} with inherited keys` });
   }
   // Huge header values within Node's 16 KiB header limit.
   out.push({ method: 'GET', url: `/org/${ORG}/group`, headers: { authorization: `Bearer ${t.token}`, 'x-big': 'h'.repeat(14_000) }, label: 'one 14 KB header', socket: true });

@@ -19,11 +19,16 @@ export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
   private readonly pool: pg.Pool;
 
+  /** Reads outside transactions get their own connections: a transaction that needs a read (an
+   * authorization decision, a reconciler's listing) then never waits for a connection held by
+   * another transaction that waits in turn. */
+  private readonly reads: pg.Pool;
   private readonly sealer: Sealer;
   private readonly sweeper: NodeJS.Timeout;
 
-  private constructor(pool: pg.Pool) {
+  private constructor(pool: pg.Pool, reads: pg.Pool) {
     this.pool = pool;
+    this.reads = reads;
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
     this.sweeper = setInterval(() => void this.sealer.sweep().catch(() => {}), SWEEP_EVERY_MS);
@@ -32,8 +37,9 @@ export class PostgresStore implements Store {
 
   static async open(url: string, poolSize = 10): Promise<PostgresStore> {
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
-    pool.on('error', () => {}); // an idle client's error is reported on its next use
-    const store = new PostgresStore(pool);
+    const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
+    for (const p of [pool, reads]) p.on('error', () => {}); // an idle client's error is reported on its next use
+    const store = new PostgresStore(pool, reads);
     await store.migrate();
     return store;
   }
@@ -60,7 +66,7 @@ export class PostgresStore implements Store {
   }
 
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    return getOn(this.pool, key);
+    return getOn(this.reads, key);
   }
 
   async list(request: ListRequest): Promise<StoredItem[]> {
@@ -69,42 +75,42 @@ export class PostgresStore implements Store {
     if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
     const { where, orderBy } = request.build(params);
     const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-    const result = await this.pool.query<ResourceRow>(sql, params.values);
+    const result = await this.reads.query<ResourceRow>(sql, params.values);
     return result.rows.map(fromRow);
   }
 
   async findKey(keyName: string): Promise<KeyRecord | undefined> {
-    const { rows } = await this.pool.query('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]);
+    const { rows } = await this.reads.query('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]);
     const row = rows[0];
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
   }
 
   async orgs(): Promise<string[]> {
-    const { rows } = await this.pool.query("SELECT name FROM resources WHERE kind = 'org' ORDER BY name");
+    const { rows } = await this.reads.query("SELECT name FROM resources WHERE kind = 'org' ORDER BY name");
     return rows.map((r) => r.name as string);
   }
 
   async orgsNaming(link: string): Promise<string[]> {
-    const { rows } = await this.pool.query("SELECT DISTINCT org FROM resources WHERE kind IN ('group', 'policy') AND strpos(data::text, $1) > 0", [JSON.stringify(link)]);
+    const { rows } = await this.reads.query("SELECT DISTINCT org FROM resources WHERE kind IN ('group', 'policy') AND strpos(data::text, $1) > 0", [JSON.stringify(link)]);
     return rows.map((r) => r.org as string);
   }
 
   /** Chains the org's committed-but-pending events first, so a change readers can see always has its event in the chain. */
   private async sealPending(org: string): Promise<void> {
-    const { rows } = await this.pool.query('SELECT 1 FROM audit_pending WHERE org = $1 LIMIT 1', [org]);
+    const { rows } = await this.reads.query('SELECT 1 FROM audit_pending WHERE org = $1 LIMIT 1', [org]);
     if (rows.length) await this.sealer.seal(org);
   }
 
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
     await this.sealPending(filter.org);
     const { sql, values } = auditQuery('postgres', filter);
-    const { rows } = await this.pool.query<AuditRow>(sql, values);
+    const { rows } = await this.reads.query<AuditRow>(sql, values);
     return rows.map(fromAuditRow);
   }
 
   async auditHead(org: string) {
     await this.sealPending(org);
-    const { rows } = await this.pool.query(
+    const { rows } = await this.reads.query(
       `SELECT h.last_seq, h.last_hash, p.up_to_seq, p.hash AS pruned_hash
        FROM (SELECT $1::text AS org) o LEFT JOIN audit_heads h ON h.org = o.org LEFT JOIN audit_prunes p ON p.org = o.org`,
       [org],
@@ -114,7 +120,7 @@ export class PostgresStore implements Store {
   }
 
   async auditOrgs(): Promise<string[]> {
-    const { rows } = await this.pool.query('SELECT org FROM audit_heads ORDER BY org');
+    const { rows } = await this.reads.query('SELECT org FROM audit_heads ORDER BY org');
     return rows.map((r) => r.org as string);
   }
 
@@ -124,11 +130,11 @@ export class PostgresStore implements Store {
   }
 
   async ping(): Promise<void> {
-    await this.pool.query('SELECT 1');
+    await this.reads.query('SELECT 1');
   }
 
   async isEmpty(): Promise<boolean> {
-    const { rows } = await this.pool.query("SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1");
+    const { rows } = await this.reads.query("SELECT 1 FROM resources WHERE kind = 'org' LIMIT 1");
     return rows.length === 0;
   }
 
@@ -158,7 +164,7 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     await this.sealer.idle();
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.reads.end()]);
   }
 }
 
