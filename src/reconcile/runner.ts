@@ -45,6 +45,8 @@ const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
 const ORGS_EVERY_MS = 2_000;
 
 export class ReconcileRunner {
+  /** The placement each GVC had in the last event seen, so other edits of it cost nothing. */
+  private readonly placements = new Map<string, string>();
   private readonly lastSeq = new Map<string, number>();
   private readonly queue = new Map<string, ItemKey>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
@@ -170,11 +172,21 @@ export class ReconcileRunner {
         // Volume sets follow the workloads that mount them.
         for (const v of await listAll(this.store, org, 'volumeset', gvc)) this.enqueue(v);
         break;
-      case 'gvc':
-        if (event.actionType === 'delete') break;
+      case 'gvc': {
+        const key = `${org}/${event.resourceName}`;
+        if (event.actionType === 'delete') {
+          this.placements.delete(key);
+          break;
+        }
+        // Only a change of placement concerns the GVC's workloads, volume sets and domains.
+        const data = (JSON.parse(event.body) as { resource?: { data?: { spec?: { staticPlacement?: unknown } } } }).resource?.data;
+        const placement = JSON.stringify(data?.spec?.staticPlacement ?? null);
+        if (this.placements.get(key) === placement) break;
+        this.placements.set(key, placement);
         for (const k of ['workload', 'volumeset']) for (const item of await listAll(this.store, org, k, event.resourceName)) this.enqueue(item);
         for (const d of await listAll(this.store, org, 'domain', '')) this.enqueue(d);
         break;
+      }
       case 'mk8s':
       case 'domain':
       case 'agent':
