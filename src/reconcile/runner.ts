@@ -42,6 +42,8 @@ const RECONCILERS: Record<string, Reconciler> = {
 };
 /** Kinds the periodic scan visits (commands only while they run: the scan filters them). */
 const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
+/** The kinds whose changes concern some reconciler. */
+const ROUTED = new Set(['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'agent']);
 const ORGS_EVERY_MS = 2_000;
 
 export class ReconcileRunner {
@@ -153,7 +155,7 @@ export class ReconcileRunner {
   }
 
   private async route(org: string, event: AuditRecord): Promise<void> {
-    if (!['create', 'edit', 'delete'].includes(event.actionType)) return;
+    if (!['create', 'edit', 'delete'].includes(event.actionType) || !ROUTED.has(event.resourceType)) return;
     const link = (JSON.parse(event.body) as { resource?: { link?: string } }).resource?.link ?? '';
     const kind = event.resourceType;
     if (kind === 'command') {
