@@ -16,6 +16,8 @@ export class BearerAuthenticator {
   ) {}
 
   async authenticate(token: string | undefined, org: string | undefined): Promise<Principal> {
+    const known = token && this.keys.recent(token);
+    if (known) return known;
     if (!token || parseKey(token) || !looksLikeJwt(token)) return this.keys.authenticate(token);
     const { email, claims } = await this.jwt.verify(token);
     const at = org ?? '';

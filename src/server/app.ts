@@ -58,6 +58,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       requestIdHeader: false,
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+      // A child logger per request costs more than some requests; below info no request line is
+      // written, so requests share the server's logger (the few warnings and errors name reqId).
+      childLoggerFactory: (logger, bindings, opts) => ((logger as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.('info') === false ? logger : logger.child(bindings, opts)),
       // The router's own refusals (a path segment that is not valid percent-encoding, or longer than
       // maxParamLength) leave as the API's error object too, not fastify's default body or a 414.
       frameworkErrors: (error, request, reply) =>

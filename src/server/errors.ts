@@ -30,7 +30,7 @@ export function installErrorHandling(app: FastifyInstance): void {
       const code = CODE_BY_STATUS[status] ?? 'bad_request';
       return sendError(reply, request, new ApiError(code, clientMessage(error as FastifyError)));
     }
-    request.log.error({ err: error }, 'unhandled error');
+    request.log.error({ reqId: request.id, err: error }, 'unhandled error');
     return sendError(reply, request, new ApiError('internal', 'internal error; quote the id when reporting it'));
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, request, ApiError.notFound(`no such path: ${request.method} ${request.url.split('?')[0]}`)));

@@ -70,7 +70,7 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
 
 function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void {
   if (reply.sent || reply.raw.headersSent) return;
-  request.log.warn({ timeoutMs: ms }, 'request timed out');
+  request.log.warn({ reqId: request.id, timeoutMs: ms }, 'request timed out');
   sendError(reply, request, new ApiError('service_unavailable', `the request did not finish within ${ms} ms`));
 }
 

@@ -35,7 +35,7 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     try {
       await store.ping();
     } catch (err) {
-      request.log.error({ err }, 'store unreachable');
+      request.log.error({ reqId: request.id, err }, 'store unreachable');
       return sendError(reply, request, new ApiError('service_unavailable', 'the store is unreachable'));
     }
     return { status: 'ready', store: store.dialect };
