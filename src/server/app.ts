@@ -71,9 +71,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installErrorHandling(app);
     installBodyParsing(app);
     // A NUL in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
-    app.addHook('onRequest', async (request) => {
+    // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
+    app.addHook('onRequest', async (request, reply) => {
       for (const value of [...Object.values((request.params ?? {}) as Record<string, unknown>), ...Object.values((request.query ?? {}) as Record<string, unknown>)]) {
-        if ((Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && v.includes('\u0000'))) throw ApiError.badRequest('the path and query must not contain NUL characters');
+        if ((Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && v.includes('\u0000'))) return sendError(reply, request, ApiError.badRequest('the path and query must not contain NUL characters'));
       }
     });
     installAdmission(app, config);

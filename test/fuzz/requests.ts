@@ -501,6 +501,12 @@ export function hostileRequests(t: Targets): FuzzRequest[] {
   for (const type of SECRET_TYPES) {
     out.push({ method: 'PUT', url: `/org/${ORG}/secret`, headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, payload: JSON.stringify({ name: `inherited-${type}`, type, data: { constructor: 'x', toString: 'y', __proto__x: 'z' } }), label: `secret ${type} with inherited keys` });
   }
+  // NUL and bad encodings on the meta and docs routes too (they are mounted in their own plugin context).
+  for (const path of ['/openapi.json', '/docs', '/docs/json', '/docs/static/index.html', '/docs/nothing-here', '/about', '/discovery', '/healthz', '/readyz']) {
+    for (const tail of ['?x=%00', '?x=%FF', '%00', '/%ED%A0%80', '/' + 'p'.repeat(300)]) {
+      out.push({ method: 'GET', url: path + tail, headers: { authorization: `Bearer ${t.token}` }, label: `meta ${path}${tail.slice(0, 12)}` });
+    }
+  }
   // Huge header values within Node's 16 KiB header limit.
   out.push({ method: 'GET', url: `/org/${ORG}/group`, headers: { authorization: `Bearer ${t.token}`, 'x-big': 'h'.repeat(14_000) }, label: 'one 14 KB header', socket: true });
   out.push({ method: 'GET', url: `/org/${ORG}/group`, headers: { authorization: `Bearer ${'t'.repeat(14_000)}` }, label: '14 KB authorization', socket: true });
