@@ -12,6 +12,7 @@ import { tokenOf } from './authenticate.js';
 import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
+import { installPaging } from './paging.js';
 import { installAdmission, installRateLimit } from './limits.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
@@ -70,6 +71,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     await installDocs(app, docs);
     installErrorHandling(app);
     installBodyParsing(app);
+    installPaging(app, config.maxPageSize);
     // A NUL in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
     app.addHook('onRequest', async (request, reply) => {

@@ -4,11 +4,10 @@ import { actorOf, eventView, PLATFORM_CONTEXT, subjectOf } from '../audit/events
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
+import { pageSizeOf } from './paging.js';
 import { findKind } from '../kinds/index.js';
 import type { AuditFilter, Store } from '../store/types.js';
 
-const DEFAULT_PAGE = 100;
-const MAX_PAGE = 1000;
 type QueryString = Record<string, string | undefined>;
 type Params = Record<string, string>;
 
@@ -29,9 +28,7 @@ function isoTime(name: string, value: string | undefined): string | undefined {
 }
 
 /** The filter of a query string; `fixed` adds what the path says (resource id, name, subject). */
-function filterOf(org: string, query: QueryString, fixed: Partial<AuditFilter>): AuditFilter {
-  const limit = query.limit === undefined ? DEFAULT_PAGE : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) throw ApiError.badRequest(`limit must be 1..${MAX_PAGE}`, [{ path: 'limit', message: `must be 1..${MAX_PAGE}` }]);
+function filterOf(org: string, query: QueryString, limit: number, fixed: Partial<AuditFilter>): AuditFilter {
   const after = query.next === undefined ? undefined : Number(query.next);
   if (after !== undefined && (!Number.isInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
   return {
@@ -55,7 +52,7 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
   const query = async (request: FastifyRequest, fixed: Partial<AuditFilter>) => {
     const org = (request.params as Params).org;
     const qs = request.query as QueryString;
-    const filter = filterOf(org, qs, fixed);
+    const filter = filterOf(org, qs, pageSizeOf(request, qs.limit), fixed);
     await authorizeContext(store, auth, request.principal, org, filter.context!, 'readAudit');
     const records = await store.audit({ ...filter, limit: filter.limit + 1 });
     const more = records.length > filter.limit;

@@ -6,10 +6,9 @@ import type { KindDef, Place, Resource } from '../kinds/types.js';
 import { parseQuery, type Query } from '../query/index.js';
 import type { Page, Resources } from '../resources/service.js';
 import { sendError } from './errors.js';
+import { pageSizeOf } from './paging.js';
 
 const ALL_METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-const DEFAULT_PAGE = 100;
-const MAX_PAGE = 1000;
 
 type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 type Params = Record<string, string>;
@@ -83,7 +82,7 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
     },
     GET: async (request) => {
       const place = { org: orgOf(request) };
-      const token = decodeNext((request.query as QueryString).next);
+      const token = decodeNext((request.query as QueryString).next, request.server.maxPageSize);
       const query = parseQuery(token.query, def.kind);
       return queryPage(resources, def, place, request, query, token.echo, token.after, token.limit);
     },
@@ -144,11 +143,7 @@ function writeOptions(request: FastifyRequest): { dryRun: boolean } {
 }
 
 function pageSize(request: FastifyRequest): number {
-  const raw = (request.query as QueryString).limit;
-  if (raw === undefined) return DEFAULT_PAGE;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_PAGE) throw ApiError.badRequest(`limit must be a whole number from 1 to ${MAX_PAGE}`, [{ path: 'limit', message: `must be 1..${MAX_PAGE}` }]);
-  return n;
+  return pageSizeOf(request, (request.query as QueryString).limit);
 }
 
 async function list(resources: Resources, def: KindDef, place: Place, request: FastifyRequest) {
@@ -195,7 +190,7 @@ async function queryPage(
   const base = def.kind === 'org' ? '/org/-query' : `/org/${place.org}/${def.kind}/-query`;
   const links = [{ rel: 'self', href: base }];
   if (page.next) {
-    const token: NextToken = { query: request.method === 'POST' ? emptyToUndefined(request.body) : decodeNext((request.query as QueryString).next).query, echo, after: page.next, limit };
+    const token: NextToken = { query: request.method === 'POST' ? emptyToUndefined(request.body) : decodeNext((request.query as QueryString).next, request.server.maxPageSize).query, echo, after: page.next, limit };
     links.push({ rel: 'next', href: `${base}?next=${Buffer.from(JSON.stringify(token)).toString('base64url')}` });
   }
   const linksOnly = query.fetch === 'links';
@@ -208,10 +203,10 @@ async function queryPage(
   };
 }
 
-function decodeNext(raw: string | undefined): NextToken {
+function decodeNext(raw: string | undefined, maxPage: number): NextToken {
   try {
     const token = JSON.parse(Buffer.from(raw ?? '', 'base64url').toString('utf8')) as NextToken;
-    if (typeof token.after === 'string' && token.echo && typeof token.echo === 'object' && Number.isInteger(token.limit) && token.limit >= 1 && token.limit <= MAX_PAGE) return token;
+    if (typeof token.after === 'string' && token.echo && typeof token.echo === 'object' && Number.isInteger(token.limit) && token.limit >= 1 && token.limit <= maxPage) return token;
   } catch {
     // fall through to the error below
   }

@@ -188,4 +188,21 @@ describe('health, logs and limits', () => {
       await close();
     }
   });
+
+  test('the largest page is configurable; asking for more is 400', async () => {
+    const { k, app, close } = await appWith({ maxPageSize: 5 });
+    try {
+      const get = (url: string) => app.core.inject({ method: 'GET', url, headers: { authorization: `Bearer ${k.token}` } });
+      const page = (await get('/org/acme/location')).json();
+      assert.equal(page.items.length, 5, 'the default page is no larger than the largest');
+      assert.ok(page.links.some((l: { rel: string }) => l.rel === 'next'));
+      assert.equal((await get('/org/acme/location?limit=5')).statusCode, 200);
+      const over = await get('/org/acme/location?limit=6');
+      assert.equal(over.statusCode, 400);
+      assert.match(over.json().message, /from 1 to 5/);
+      assert.equal((await app.audit.inject({ method: 'GET', url: '/audit/org/acme?limit=6', headers: { authorization: `Bearer ${k.token}` } })).statusCode, 400);
+    } finally {
+      await close();
+    }
+  });
 });
