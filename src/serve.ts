@@ -39,6 +39,8 @@ export async function serve(config: Config): Promise<void> {
   await audit.listen({ host: config.host, port: config.auditPort });
   const endpoint = `http://${config.host}:${(core.server.address() as AddressInfo).port}`;
   const auditEndpoint = `http://${config.host}:${(audit.server.address() as AddressInfo).port}`;
+  // With port 0 the system chose the Audit API's port: /discovery must name the real one.
+  config.auditPort = (audit.server.address() as AddressInfo).port;
   if (token) {
     process.stdout.write(
       [

@@ -33,6 +33,9 @@ test('SIGTERM finishes in-flight writes, ends watchers, exits 0; acknowledged wr
   const first = await start();
   const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  const discovery = (await (await fetch(`${first.endpoint}/discovery`)).json()) as { endpoints: { audit: string } };
+  const audit = await fetch(`${discovery.endpoints.audit}/about`);
+  assert.equal(audit.status, 200, '/discovery names the Audit API where it really listens');
   const watch = await fetch(`${first.endpoint}/org/default/-watch`, { headers });
   assert.equal(watch.status, 200);
   const watchEnded = watch.body!.pipeTo(new WritableStream()).then(
