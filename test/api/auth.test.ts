@@ -11,16 +11,10 @@ import { configFromEnv } from '../../src/config.js';
 import { KINDS } from '../../src/kinds/index.js';
 import { buildApp, type App } from '../../src/server/app.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { assertError } from '../support/errors.js';
 
 const ISSUER = 'https://idp.test';
 const AUDIENCE = 'keel';
-const ERROR_KEYS = ['code', 'details', 'id', 'message', 'status'];
-
-function assertError(res: { status: number; body: any }, status: number, code: string): void {
-  assert.equal(res.status, status, JSON.stringify(res.body));
-  assert.deepEqual(Object.keys(res.body).sort(), ERROR_KEYS);
-  assert.equal(res.body.code, code);
-}
 
 const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
 const now = () => Math.floor(Date.now() / 1000);

@@ -9,10 +9,10 @@ import type { JsonSchema } from '../../src/kinds/schema.js';
 import { patchArb } from '../patch/arbitrary.js';
 import { groupSchema, volumesetSchema, type Doc } from '../patch/fixtures.js';
 import { forEachBackend, startKeel, type Response, type TestKeel } from '../support/keel.js';
+import { ERROR_KEYS } from '../support/errors.js';
 
 // Each run is a few requests; this keeps the file well under 30 s per backend.
 const NUM_RUNS = 60;
-const ERROR_KEYS = ['code', 'details', 'id', 'message', 'status'];
 
 interface Target {
   kind: string;

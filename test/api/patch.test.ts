@@ -3,16 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type Response, type TestKeel } from '../support/keel.js';
-
-const ERROR_KEYS = ['code', 'details', 'id', 'message', 'status'];
-
-function assertError(res: Response, status: number, code: string): void {
-  assert.equal(res.status, status, JSON.stringify(res.body));
-  assert.deepEqual(Object.keys(res.body).sort(), ERROR_KEYS);
-  assert.equal(res.body.status, status);
-  assert.equal(res.body.code, code);
-  assert.equal(typeof res.body.details, 'object');
-}
+import { assertError } from '../support/errors.js';
 
 /** A 400 whose details.errors name `path` (and, if given, a message matching `message`). */
 function assertBadPath(res: Response, path: string, message?: RegExp): void {
