@@ -95,7 +95,9 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'keel-bench-'));
   const port = await freePort();
   const org = 'bench';
-  const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli.js'), 'serve'], {
+  // BENCH_NODE_ARGS (say `--cpu-prof --cpu-prof-dir=/tmp/prof`) profiles the server under load.
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', 'src', 'cli.js'), 'serve'], {
     env: {
       ...process.env,
       KEEL_PORT: String(port),

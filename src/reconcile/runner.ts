@@ -43,7 +43,8 @@ const RECONCILERS: Record<string, Reconciler> = {
 /** Kinds the periodic scan visits (commands only while they run: the scan filters them). */
 const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
 /** The kinds whose changes concern some reconciler. */
-const ROUTED = new Set(['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'agent']);
+const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'agent'];
+const FOLLOW_PAGE = 500;
 const ORGS_EVERY_MS = 2_000;
 
 export class ReconcileRunner {
@@ -140,23 +141,28 @@ export class ReconcileRunner {
     }
   }
 
-  /** Reads each org's new events and queues the objects they concern. */
+  /** Reads each org's new events (those of routed kinds only) and queues the objects they concern. */
   private async follow(): Promise<void> {
-    for (const org of this.lastSeq.keys()) {
-      for (;;) {
-        const events = await this.store.audit({ org, context: PLATFORM_CONTEXT, afterSeq: this.lastSeq.get(org)!, limit: 500 });
+    for (const [org, last] of this.lastSeq) {
+      const head = (await this.store.auditHead(org)).seq;
+      let after = last;
+      while (after < head) {
+        const events = await this.store.audit({ org, context: PLATFORM_CONTEXT, resourceTypes: ROUTED, afterSeq: after, throughSeq: head, limit: FOLLOW_PAGE });
         for (const event of events) {
-          this.lastSeq.set(org, event.seq);
+          after = event.seq;
+          this.lastSeq.set(org, after);
           await this.route(org, event);
         }
-        if (events.length < 500) break;
+        if (events.length < FOLLOW_PAGE) after = head;
       }
+      this.lastSeq.set(org, Math.max(head, last));
     }
   }
 
   private async route(org: string, event: AuditRecord): Promise<void> {
-    if (!['create', 'edit', 'delete'].includes(event.actionType) || !ROUTED.has(event.resourceType)) return;
-    const link = (JSON.parse(event.body) as { resource?: { link?: string } }).resource?.link ?? '';
+    if (!['create', 'edit', 'delete'].includes(event.actionType)) return;
+    const resource = (JSON.parse(event.body) as { resource?: { link?: string; data?: { spec?: { staticPlacement?: unknown } } } }).resource;
+    const link = resource?.link ?? '';
     const kind = event.resourceType;
     if (kind === 'command') {
       const m = /^\/org\/[^/]+\/gvc\/([^/]+)\/(workload|volumeset)\/([^/]+)\/-command\/([^/]+)$/.exec(link);
@@ -181,8 +187,7 @@ export class ReconcileRunner {
           break;
         }
         // Only a change of placement concerns the GVC's workloads, volume sets and domains.
-        const data = (JSON.parse(event.body) as { resource?: { data?: { spec?: { staticPlacement?: unknown } } } }).resource?.data;
-        const placement = JSON.stringify(data?.spec?.staticPlacement ?? null);
+        const placement = JSON.stringify(resource?.data?.spec?.staticPlacement ?? null);
         if (this.placements.get(key) === placement) break;
         this.placements.set(key, placement);
         for (const k of ['workload', 'volumeset']) for (const item of await listAll(this.store, org, k, event.resourceName)) this.enqueue(item);

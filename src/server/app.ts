@@ -68,6 +68,14 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
         sendError(reply, request, ApiError.badRequest(error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is longer than 256 characters' : 'the path is not valid percent-encoded UTF-8')),
     });
     if (options.onRoute) app.addHook('onRoute', (route) => options.onRoute!(route, api));
+    // Once closing, answers end their connection: a keep-alive socket left idle after the last
+    // in-flight request would hold close() (and a graceful shutdown) open.
+    let closing = false;
+    app.addHook('preClose', async () => void (closing = true));
+    app.addHook('onSend', (_request, reply, payload, done) => {
+      if (closing) reply.header('connection', 'close');
+      done(null, payload);
+    });
     await installDocs(app, docs);
     installErrorHandling(app);
     installBodyParsing(app);

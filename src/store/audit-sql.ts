@@ -50,9 +50,11 @@ export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string
     ['actionType', 'action_type'],
   ];
   for (const [field, column] of eq) if (filter[field] !== undefined) where.push(`${column} = ${p.add(filter[field])}`);
+  if (filter.resourceTypes) where.push(filter.resourceTypes.length ? `resource_type IN (${filter.resourceTypes.map((t) => p.add(t)).join(', ')})` : 'FALSE');
   if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
   if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);
   if (filter.afterSeq !== undefined) where.push(`seq > ${p.add(filter.afterSeq)}`);
+  if (filter.throughSeq !== undefined) where.push(`seq <= ${p.add(filter.throughSeq)}`);
   const sql = `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ${p.add(filter.limit)}`;
   return { sql, values: p.values };
 }

@@ -61,6 +61,8 @@ export interface AuditFilter {
   id?: string;
   context?: string;
   resourceType?: string;
+  /** Any of these resource types. */
+  resourceTypes?: readonly string[];
   resourceName?: string;
   resourceId?: string;
   subjectName?: string;
@@ -69,6 +71,8 @@ export interface AuditFilter {
   from?: string;
   to?: string;
   afterSeq?: number;
+  /** Events up to and including this seq. */
+  throughSeq?: number;
   limit: number;
 }
 

@@ -5,6 +5,7 @@ import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
+import { Checkpointer } from './checkpointer.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
@@ -25,7 +26,7 @@ export class SqliteStore implements Store {
   private readonly mutex = new Mutex();
   private readonly statements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
-  private readonly checkpointer: NodeJS.Timeout;
+  private readonly checkpointer?: Checkpointer;
   private readonly cache = new Map<string, StoredItem | null>();
   private cachedAt = -1;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
@@ -35,7 +36,7 @@ export class SqliteStore implements Store {
     this.writer = new Database(file);
     this.writer.pragma('journal_mode = WAL');
     this.writer.pragma('synchronous = NORMAL');
-    // Checkpoints run on a timer rather than inside whichever commit crosses the WAL threshold.
+    // Checkpoints run on a timer in a worker thread (see checkpointer.ts), not inside whichever commit crosses the WAL threshold.
     this.writer.pragma('wal_autocheckpoint = 0');
     this.writer.pragma('busy_timeout = 5000');
     this.migrate();
@@ -45,8 +46,7 @@ export class SqliteStore implements Store {
     this.writer.pragma('optimize = 0x10002');
     this.optimizer = setInterval(() => this.mutex.run(async () => void this.writer.pragma('optimize')), OPTIMIZE_EVERY_MS);
     this.optimizer.unref();
-    this.checkpointer = setInterval(() => this.mutex.run(async () => void this.writer.pragma('wal_checkpoint(PASSIVE)')), CHECKPOINT_EVERY_MS);
-    this.checkpointer.unref();
+    if (file !== ':memory:') this.checkpointer = new Checkpointer(file, CHECKPOINT_EVERY_MS, (message) => process.emitWarning(`WAL checkpoint failed: ${message}`));
   }
 
   private migrate(): void {
@@ -178,7 +178,8 @@ export class SqliteStore implements Store {
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ fn, resolve: resolve as (value: unknown) => void, reject });
-      if (this.queue.length === 1) void this.mutex.run(() => this.drain());
+      // Started after this turn of the event loop, so every request read in the same turn joins the batch.
+      if (this.queue.length === 1) setImmediate(() => void this.mutex.run(() => this.drain()));
     });
   }
 
@@ -298,7 +299,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.optimizer);
-    clearInterval(this.checkpointer);
+    await this.checkpointer?.stop();
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
       this.writer.close();

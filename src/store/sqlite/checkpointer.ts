@@ -1,0 +1,36 @@
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+// WAL checkpoints copy committed pages into the database file and sync it: slow I/O that would
+// stall every request if it ran on the main thread. A worker thread with its own connection
+// runs them instead; a PASSIVE checkpoint never blocks the writer or readers.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file);
+db.pragma('busy_timeout = 5000');
+const timer = setInterval(() => {
+  try { db.pragma('wal_checkpoint(PASSIVE)'); } catch (err) { parentPort.postMessage(String(err)); }
+}, workerData.everyMs);
+parentPort.on('message', () => { clearInterval(timer); db.close(); parentPort.close(); });
+`;
+
+export class Checkpointer {
+  private readonly worker: Worker;
+
+  constructor(file: string, everyMs: number, onError: (message: string) => void) {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, everyMs, driver } });
+    this.worker.on('message', onError);
+    this.worker.on('error', (err) => onError(String(err)));
+    this.worker.unref();
+  }
+
+  /** Stops after any checkpoint under way. */
+  async stop(): Promise<void> {
+    const exited = new Promise((resolve) => this.worker.once('exit', resolve));
+    this.worker.ref(); // an unreferenced worker's exit would not keep the process waiting for it
+    this.worker.postMessage('stop');
+    await exited;
+  }
+}
