@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../src/errors.js';
-import type { Store, StoredItem } from '../../src/store/types.js';
+import type { NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
 
 function item(name: string, extra: Partial<StoredItem> = {}): StoredItem {
@@ -169,5 +169,75 @@ forEachBackend('store conformance', (backend) => {
     const results = await Promise.allSettled([attempt('x'), attempt('y')]);
     assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
     assert.equal((await store.get(it))!.version, 2);
+  });
+
+  // Read-modify-write transactions: PostgreSQL runs them optimistically first and falls back to
+  // locking; whichever path runs, every change and its event land exactly once.
+  const event = (org: string, name: string, n: number): NewAuditEvent => ({
+    org,
+    id: randomUUID(),
+    context: 'cpln',
+    eventTime: new Date().toISOString(),
+    resourceType: 'secret',
+    resourceName: name,
+    resourceId: name,
+    subjectName: 'test',
+    actionType: 'edit',
+    body: JSON.stringify({ n }),
+  });
+  const increment = (tx: Tx, current: StoredItem, extra: Record<string, unknown> = {}) =>
+    tx.update({ ...current, version: current.version + 1, data: { ...current.data, ...extra, n: Number(current.data.n ?? 0) + 1 } }, current.version);
+
+  test('racing read-modify-write transactions lose no update and write one event each', async () => {
+    const it = item('counter', { org: 'rmw' });
+    await store.transaction((tx) => tx.insert(it));
+    await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        store.transaction(async (tx) => {
+          const current = (await tx.get(it, 'update'))!;
+          await increment(tx, current);
+          await tx.appendAudit(event('rmw', 'counter', i));
+        }),
+      ),
+    );
+    const stored = (await store.get(it))!;
+    assert.equal(stored.data.n, 12);
+    assert.equal(stored.version, 13);
+    assert.equal((await store.audit({ org: 'rmw', limit: 100 })).length, 12);
+  });
+
+  test('a transaction that reads an item for update without writing it, beside a write, applies the write once', async () => {
+    const a = item('held', { org: 'held' });
+    const b = item('written', { org: 'held' });
+    await store.transaction(async (tx) => {
+      await tx.insert(a);
+      await tx.insert(b);
+    });
+    let runs = 0;
+    await store.transaction(async (tx) => {
+      runs++;
+      await tx.get(a, 'update');
+      await increment(tx, (await tx.get(b, 'update'))!);
+      await tx.appendAudit(event('held', 'written', 1));
+    });
+    assert.ok(runs >= 1);
+    assert.equal((await store.get(b))!.version, 2);
+    assert.equal((await store.get(b))!.data.n, 1);
+    assert.equal((await store.get(a))!.version, 1);
+    assert.equal((await store.audit({ org: 'held', limit: 100 })).length, 1);
+  });
+
+  test('a transaction that ignores the outcome of one of its writes still makes all of them', async () => {
+    const a = item('first', { org: 'lenient' });
+    await store.transaction((tx) => tx.insert(a));
+    const b = item('second', { org: 'lenient' });
+    await store.transaction(async (tx) => {
+      await increment(tx, (await tx.get(a, 'update'))!);
+      await tx.insert(b).catch(() => {}); // as if an existing item were fine
+      await tx.appendAudit(event('lenient', 'first', 1));
+    });
+    assert.equal((await store.get(a))!.data.n, 1);
+    assert.deepEqual(await store.get(b), b);
+    assert.equal((await store.audit({ org: 'lenient', limit: 100 })).length, 1);
   });
 });

@@ -2,18 +2,24 @@ import pg from 'pg';
 import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { NeedsLocking, OptimisticTx } from './optimistic.js';
+import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
-// Every write runs in a READ COMMITTED transaction: creates rely on the primary key, updates
-// on `version = expected` in the WHERE clause, and reads that guard an invariant (a GVC that
-// must exist, a GVC being deleted) lock the row. So several Keel processes can share one database.
+// A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
+// the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
+// on the primary key, updates on `version = expected` in the WHERE clause, and reads that guard
+// an invariant (a GVC that must exist, a GVC being deleted) lock the row. So several Keel
+// processes can share one database.
 const MIGRATION_LOCK = 0x6b65656c; // 'keel'
 const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
 const SWEEP_EVERY_MS = 1000;
 const SEAL_BATCH = 2000;
+/** Optimistic runs of one transaction that may meet a concurrent change before it locks instead. */
+const OPTIMISTIC_ATTEMPTS = 3;
 
 export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
@@ -80,7 +86,7 @@ export class PostgresStore implements Store {
   }
 
   async findKey(keyName: string): Promise<KeyRecord | undefined> {
-    const { rows } = await this.reads.query('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]);
+    const { rows } = await this.reads.query(prepared('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]));
     const row = rows[0];
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
   }
@@ -97,24 +103,23 @@ export class PostgresStore implements Store {
 
   /** Chains the org's committed-but-pending events first, so a change readers can see always has its event in the chain. */
   private async sealPending(org: string): Promise<void> {
-    const { rows } = await this.reads.query('SELECT 1 FROM audit_pending WHERE org = $1 LIMIT 1', [org]);
+    const { rows } = await this.reads.query(prepared('SELECT 1 FROM audit_pending WHERE org = $1 LIMIT 1', [org]));
     if (rows.length) await this.sealer.seal(org);
   }
 
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
     await this.sealPending(filter.org);
     const { sql, values } = auditQuery('postgres', filter);
-    const { rows } = await this.reads.query<AuditRow>(sql, values);
+    const { rows } = await this.reads.query<AuditRow>(prepared(sql, values));
     return rows.map(fromAuditRow);
   }
 
   async auditHead(org: string) {
     await this.sealPending(org);
-    const { rows } = await this.reads.query(
+    const { rows } = await this.reads.query(prepared(
       `SELECT h.last_seq, h.last_hash, p.up_to_seq, p.hash AS pruned_hash
        FROM (SELECT $1::text AS org) o LEFT JOIN audit_heads h ON h.org = o.org LEFT JOIN audit_prunes p ON p.org = o.org`,
-      [org],
-    );
+      [org]));
     const r = rows[0];
     return { seq: Number(r.last_seq ?? 0), hash: r.last_hash ?? '', prunedUpTo: Number(r.up_to_seq ?? 0), prunedHash: r.pruned_hash ?? '' };
   }
@@ -126,7 +131,7 @@ export class PostgresStore implements Store {
 
   async pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
     await this.sealer.seal(org);
-    return this.transaction(async (tx) => (tx as PgTx).pruneAudit(org, options));
+    return this.lockingTransaction(async (tx) => (tx as PgTx).pruneAudit(org, options));
   }
 
   async ping(): Promise<void> {
@@ -138,7 +143,32 @@ export class PostgresStore implements Store {
     return rows.length === 0;
   }
 
+  /**
+   * Runs `fn` optimistically first (see OptimisticTx): most changes then need two round trips and
+   * no lock. When it cannot, or keeps meeting concurrent changes, `fn` runs again in a locking
+   * READ COMMITTED transaction.
+   */
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; attempt <= OPTIMISTIC_ATTEMPTS; attempt++) {
+      const tx = new OptimisticTx(this.pool);
+      let result: T;
+      try {
+        result = await fn(tx);
+      } catch (err) {
+        if (tx.refused || err instanceof NeedsLocking) break;
+        throw err;
+      }
+      if (tx.refused) break;
+      const outcome = await tx.commit();
+      if (outcome === 'needs-locking') break;
+      if (outcome === 'conflict') continue;
+      await this.sealAppended(tx.appended);
+      return result;
+    }
+    return this.lockingTransaction(fn);
+  }
+
+  private async lockingTransaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
       const appended = new Set<string>();
@@ -154,11 +184,14 @@ export class PostgresStore implements Store {
       } finally {
         client.release();
       }
-      // Committed: now give its events their place in the chain before answering. If sealing
-      // fails, the change still happened; the sweeper chains its event later.
-      await Promise.all([...appended].map((org) => this.sealer.seal(org))).catch(() => {});
+      await this.sealAppended(appended);
       return result;
     }
+  }
+
+  /** Gives committed events their place in the chain before the change is answered. If sealing fails, the change still happened; the sweeper chains its events later. */
+  private async sealAppended(orgs: Set<string>): Promise<void> {
+    await Promise.all([...orgs].map((org) => this.sealer.seal(org))).catch(() => {});
   }
 
   async close(): Promise<void> {
@@ -166,17 +199,6 @@ export class PostgresStore implements Store {
     await this.sealer.idle();
     await Promise.all([this.pool.end(), this.reads.end()]);
   }
-}
-
-type Queryable = pg.Pool | pg.PoolClient;
-
-async function getOn(db: Queryable, key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
-  const suffix = lock === 'update' ? ' FOR UPDATE' : lock === 'share' ? ' FOR SHARE' : '';
-  const { rows } = await db.query<ResourceRow>(
-    `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4${suffix}`,
-    [key.org, key.kind, key.gvc, key.name],
-  );
-  return rows[0] && fromRow(rows[0]);
 }
 
 async function writeTags(client: pg.PoolClient, item: StoredItem): Promise<void> {
@@ -212,26 +234,8 @@ function transactionOn(client: pg.PoolClient, appended: Set<string>): PgTx {
       await writeTags(client, item);
     },
     async update(item, expectedVersion, options) {
-      // One round trip: the version-checked update and, when tags changed, the tag index with it.
-      const tags = options?.tagsUnchanged ? undefined : tagRows(item);
-      const { rows } = await client.query(
-        tags
-          ? `WITH updated AS (
-               UPDATE resources SET version = $1, last_modified = $2, data = $3
-               WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8 RETURNING id),
-             upserted AS (
-               INSERT INTO resource_tags (id, org, kind, gvc, name, key, value)
-               SELECT updated.id, $4, $5, $6, $7, k, v FROM updated, unnest($9::text[], $10::text[]) AS t(k, v)
-               ON CONFLICT (id, key) DO UPDATE SET value = excluded.value),
-             dropped AS (
-               DELETE FROM resource_tags WHERE id IN (SELECT id FROM updated) AND NOT (key = ANY($9::text[])))
-             SELECT count(*)::int AS n FROM updated`
-          : `WITH updated AS (
-               UPDATE resources SET version = $1, last_modified = $2, data = $3
-               WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8 RETURNING id)
-             SELECT count(*)::int AS n FROM updated`,
-        [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion, ...(tags ? [tags.map((t) => t[0]), tags.map((t) => t[1])] : [])],
-      );
+      const update = updateCtes(item, expectedVersion, options?.tagsUnchanged ?? false);
+      const { rows } = await client.query(prepared(`WITH ${update.sql} SELECT count(*)::int AS n FROM updated`, update.values));
       if (rows[0].n === 0) throw staleVersion(item);
     },
     async writeStatus(key, data) {
@@ -264,11 +268,8 @@ function transactionOn(client: pg.PoolClient, appended: Set<string>): PgTx {
     async appendAudit(event) {
       // No lock shared with the org's other writers: the event waits in audit_pending, and the
       // sealer chains it right after this transaction commits (see Sealer).
-      await client.query(
-        `INSERT INTO audit_pending (org, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-        [event.org, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, event.body],
-      );
+      const insert = pendingInsert([event], 1);
+      await client.query(prepared(insert.sql, insert.values));
       appended.add(event.org);
     },
     async pruneAudit(org, options) {
@@ -341,16 +342,15 @@ class Sealer {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      await client.query('SELECT pg_advisory_xact_lock(hashtext($1), 1)', [`keel-audit:${org}`]);
-      const { rows: pending } = await client.query(
+      await client.query(prepared('SELECT pg_advisory_xact_lock(hashtext($1), 1)', [`keel-audit:${org}`]));
+      const { rows: pending } = await client.query(prepared(
         'SELECT pending_id, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body FROM audit_pending WHERE org = $1 ORDER BY pending_id LIMIT $2',
-        [org, SEAL_BATCH],
-      );
+        [org, SEAL_BATCH]));
       if (pending.length === 0) {
         await client.query('COMMIT');
         return 0;
       }
-      const { rows: heads } = await client.query('SELECT last_seq, last_hash FROM audit_heads WHERE org = $1', [org]);
+      const { rows: heads } = await client.query(prepared('SELECT last_seq, last_hash FROM audit_heads WHERE org = $1', [org]));
       let seq = Number(heads[0]?.last_seq ?? 0);
       let hash: string = heads[0]?.last_hash ?? '';
       const seqs: number[] = [];
@@ -362,16 +362,14 @@ class Sealer {
         hashes.push(hash);
       }
       const column = (name: string) => pending.map((e) => e[name]);
-      await client.query(
+      await client.query(prepared(
         `INSERT INTO audit_events (${AUDIT_COLUMNS})
          SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])`,
-        [org, seqs, column('id'), column('context'), column('event_time'), column('resource_type'), column('resource_name'), column('resource_id'), column('subject_name'), column('action_type'), hashes, column('body')],
-      );
-      await client.query('DELETE FROM audit_pending WHERE pending_id = ANY($1::bigint[])', [column('pending_id')]);
-      await client.query(
+        [org, seqs, column('id'), column('context'), column('event_time'), column('resource_type'), column('resource_name'), column('resource_id'), column('subject_name'), column('action_type'), hashes, column('body')]));
+      await client.query(prepared('DELETE FROM audit_pending WHERE pending_id = ANY($1::bigint[])', [column('pending_id')]));
+      await client.query(prepared(
         'INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, $2, $3) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash',
-        [org, seq, hash],
-      );
+        [org, seq, hash]));
       await client.query('COMMIT');
       return pending.length;
     } catch (err) {

@@ -1,0 +1,98 @@
+import type pg from 'pg';
+import type { ItemKey, NewAuditEvent, StoredItem, Tx } from '../types.js';
+import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
+
+/** Thrown by an optimistic transaction for anything it cannot do: the store then locks instead. */
+export class NeedsLocking extends Error {
+  constructor() {
+    super('this transaction needs row locks');
+  }
+}
+
+const keyString = (k: ItemKey) => `${k.org}\u0000${k.kind}\u0000${k.gvc}\u0000${k.name}`;
+
+/**
+ * A transaction without a transaction: reads run at once, and the writes are sent at the end as
+ * one statement that applies only if the item read "for update" is still at the version read. The
+ * usual change (read an item, write its next state and its audit event) then costs two round
+ * trips instead of five, and holds no connection while the caller computes. Anything else
+ * (inserts, deletes, locks, a read after a write, a second update) refuses with NeedsLocking, and
+ * the store runs the function again in a locking transaction.
+ */
+export class OptimisticTx implements Tx {
+  /** Set once anything was refused: even if the caller swallowed the error, its outcome is void. */
+  refused = false;
+  /** The orgs whose events this transaction appended (sealed into their chains after commit). */
+  readonly appended = new Set<string>();
+  private readonly lockedVersions = new Map<string, number>();
+  private pendingUpdate?: { item: StoredItem; expectedVersion: number; tagsUnchanged: boolean };
+  private readonly events: NewAuditEvent[] = [];
+
+  constructor(private readonly db: pg.Pool) {}
+
+  private refuse(): never {
+    this.refused = true;
+    throw new NeedsLocking();
+  }
+
+  private get writing(): boolean {
+    return this.pendingUpdate !== undefined || this.events.length > 0;
+  }
+
+  async get(key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
+    if (this.writing || lock === 'share') this.refuse();
+    const item = await getOn(this.db, key);
+    if (lock === 'update' && item) this.lockedVersions.set(keyString(item), item.version);
+    return item;
+  }
+
+  async update(item: StoredItem, expectedVersion: number, options?: { tagsUnchanged?: boolean }): Promise<void> {
+    const key = keyString(item);
+    if (this.pendingUpdate || this.lockedVersions.get(key) !== expectedVersion) this.refuse();
+    this.lockedVersions.delete(key);
+    this.pendingUpdate = { item, expectedVersion, tagsUnchanged: options?.tagsUnchanged ?? false };
+  }
+
+  async appendAudit(event: NewAuditEvent): Promise<void> {
+    this.events.push(event);
+    this.appended.add(event.org);
+  }
+
+  async countInGvc(org: string, kind: string, gvc: string): Promise<number> {
+    if (this.writing) this.refuse();
+    const { rows } = await this.db.query('SELECT COUNT(*)::int AS n FROM resources WHERE org = $1 AND kind = $2 AND gvc = $3', [org, kind, gvc]);
+    return rows[0].n as number;
+  }
+
+  insert = async (): Promise<void> => this.refuse();
+  writeStatus = async (): Promise<void> => this.refuse();
+  delete = async (): Promise<void> => this.refuse();
+  tryLock = async (): Promise<boolean> => this.refuse();
+  putKey = async (): Promise<void> => this.refuse();
+  deleteKeys = async (): Promise<void> => this.refuse();
+
+  /**
+   * Sends the writes: 'committed', 'conflict' when the item changed since it was read (run the
+   * function again), or 'needs-locking' when an item was read for update but not written.
+   */
+  async commit(): Promise<'committed' | 'conflict' | 'needs-locking'> {
+    if (!this.writing) return 'committed';
+    if (this.lockedVersions.size > 0) return 'needs-locking';
+    if (!this.pendingUpdate) {
+      const insert = pendingInsert(this.events, 1);
+      await this.db.query(prepared(insert.sql, insert.values));
+      return 'committed';
+    }
+    const { item, expectedVersion, tagsUnchanged } = this.pendingUpdate;
+    const update = updateCtes(item, expectedVersion, tagsUnchanged);
+    const parts = [update.sql];
+    const values = [...update.values];
+    if (this.events.length > 0) {
+      const insert = pendingInsert(this.events, values.length + 1, 'EXISTS (SELECT 1 FROM updated)');
+      parts.push(`appended AS (${insert.sql})`);
+      values.push(...insert.values);
+    }
+    const { rows } = await this.db.query(prepared(`WITH ${parts.join(',\n')} SELECT count(*)::int AS n FROM updated`, values));
+    return rows[0].n === 1 ? 'committed' : 'conflict';
+  }
+}

@@ -1,0 +1,69 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import type { ItemKey, NewAuditEvent, StoredItem } from '../types.js';
+
+// SQL shared by the store's locking transactions and its optimistic ones.
+
+export type Queryable = pg.Pool | pg.PoolClient;
+
+const names = new Map<string, string>();
+
+/**
+ * A query as a named prepared statement: PostgreSQL parses and plans it once per connection
+ * instead of on every call. Only for statements whose text comes from a small fixed set.
+ */
+export function prepared(text: string, values: unknown[]): pg.QueryConfig {
+  let name = names.get(text);
+  if (!name) {
+    name = `keel_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+    names.set(text, name);
+  }
+  return { name, text, values };
+}
+
+export async function getOn(db: Queryable, key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
+  const suffix = lock === 'update' ? ' FOR UPDATE' : lock === 'share' ? ' FOR SHARE' : '';
+  const { rows } = await db.query<ResourceRow>(
+    prepared(`SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4${suffix}`, [key.org, key.kind, key.gvc, key.name]),
+  );
+  return rows[0] && fromRow(rows[0]);
+}
+
+/**
+ * The version-checked update of an item (and, unless its tags are unchanged, of its tag index)
+ * as common table expressions: `updated` holds the id of the row when it was at `expectedVersion`.
+ */
+export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchanged: boolean): { sql: string; values: unknown[] } {
+  const values: unknown[] = [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion];
+  let sql = `updated AS (
+      UPDATE resources SET version = $1, last_modified = $2, data = $3
+      WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8 RETURNING id)`;
+  if (!tagsUnchanged) {
+    const tags = tagRows(item);
+    values.push(
+      tags.map((t) => t[0]),
+      tags.map((t) => t[1]),
+    );
+    sql += `,
+    upserted AS (
+      INSERT INTO resource_tags (id, org, kind, gvc, name, key, value)
+      SELECT updated.id, $4, $5, $6, $7, k, v FROM updated, unnest($9::text[], $10::text[]) AS t(k, v)
+      ON CONFLICT (id, key) DO UPDATE SET value = excluded.value),
+    dropped AS (
+      DELETE FROM resource_tags WHERE id IN (SELECT id FROM updated) AND NOT (key = ANY($9::text[])))`;
+  }
+  return { sql, values };
+}
+
+const PENDING_COLUMNS = 'org, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body';
+
+/** Inserts audit events into audit_pending (to be sealed into the chain after commit); `guard` is an SQL condition they wait on. */
+export function pendingInsert(events: NewAuditEvent[], firstParam: number, guard = 'TRUE'): { sql: string; values: unknown[] } {
+  const fields: Array<keyof NewAuditEvent> = ['org', 'id', 'context', 'eventTime', 'resourceType', 'resourceName', 'resourceId', 'subjectName', 'actionType', 'body'];
+  const params = fields.map((_, i) => `$${firstParam + i}::text[]`).join(', ');
+  return {
+    sql: `INSERT INTO audit_pending (${PENDING_COLUMNS}) SELECT * FROM unnest(${params}) WHERE ${guard}`,
+    values: fields.map((f) => events.map((e) => e[f])),
+  };
+}
