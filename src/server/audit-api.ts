@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { randomUUID } from 'node:crypto';
-import { actorOf, eventView, PLATFORM_CONTEXT, subjectOf } from '../audit/events.js';
+import { actorOf, eventView, newEventId, PLATFORM_CONTEXT, subjectOf } from '../audit/events.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
@@ -108,7 +107,7 @@ function customEvent(org: string, context: string, principal: Principal, body: u
   }
   if (errors.length) throw ApiError.badRequest('invalid audit event', errors);
   const actor = actorOf(principal);
-  const id = randomUUID();
+  const id = newEventId();
   const now = new Date().toISOString();
   const eventTime = input.eventTime === undefined ? now : isoTime('eventTime', String(input.eventTime))!;
   const resource = { id: String(input.resource.id ?? ''), name: String(input.resource.name ?? ''), type: input.resource.type, ...(input.resource.data ? { data: input.resource.data } : {}) };

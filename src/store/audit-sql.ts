@@ -1,3 +1,4 @@
+import { PLATFORM_CONTEXT } from '../audit/events.js';
 import type { AuditFilter, AuditRecord } from './types.js';
 import { SqlParams, type Dialect } from './sql.js';
 
@@ -50,6 +51,8 @@ export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string
     ['actionType', 'action_type'],
   ];
   for (const [field, column] of eq) if (filter[field] !== undefined) where.push(`${column} = ${p.add(filter[field])}`);
+  // Lets the planner use the index that holds custom contexts only (migration 5).
+  if (filter.context !== undefined && filter.context !== PLATFORM_CONTEXT) where.push(`context <> '${PLATFORM_CONTEXT}'`);
   if (filter.resourceTypes) where.push(filter.resourceTypes.length ? `resource_type IN (${filter.resourceTypes.map((t) => p.add(t)).join(', ')})` : 'FALSE');
   if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
   if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);

@@ -53,6 +53,10 @@ forEachBackend('audit', (backend) => {
     assert.equal(mine[0].context.org, 'acme');
     assert.equal(mine[0].context.name, 'cpln');
     assert.ok((await events()).every((e) => e.resource.name !== 'dry-run-gvc'));
+    // Event ids are UUIDs of version 7: time-ordered, so later events sort after earlier ones.
+    const ids = mine.map((e) => e.id as string);
+    assert.ok(ids.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)), ids.join(' '));
+    assert.deepEqual([...ids].sort(), ids);
   });
 
   test('key minting, key revocation and policy changes are audited; secret values and key material never are', async () => {
