@@ -9,6 +9,7 @@ import { KeyAuthenticator } from '../auth/authenticator.js';
 import { BearerAuthenticator } from '../auth/bearer.js';
 import { JwtVerifier } from '../auth/jwt.js';
 import { tokenOf } from './authenticate.js';
+import type { Principal } from '../auth/principal.js';
 import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
@@ -82,17 +83,23 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installPaging(app, config.maxPageSize);
     // A NUL in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
-    app.addHook('onRequest', async (request, reply) => {
-      for (const value of [...Object.values((request.params ?? {}) as Record<string, unknown>), ...Object.values((request.query ?? {}) as Record<string, unknown>)]) {
-        if ((Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && v.includes('\u0000'))) return sendError(reply, request, ApiError.badRequest('the path and query must not contain NUL characters'));
-      }
+    app.addHook('onRequest', (request, reply, done) => {
+      if (hasNul(request.params) || hasNul(request.query)) return sendError(reply, request, ApiError.badRequest('the path and query must not contain NUL characters'));
+      done();
     });
     installAdmission(app, config);
     // --- authentication (issue 5): a service-account key or a trusted JWT; the handler runs as the principal.
-    app.addHook('onRequest', async (request) => {
-      if (request.routeOptions.config?.public) return;
-      const principal = await bearer.authenticate(tokenOf(request), (request.params as { org?: string }).org);
-      request.principal = { ...principal, requestId: request.id, remoteIp: request.ip };
+    // Callback style with a synchronous path for a recently verified key: no promise per request.
+    app.addHook('onRequest', (request, _reply, done) => {
+      if (request.routeOptions.config?.public) return done();
+      const token = tokenOf(request);
+      const signIn = (principal: Principal) => {
+        request.principal = { ...principal, requestId: request.id, remoteIp: request.ip };
+        done();
+      };
+      const known = token && keys.recent(token);
+      if (known) return signIn(known);
+      bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, done);
     });
     // --- end authentication
     installRateLimit(app, config);
@@ -133,6 +140,16 @@ function installBodyParsing(app: FastifyInstance): void {
     if ((body as string).trim() === '') return done(null, undefined);
     done(new ApiError('unsupported_media_type', 'the request body must be JSON (Content-Type: application/json)'));
   });
+}
+
+/** Whether a parsed path or query (values: strings, or arrays of them for repeated keys) holds a NUL. */
+function hasNul(values: unknown): boolean {
+  if (!values || typeof values !== 'object') return false;
+  for (const key in values) {
+    const value = (values as Record<string, unknown>)[key];
+    if (typeof value === 'string' ? value.includes('\u0000') : Array.isArray(value) && value.some((v) => typeof v === 'string' && v.includes('\u0000'))) return true;
+  }
+  return false;
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
