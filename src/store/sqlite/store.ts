@@ -29,6 +29,7 @@ export class SqliteStore implements Store {
   private readonly checkpointer?: Checkpointer;
   private readonly cache = new Map<string, StoredItem | null>();
   private cachedAt = -1;
+  private versionChecked = false;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
   constructor(file: string) {
@@ -88,10 +89,16 @@ export class SqliteStore implements Store {
    * mutate them (none do: presentation and patching copy).
    */
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    const version = this.stmt(this.reader, 'PRAGMA data_version').pluck().get() as number;
-    if (version !== this.cachedAt) {
-      this.cache.clear();
-      this.cachedAt = version;
+    // Asked once per turn of the event loop (each question starts a read transaction, which
+    // takes file locks) and again after each of this process's commits.
+    if (!this.versionChecked) {
+      const version = this.stmt(this.reader, 'PRAGMA data_version').pluck().get() as number;
+      if (version !== this.cachedAt) {
+        this.cache.clear();
+        this.cachedAt = version;
+      }
+      this.versionChecked = true;
+      setImmediate(() => (this.versionChecked = false));
     }
     const id = `${key.org}\u0000${key.kind}\u0000${key.gvc}\u0000${key.name}`;
     const hit = this.cache.get(id);
@@ -219,6 +226,7 @@ export class SqliteStore implements Store {
       }
     }
     this.stmt(this.writer, 'COMMIT').run();
+    this.versionChecked = false;
     return outcomes;
   }
 

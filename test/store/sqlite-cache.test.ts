@@ -1,0 +1,43 @@
+// SQLite's read cache: a commit by another connection to the same file (another process, such as
+// the keel command) is seen by the next read in a later turn of the event loop; this process's own
+// commits are seen at once.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { test } from 'node:test';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import type { StoredItem } from '../../src/store/types.js';
+
+const item = (name: string, description: string): StoredItem => {
+  const now = new Date().toISOString();
+  return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, description, tags: {} } };
+};
+
+test('cached reads see their own commits at once and another connection\'s by the next turn', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'keel-cache-'));
+  const file = join(dir, 'keel.db');
+  const server = new SqliteStore(file);
+  const other = new SqliteStore(file); // as the keel command would open it
+  try {
+    const key = { org: 'o', kind: 'secret', gvc: '', name: 'shared' };
+    assert.equal(await server.get(key), undefined); // now cached as absent
+    await server.transaction((tx) => tx.insert(item('own', 'mine')));
+    assert.equal((await server.get({ ...key, name: 'own' }))?.data.description, 'mine');
+
+    await other.transaction((tx) => tx.insert(item('shared', 'from elsewhere')));
+    await nextTurn();
+    assert.equal((await server.get(key))?.data.description, 'from elsewhere');
+
+    const current = (await server.get(key))!;
+    await other.transaction((tx) => tx.update({ ...current, version: 2, data: { ...current.data, description: 'changed elsewhere' } }, 1));
+    await nextTurn();
+    assert.equal((await server.get(key))?.version, 2);
+  } finally {
+    await other.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
