@@ -71,26 +71,35 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
   mountActions(app, resources);
 }
 
-/** Routes that address a kind as a whole: query (org-wide, also for gvc-scoped kinds) and its permission schema. */
+/**
+ * Routes that address a kind as a whole: its query (org-wide, also for gvc-scoped kinds, and within
+ * one GVC under the GVC's path) and its permission schema.
+ */
 function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef): void {
   const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
-  mount(app, `${base}/-query`, {
-    POST: async (request) => {
-      const place = { org: orgOf(request) };
-      const query = parseQuery(emptyToUndefined(request.body), def.kind);
-      return queryPage(resources, def, place, request, query, echoOf(request.body, def, place));
-    },
-    GET: async (request) => {
-      const place = { org: orgOf(request) };
-      const token = decodeNext((request.query as QueryString).next, request.server.maxPageSize);
-      const query = parseQuery(token.query, def.kind);
-      return queryPage(resources, def, place, request, query, token.echo, token.after, token.limit);
-    },
-  });
+  mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
+  if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
   mount(app, `${base}/-schema/permissions`, {
     GET: async (request) => {
       const self = def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`;
       return { kind: 'permissions', targetKind: def.kind, items: def.permissions, implied: impliedPermissions(def), links: [{ rel: 'self', href: self }] };
+    },
+  });
+}
+
+/** POST runs a query; GET follows a page's `next` link. */
+function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, url: string, placeFor: (request: FastifyRequest) => Place): void {
+  mount(app, url, {
+    POST: async (request) => {
+      const place = placeFor(request);
+      const query = parseQuery(emptyToUndefined(request.body), def.kind);
+      return queryPage(resources, def, place, request, query, echoOf(request.body, def, place));
+    },
+    GET: async (request) => {
+      const place = placeFor(request);
+      const token = decodeNext((request.query as QueryString).next, request.server.maxPageSize);
+      const query = parseQuery(token.query, def.kind);
+      return queryPage(resources, def, place, request, query, token.echo, token.after, token.limit);
     },
   });
 }
@@ -186,8 +195,8 @@ async function queryPage(
   after?: string,
   limit = pageSize(request),
 ) {
-  const page: Page = await resources.query(request.principal, def, { org: place.org }, query, { limit, after });
-  const base = def.kind === 'org' ? '/org/-query' : `/org/${place.org}/${def.kind}/-query`;
+  const page: Page = await resources.query(request.principal, def, place, query, { limit, after });
+  const base = def.kind === 'org' ? '/org/-query' : place.gvc !== undefined ? `/org/${place.org}/gvc/${place.gvc}/${def.kind}/-query` : `/org/${place.org}/${def.kind}/-query`;
   const links = [{ rel: 'self', href: base }];
   if (page.next) {
     const token: NextToken = { query: request.method === 'POST' ? emptyToUndefined(request.body) : decodeNext((request.query as QueryString).next, request.server.maxPageSize).query, echo, after: page.next, limit };
@@ -217,7 +226,8 @@ function decodeNext(raw: string | undefined, maxPage: number): NextToken {
 function echoOf(body: unknown, def: KindDef, place: Place): Record<string, unknown> {
   const sent = (emptyToUndefined(body) ?? {}) as Record<string, unknown>;
   const spec = (sent.spec ?? {}) as Record<string, unknown>;
-  return { kind: def.kind, ...(sent.fetch ? { fetch: sent.fetch } : {}), context: { org: place.org }, spec: { match: 'all', terms: [], ...spec } };
+  const context = place.gvc !== undefined ? { org: place.org, gvc: place.gvc } : { org: place.org };
+  return { kind: def.kind, ...(sent.fetch ? { fetch: sent.fetch } : {}), context, spec: { match: 'all', terms: [], ...spec } };
 }
 
 function emptyToUndefined(body: unknown): unknown {

@@ -163,6 +163,23 @@ forEachBackend('query API', (backend) => {
     assert.deepEqual(await q('workload', { terms: [{ op: 'exists', rel: 'identity' }] }), ['g1/web']);
   });
 
+  test('a query under a GVC path covers that GVC only, pages within it, and names it in its links and echo', async () => {
+    const res = await ok('POST', '/org/acme/gvc/g2/workload/-query', { spec: { terms: [{ op: '~', tag: 'tier', value: 'front' }] } });
+    assert.deepEqual(res.body.items.map(placeOf), ['g2/api', 'g2/web']);
+    assert.deepEqual(res.body.links, [{ rel: 'self', href: '/org/acme/gvc/g2/workload/-query' }]);
+    assert.deepEqual(res.body.query.context, { org: 'acme', gvc: 'g2' });
+    assert.deepEqual((await ok('POST', '/org/acme/gvc/g3/workload/-query', {})).body.items, []);
+    const first = await ok('POST', '/org/acme/gvc/g1/identity/-query?limit=7', { spec: { match: 'all', terms: [] } });
+    const pages = await follow(first);
+    assert.ok(pages.length > 1);
+    assert.ok(pages.every((page) => page.links.every((l: any) => l.href.startsWith('/org/acme/gvc/g1/identity/-query'))));
+    const names = pages.flatMap((page) => page.items.map(placeOf));
+    assert.deepEqual(names, [...ids(PAGED).map((n) => `g1/${n}`), 'g1/ident']);
+    // The caller's view still applies, and a GVC that does not exist is 404.
+    assert.deepEqual((await ok('POST', '/org/acme/gvc/g1/workload/-query', {}, { token: reader })).body.items.map(placeOf), ['g1/web']);
+    assert.equal((await k.call('POST', '/org/acme/gvc/nope/workload/-query', {})).status, 404);
+  });
+
   test('match all, any and none', async () => {
     const terms = [
       { op: '=', tag: 'tier', value: 'front' },
