@@ -1,8 +1,7 @@
 // PATCH with directives and a version precondition, on SQLite and on PostgreSQL.
 import type autocannon from 'autocannon';
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { CONNECTIONS, PG_URL, load, loadTable, startKeel, type LoadResult, type RunningKeel, type Section } from './harness.js';
+import { withBenchSchema } from './pg-schema.js';
 
 // Enough GVCs that every connection always finds an idle one, plus the few a finished run strands.
 const TARGETS = 256;
@@ -73,25 +72,9 @@ async function measure(backend: 'sqlite' | 'postgres', databaseUrl?: string): Pr
   }
 }
 
-/** A fresh schema for the run, selected through the search_path option of the URL. */
-async function withSchema<T>(fn: (url: string) => Promise<T>): Promise<T> {
-  const schema = `keel_bench_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    const url = new URL(PG_URL);
-    url.searchParams.set('options', `-c search_path=${schema}`);
-    return await fn(url.toString());
-  } finally {
-    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await admin.end();
-  }
-}
-
 export async function benchPatch(): Promise<Section> {
   const sqlite = await measure('sqlite');
-  const postgres = await withSchema((url) => measure('postgres', url));
+  const postgres = await withBenchSchema(PG_URL, async (url) => measure('postgres', await url()));
   const verdict = (r: LoadResult, goal: number) => `${r.requestsPerSecond.toFixed(0)}/s against a goal of ≥ ${goal}/s: **${r.requestsPerSecond >= goal ? 'met' : 'missed'}**`;
   return {
     title: 'PATCH with directives and a version precondition',

@@ -1,4 +1,4 @@
-import type { StoredItem } from './types.js';
+import type { ItemKey, StoredItem } from './types.js';
 
 /** The resource_tags rows of an item: one per tag, values as text (how query terms compare them). */
 export function tagRows(item: StoredItem): Array<[string, string]> {
@@ -8,6 +8,9 @@ export function tagRows(item: StoredItem): Array<[string, string]> {
     .filter(([, v]) => v !== null && v !== undefined)
     .map(([k, v]) => [k, String(v)]);
 }
+
+/** An item's key as one string (NUL-separated: no name or org contains NUL), for maps keyed by item. */
+export const itemKeyString = (key: ItemKey): string => `${key.org}\u0000${key.kind}\u0000${key.gvc}\u0000${key.name}`;
 
 export interface ResourceRow {
   org: string;

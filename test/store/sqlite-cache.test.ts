@@ -1,9 +1,9 @@
-// SQLite's read cache: a commit by another connection to the same file (another process, such as
-// the keel command) is seen by the next read in a later turn of the event loop; this process's own
-// commits are seen at once.
+// SQLite specifics: the read cache (a commit by another connection to the same file, such as the
+// keel command's, is seen by the next read in a later turn of the event loop; this process's own
+// commits at once) and the checkpointer thread that copies the WAL into the database file.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -38,6 +38,27 @@ test('cached reads see their own commits at once and another connection\'s by th
   } finally {
     await other.close();
     await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the checkpointer thread copies committed pages from the WAL into the database file while the store is open', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'keel-checkpoint-'));
+  const file = join(dir, 'keel.db');
+  const store = new SqliteStore(file);
+  try {
+    const before = statSync(file).size;
+    // The writer never checkpoints itself (wal_autocheckpoint = 0): only the thread can grow the file.
+    await store.transaction(async (tx) => {
+      for (let i = 0; i < 500; i++) await tx.insert(item(`s${i}`, 'x'.repeat(200)));
+    });
+    const deadline = Date.now() + 10_000;
+    while (statSync(file).size <= before) {
+      assert.ok(Date.now() < deadline, `the database file stayed at ${before} bytes`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

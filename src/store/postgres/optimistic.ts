@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { ItemKey, NewAuditEvent, StoredItem, Tx } from '../types.js';
+import { itemKeyString } from '../rows.js';
 import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 
 /** Thrown by an optimistic transaction for anything it cannot do: the store then locks instead. */
@@ -8,8 +9,6 @@ export class NeedsLocking extends Error {
     super('this transaction needs row locks');
   }
 }
-
-const keyString = (k: ItemKey) => `${k.org}\u0000${k.kind}\u0000${k.gvc}\u0000${k.name}`;
 
 /**
  * A transaction without a transaction: reads run at once, and the writes are sent at the end as
@@ -42,12 +41,12 @@ export class OptimisticTx implements Tx {
   async get(key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
     if (this.writing || lock === 'share') this.refuse();
     const item = await getOn(this.db, key);
-    if (lock === 'update' && item) this.lockedVersions.set(keyString(item), item.version);
+    if (lock === 'update' && item) this.lockedVersions.set(itemKeyString(item), item.version);
     return item;
   }
 
   async update(item: StoredItem, expectedVersion: number, options?: { tagsUnchanged?: boolean }): Promise<void> {
-    const key = keyString(item);
+    const key = itemKeyString(item);
     if (this.pendingUpdate || this.lockedVersions.get(key) !== expectedVersion) this.refuse();
     this.lockedVersions.delete(key);
     this.pendingUpdate = { item, expectedVersion, tagsUnchanged: options?.tagsUnchanged ?? false };

@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
-import { fromRow, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Checkpointer } from './checkpointer.js';
 import { chainHash } from '../../audit/chain.js';
@@ -100,7 +100,7 @@ export class SqliteStore implements Store {
       this.versionChecked = true;
       setImmediate(() => (this.versionChecked = false));
     }
-    const id = `${key.org}\u0000${key.kind}\u0000${key.gvc}\u0000${key.name}`;
+    const id = itemKeyString(key);
     const hit = this.cache.get(id);
     if (hit !== undefined) return hit ?? undefined;
     const item = this.getOn(this.reader, key);
