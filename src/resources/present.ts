@@ -37,3 +37,17 @@ export function present(def: KindDef, item: StoredItem, options: { reveal?: bool
   links.push(...(def.links?.(resource, self) ?? []));
   return !options.reveal && def.hidden ? def.hidden(resource) : resource;
 }
+
+/**
+ * present() as JSON, kept per stored item: the store shares an unchanged item's object between
+ * reads (and never mutates it), so a hot item is serialized once, not on every GET.
+ */
+export function presentedJson(def: KindDef, item: StoredItem): string {
+  let json = serialized.get(item);
+  if (json === undefined) {
+    json = JSON.stringify(present(def, item));
+    serialized.set(item, json);
+  }
+  return json;
+}
+const serialized = new WeakMap<StoredItem, string>();

@@ -10,7 +10,7 @@ import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
-import { present } from './present.js';
+import { present, presentedJson } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { changes } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
@@ -61,12 +61,21 @@ export class Resources {
   ) {}
 
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
+    return present(def, await this.readable(principal, def, place, name, options.reveal ? 'reveal' : 'view'), options);
+  }
+
+  /** What get returns, as JSON: an item unchanged since it was last serialized is not serialized again. */
+  async getJson(principal: Principal, def: KindDef, place: Place, name: string): Promise<string> {
+    return presentedJson(def, await this.readable(principal, def, place, name, 'view'));
+  }
+
+  private async readable(principal: Principal, def: KindDef, place: Place, name: string, permission: 'view' | 'reveal'): Promise<StoredItem> {
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const item = await this.store.get(keyOf(def, place, name));
     if (!item) throw notFound(def, place, name);
-    await this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, targetOf(item));
-    return present(def, item, options);
+    await this.auth.check(principal, permission, def, targetOf(item));
+    return item;
   }
 
   /** A page of a list or query: `after` continues from a previous page's cursor. */

@@ -51,7 +51,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       },
     });
     mount(app, item, {
-      GET: (request) => resources.get(request.principal, def, placeOf(def, request), nameOf(request)),
+      GET: async (request, reply) => sendJson(reply, await resources.getJson(request.principal, def, placeOf(def, request), nameOf(request))),
       PATCH: (request) => resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request)),
       PUT: async (request, reply) => {
         const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
@@ -114,7 +114,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     },
   });
   mount(app, '/org/:org', {
-    GET: (request) => resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request)),
+    GET: async (request, reply) => sendJson(reply, await resources.getJson(request.principal, org, { org: orgOf(request) }, orgOf(request))),
     PATCH: (request) => resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request)),
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
@@ -140,6 +140,11 @@ function orgOf(request: FastifyRequest): string {
 function placeOf(def: KindDef, request: FastifyRequest): Place {
   const params = request.params as Params;
   return { org: params.org, gvc: def.scope === 'gvc' ? params.gvc : undefined };
+}
+
+/** Sends JSON that is already serialized (fastify sends a string with a JSON content type as it is). */
+function sendJson(reply: FastifyReply, json: string): FastifyReply {
+  return reply.header('content-type', 'application/json; charset=utf-8').send(json);
 }
 
 function selfOf(resource: Resource): string {
