@@ -11,8 +11,11 @@ export interface Target {
   fields?: () => Record<string, unknown>;
 }
 
-/** Restricts a list to what the caller may view: a WHERE fragment over `resources r`, or null for everything. */
-export type ViewFilter = ((params: SqlParams) => string) | null;
+/**
+ * Restricts a list to what the caller may view: a WHERE fragment over `resources r` and, when
+ * `mayDrive`, perhaps a join that drives the scan (see CompileOptions.drive); or null for everything.
+ */
+export type ViewFilter = ((params: SqlParams, mayDrive: boolean) => { where: string; join?: string }) | null;
 
 /** One line of an access report: a principal a policy binding grants the permission to, and how the policy targets the item. */
 export interface AccessEntry {

@@ -92,7 +92,13 @@ export class PolicyAuthorizer implements Authorizer {
       policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, wanted)) && b.principalLinks.some((l) => principals.has(l))),
     );
     if (granting.some((p) => p.all)) return null;
-    return (params: SqlParams) => {
+    // A single targetQuery, and nothing else, may drive the scan.
+    const only = granting.length === 1 && granting[0].targetLinks.size === 0 ? granting[0].targetQuery : undefined;
+    return (params: SqlParams, mayDrive: boolean) => {
+      if (only && mayDrive) {
+        const { where, join } = compileQuery(only, params, { org, drive: true });
+        return { where, join };
+      }
       const clauses: string[] = [];
       const names = new Map<string, string[]>(); // gvc -> names
       for (const policy of granting) {
@@ -107,7 +113,7 @@ export class PolicyAuthorizer implements Authorizer {
       for (const [gvc, list] of names) {
         clauses.push(`(r.gvc = ${params.add(gvc)} AND r.name IN (${list.map((n) => params.add(n)).join(', ')}))`);
       }
-      return clauses.length ? clauses.join(' OR ') : '1 = 0';
+      return { where: clauses.length ? clauses.join(' OR ') : '1 = 0' };
     };
   }
 

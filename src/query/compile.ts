@@ -13,6 +13,12 @@ export interface CompileOptions {
   org: string;
   /** A cursorOf() value: continue after that item. */
   after?: string;
+  /**
+   * PostgreSQL: let a tag equality that every match must satisfy drive the scan, as a join from the
+   * tag index. Tested as a semi-join instead, PostgreSQL merges it against a scan of the name index,
+   * which reads 100 rows for each match of a 1% tag.
+   */
+  drive?: boolean;
 }
 
 export interface CompiledQuery {
@@ -20,6 +26,8 @@ export interface CompiledQuery {
   where: string;
   /** Holds no parameters, so it may follow anything. */
   orderBy: string;
+  /** A join that restricts `r` (PostgreSQL only: its placeholders are numbered, so these may precede the scope's in the text). */
+  join?: string;
 }
 
 /**
@@ -29,9 +37,10 @@ export interface CompiledQuery {
 export function compileQuery(query: Query, params: SqlParams, options: CompileOptions): CompiledQuery {
   const position = options.after === undefined ? undefined : decodeCursor(query, options.after);
   const c = new Compiler(query, params, options.org);
-  const terms = c.terms();
+  const driver = options.drive && params.dialect === 'postgres' ? c.driver() : undefined;
+  const terms = c.terms(driver);
   const where = position ? `(${terms}) AND (${c.after(position)})` : terms;
-  return { where, orderBy: c.orderBy() };
+  return { where, orderBy: c.orderBy(), ...(driver ? { join: c.join(driver) } : {}) };
 }
 
 class Compiler {
@@ -48,8 +57,21 @@ class Compiler {
     return this.params.add(value);
   }
 
-  terms(): string {
+  /** A tag equality that every match satisfies: each item has one value per tag, so it joins each item at most once. */
+  driver(): TagTerm | undefined {
     const { match, terms } = this.query.spec;
+    if (match === 'none' || (match === 'any' && terms.length !== 1)) return undefined;
+    return terms.find((t): t is TagTerm => 'tag' in t && t.op === '=' && t.tag !== '*');
+  }
+
+  join(term: TagTerm): string {
+    return `JOIN (${this.tagRows(term.tag)} AND ${this.text('t.value', '=', operandOf(term.value))}) drive ON drive.name = r.name AND drive.gvc = r.gvc`;
+  }
+
+  /** The terms but `skip` (a driver, applied as a join). */
+  terms(skip?: Term): string {
+    const { match } = this.query.spec;
+    const terms = this.query.spec.terms.filter((t) => t !== skip);
     if (terms.length === 0) return 'TRUE';
     // `none` as a conjunction of negations lets PostgreSQL turn NOT IN/NOT EXISTS into anti-joins.
     if (match === 'none') return terms.map((t) => `NOT (${this.term(t)})`).join(' AND ');
@@ -66,15 +88,17 @@ class Compiler {
   // Index-backed: (org, kind, key, value) is a range of resource_tags_lookup, whose (name, gvc) then
   // probe the resources primary key. Uncorrelated, so SQLite evaluates it once; PostgreSQL makes a semi-join.
   private tag(term: TagTerm): string {
-    const subquery = (condition: () => string) => {
-      let sql = `(r.name, r.gvc) IN (SELECT t.name, t.gvc FROM resource_tags t WHERE t.org = ${this.p(this.org)} AND t.kind = ${this.p(this.query.kind)}`;
-      if (term.tag !== '*') sql += ` AND t.key = ${this.p(term.tag)}`;
-      return `${sql}${condition()})`;
-    };
+    const subquery = (condition: () => string) => `(r.name, r.gvc) IN (${this.tagRows(term.tag)}${condition()})`;
     if (term.op === 'exists') return subquery(() => '');
     if (term.op === '!exists') return `NOT ${subquery(() => '')}`;
     const operand = operandOf(term.value);
     return subquery(() => ` AND ${this.text('t.value', term.op, operand)}`);
+  }
+
+  /** (name, gvc) of the items of the queried kind that have tag `key` ('*': any tag), open for more conditions on t. */
+  private tagRows(key: string): string {
+    const sql = `SELECT t.name, t.gvc FROM resource_tags t WHERE t.org = ${this.p(this.org)} AND t.kind = ${this.p(this.query.kind)}`;
+    return key === '*' ? sql : `${sql} AND t.key = ${this.p(key)}`;
   }
 
   private rel(term: RelTerm): string {

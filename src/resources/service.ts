@@ -95,9 +95,11 @@ export class Resources {
       gvc: def.scope === 'gvc' ? place.gvc : def.kind === 'org' ? undefined : '',
       limit: page.limit + 1,
       build: (params) => {
-        const compiled = compileQuery(query, params, { org: place.org, after: page.after });
-        const where = view ? `(${compiled.where}) AND (${view(params)})` : compiled.where;
-        return { where, orderBy: compiled.orderBy };
+        const compiled = compileQuery(query, params, { org: place.org, after: page.after, drive: true });
+        // One join at most: the view filter may drive only when the query does not.
+        const filter = view?.(params, !compiled.join);
+        const where = filter ? `(${compiled.where}) AND (${filter.where})` : compiled.where;
+        return { where, orderBy: compiled.orderBy, join: compiled.join ?? filter?.join };
       },
     });
     const more = rows.length > page.limit;

@@ -22,8 +22,11 @@ export interface ListRequest {
   kind: string;
   /** A GVC's name, '' for org-scoped kinds, or undefined for every GVC of the org. */
   gvc?: string;
-  /** Builds the extra WHERE fragment (query terms, view filter) and ORDER BY over `resources r`. */
-  build(params: SqlParams): { where: string; orderBy: string };
+  /**
+   * Builds the extra WHERE fragment (query terms, view filter) and ORDER BY over `resources r`, and
+   * on PostgreSQL perhaps a join that drives the scan (see CompileOptions.drive).
+   */
+  build(params: SqlParams): { where: string; orderBy: string; join?: string };
   limit: number;
 }
 

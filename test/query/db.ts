@@ -26,7 +26,7 @@ export interface TestDb {
   /** One page of compiled query results: the stored data objects and their GVCs, in order. */
   run(query: Query, options?: { after?: string; limit?: number }): Promise<Row[]>;
   /** The plan of that same statement (EXPLAIN QUERY PLAN / EXPLAIN), one line per step. */
-  explain(query: Query): Promise<string>;
+  explain(query: Query, options?: { limit?: number }): Promise<string>;
   /** One statement with dialect placeholders; the rows it returns, if any. */
   raw(sql: string, values?: unknown[]): Promise<Array<Record<string, unknown>>>;
   close(): Promise<void>;
@@ -36,8 +36,9 @@ function statement(dialect: Dialect, query: Query, options: { after?: string; li
   const params = new SqlParams(dialect);
   const org = params.add(ORG);
   const kind = params.add(query.kind);
-  const { where, orderBy } = compileQuery(query, params, { org: ORG, after: options.after });
-  const sql = `SELECT r.data, r.gvc FROM resources r WHERE r.org = ${org} AND r.kind = ${kind} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(options.limit ?? 1000)}`;
+  // As lists run it: a tag equality may drive the scan (a join, on PostgreSQL).
+  const { where, orderBy, join = '' } = compileQuery(query, params, { org: ORG, after: options.after, drive: true });
+  const sql = `SELECT r.data, r.gvc FROM resources r ${join} WHERE r.org = ${org} AND r.kind = ${kind} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(options.limit ?? 1000)}`;
   return { sql, values: params.values };
 }
 
@@ -80,8 +81,8 @@ export async function openSqlite(): Promise<TestDb> {
       const { sql, values } = statement('sqlite', query, options);
       return (db.prepare(sql).all(...values) as Array<{ data: string; gvc: string }>).map((r) => ({ item: JSON.parse(r.data), gvc: r.gvc }));
     },
-    async explain(query) {
-      const { sql, values } = statement('sqlite', query, {});
+    async explain(query, options = {}) {
+      const { sql, values } = statement('sqlite', query, options);
       return (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...values) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
     },
     async raw(sql, values = []) {
@@ -127,8 +128,8 @@ export async function openPostgres(): Promise<TestDb> {
       const { rows } = await client.query<{ data: Record<string, unknown>; gvc: string }>(sql, values);
       return rows.map((r) => ({ item: r.data, gvc: r.gvc }));
     },
-    async explain(query) {
-      const { sql, values } = statement('postgres', query, {});
+    async explain(query, options = {}) {
+      const { sql, values } = statement('postgres', query, options);
       return (await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n');
     },
     async raw(sql, values = []) {

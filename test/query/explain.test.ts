@@ -22,6 +22,7 @@ async function fill(db: TestDb): Promise<void> {
       FROM generate_series(0, ${N - 1}) i`);
     await db.raw(`INSERT INTO resource_tags SELECT id, org, kind, gvc, name, 'team', CASE WHEN substr(id, 3)::int % 1000 = 7 THEN 'rare' ELSE 'common' END FROM resources`);
     await db.raw(`INSERT INTO resource_tags SELECT id, org, kind, gvc, name, 'pager', 'on' FROM resources WHERE substr(id, 3)::int % 1000 = 7`);
+    await db.raw(`INSERT INTO resource_tags SELECT id, org, kind, gvc, name, 'tier', CASE WHEN substr(id, 3)::int % 100 = 3 THEN 'gold' ELSE 'silver' END FROM resources`);
     await db.raw('ANALYZE resources');
     await db.raw('ANALYZE resource_tags');
   }
@@ -47,6 +48,14 @@ for (const backend of BACKENDS) {
         assert.match(plan, /Index Cond: \(\(org = .+\) AND \(kind = .+\) AND \(key = .+\) AND \(value = .+\)\)/, plan);
         assert.doesNotMatch(plan, /Seq Scan/, plan);
       }
+    });
+
+    test('a page of a 1% tag equality is read from the tag index in name order', { skip: backend.dialect === 'sqlite' && 'SQLite runs the tag subquery once' }, async () => {
+      const plan = await db.explain(tagQuery('=', 'tier', 'gold'), { limit: 101 });
+      // A join from the tag index probing resources, not a semi-join merged with a scan of the name index (100 rows read per match).
+      assert.match(plan, /Nested Loop/, plan);
+      assert.match(plan, /Index (Only )?Scan using resource_tags_lookup on resource_tags t/, plan);
+      assert.doesNotMatch(plan, /Semi Join/, plan);
     });
 
     test('a selective tag query reads only its matches', async () => {

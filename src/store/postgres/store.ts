@@ -79,8 +79,8 @@ export class PostgresStore implements Store {
     const params = new SqlParams('postgres');
     const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
     if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
-    const { where, orderBy } = request.build(params);
-    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    const { where, orderBy, join = '' } = request.build(params);
+    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r ${join} WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
     const result = await this.reads.query<ResourceRow>(sql, params.values);
     return result.rows.map(fromRow);
   }
