@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../src/errors.js';
 import type { NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
+import { verifyChain } from '../../src/audit/verify.js';
 
 function item(name: string, extra: Partial<StoredItem> = {}): StoredItem {
   const now = new Date().toISOString();
@@ -204,6 +205,15 @@ forEachBackend('store conformance', (backend) => {
     assert.equal(stored.data.n, 12);
     assert.equal(stored.version, 13);
     assert.equal((await store.audit({ org: 'rmw', limit: 100 })).length, 12);
+  });
+
+  test('events with any text in their bodies, appended concurrently, form one chain that verifies', async () => {
+    const texts = ['plain', 'é à ü', '日本語', '🚀 emoji', 'line\nbreak', 'back\\slash "quoted"', ''];
+    await Promise.all(texts.map((text, n) => store.transaction((tx) => tx.appendAudit({ ...event('unicode', 'u', n), body: JSON.stringify({ n, text }) }))));
+    const report = await verifyChain(store, 'unicode');
+    assert.deepEqual(report, { ok: true, events: texts.length, from: 1, to: texts.length });
+    const bodies = (await store.audit({ org: 'unicode', limit: 100 })).map((e) => JSON.parse(e.body).text).sort();
+    assert.deepEqual(bodies, [...texts].sort());
   });
 
   test('a transaction that reads an item for update without writing it, beside a write, applies the write once', async () => {

@@ -5,7 +5,6 @@ import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js
 import { NeedsLocking, OptimisticTx } from './optimistic.js';
 import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
-import { chainHash } from '../../audit/chain.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
@@ -17,7 +16,7 @@ import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, 
 const MIGRATION_LOCK = 0x6b65656c; // 'keel'
 const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
 const SWEEP_EVERY_MS = 1000;
-const SEAL_BATCH = 2000;
+const SEAL_BATCH = 256;
 /** Optimistic runs of one transaction that may meet a concurrent change before it locks instead. */
 const OPTIMISTIC_ATTEMPTS = 3;
 
@@ -294,12 +293,34 @@ function transactionOn(client: pg.PoolClient, appended: Set<string>): PgTx {
   };
 }
 
+// chainHash (audit/chain.ts) in SQL: sha256(previous hash + "\n" + seq + "\n" + body), hex.
+const SEAL_STATEMENT = `
+  WITH RECURSIVE
+  head AS (SELECT last_seq, last_hash FROM audit_heads WHERE org = $1 FOR UPDATE),
+  taken AS (
+    DELETE FROM audit_pending WHERE EXISTS (SELECT 1 FROM head) AND pending_id IN (SELECT pending_id FROM audit_pending WHERE org = $1 ORDER BY pending_id LIMIT $2)
+    RETURNING pending_id, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body),
+  ordered AS (SELECT row_number() OVER (ORDER BY pending_id) AS n, * FROM taken),
+  chain (n, seq, hash) AS (
+    SELECT 0::bigint, last_seq, last_hash FROM head
+    UNION ALL
+    SELECT o.n, c.seq + 1, encode(sha256(convert_to(c.hash || E'\\n' || (c.seq + 1)::text || E'\\n' || o.body, 'UTF8')), 'hex')
+    FROM chain c JOIN ordered o ON o.n = c.n + 1),
+  appended AS (
+    INSERT INTO audit_events (${AUDIT_COLUMNS})
+    SELECT $1, c.seq, o.id, o.context, o.event_time, o.resource_type, o.resource_name, o.resource_id, o.subject_name, o.action_type, c.hash, o.body
+    FROM ordered o JOIN chain c ON c.n = o.n),
+  moved AS (
+    UPDATE audit_heads h SET last_seq = tip.seq, last_hash = tip.hash
+    FROM (SELECT seq, hash FROM chain WHERE n > 0 ORDER BY n DESC LIMIT 1) tip WHERE h.org = $1)
+  SELECT (SELECT count(*) FROM taken)::int AS sealed, EXISTS (SELECT 1 FROM head) AS chained`;
+
 /**
  * Gives committed pending events their place in each org's hash chain. One seal runs per org at a
- * time in this process, and a transaction-scoped advisory lock makes it one per org across
- * processes; seal transactions therefore commit in seq order, which is what lets a watcher read
- * "seq > last" without missing anything. Callers that arrive while a seal runs share the next one,
- * so under load one short transaction chains many writers' events (a group commit for the chain).
+ * time in this process, and the lock on the org's audit_heads row makes it one per org across
+ * processes; seals therefore commit in seq order, which is what lets a watcher read "seq > last"
+ * without missing anything. Callers that arrive while a seal runs share the next one, so under
+ * load one statement chains many writers' events (a group commit for the chain).
  */
 class Sealer {
   private readonly running = new Map<string, Promise<void>>();
@@ -338,45 +359,18 @@ class Sealer {
     while ((await this.sealBatch(org)) === SEAL_BATCH);
   }
 
+  /**
+   * One statement, so one round trip and its own transaction: it locks the org's head row (a
+   * second sealer, here or in another process, waits and then reads the head the first one left),
+   * takes pending events in pending_id order (rows another sealer took meanwhile are skipped),
+   * chains them in SQL with chainHash's formula, appends them and moves the head.
+   */
   private async sealBatch(org: string): Promise<number> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await client.query(prepared('SELECT pg_advisory_xact_lock(hashtext($1), 1)', [`keel-audit:${org}`]));
-      const { rows: pending } = await client.query(prepared(
-        'SELECT pending_id, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body FROM audit_pending WHERE org = $1 ORDER BY pending_id LIMIT $2',
-        [org, SEAL_BATCH]));
-      if (pending.length === 0) {
-        await client.query('COMMIT');
-        return 0;
-      }
-      const { rows: heads } = await client.query(prepared('SELECT last_seq, last_hash FROM audit_heads WHERE org = $1', [org]));
-      let seq = Number(heads[0]?.last_seq ?? 0);
-      let hash: string = heads[0]?.last_hash ?? '';
-      const seqs: number[] = [];
-      const hashes: string[] = [];
-      for (const event of pending) {
-        seq += 1;
-        hash = chainHash(hash, seq, event.body);
-        seqs.push(seq);
-        hashes.push(hash);
-      }
-      const column = (name: string) => pending.map((e) => e[name]);
-      await client.query(prepared(
-        `INSERT INTO audit_events (${AUDIT_COLUMNS})
-         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])`,
-        [org, seqs, column('id'), column('context'), column('event_time'), column('resource_type'), column('resource_name'), column('resource_id'), column('subject_name'), column('action_type'), hashes, column('body')]));
-      await client.query(prepared('DELETE FROM audit_pending WHERE pending_id = ANY($1::bigint[])', [column('pending_id')]));
-      await client.query(prepared(
-        'INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, $2, $3) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash',
-        [org, seq, hash]));
-      await client.query('COMMIT');
-      return pending.length;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
+    const { rows } = await this.pool.query(prepared(SEAL_STATEMENT, [org, SEAL_BATCH]));
+    const { sealed, chained } = rows[0] as { sealed: number; chained: boolean };
+    if (chained) return sealed;
+    // The org's first event: its chain starts at an empty head.
+    await this.pool.query(prepared("INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, 0, '') ON CONFLICT (org) DO NOTHING", [org]));
+    return this.sealBatch(org);
   }
 }
