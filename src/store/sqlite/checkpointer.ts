@@ -3,14 +3,22 @@ import { Worker } from 'node:worker_threads';
 
 // WAL checkpoints copy committed pages into the database file and sync it: slow I/O that would
 // stall every request if it ran on the main thread. A worker thread with its own connection
-// runs them instead; a PASSIVE checkpoint never blocks the writer or readers.
+// runs them instead. A PASSIVE checkpoint never blocks the writer, but under steady writes it
+// never catches up either, and the WAL only starts over once it has: it would grow without end
+// (hundreds of MB a minute). So once a passive pass leaves more than `restartFrames` in the log, a
+// RESTART checkpoint takes the write lock for the little that is left and makes the next commit
+// write from the start of the file again. The writer waits for it without blocking its thread
+// (see SqliteStore.drain).
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file);
 db.pragma('busy_timeout = 5000');
 const timer = setInterval(() => {
-  try { db.pragma('wal_checkpoint(PASSIVE)'); } catch (err) { parentPort.postMessage(String(err)); }
+  try {
+    const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
+    if (log > workerData.restartFrames) db.pragma('wal_checkpoint(RESTART)');
+  } catch (err) { parentPort.postMessage(String(err)); }
 }, workerData.everyMs);
 parentPort.on('message', () => { clearInterval(timer); db.close(); parentPort.close(); });
 `;
@@ -18,9 +26,9 @@ parentPort.on('message', () => { clearInterval(timer); db.close(); parentPort.cl
 export class Checkpointer {
   private readonly worker: Worker;
 
-  constructor(file: string, everyMs: number, onError: (message: string) => void) {
+  constructor(file: string, options: { everyMs: number; restartFrames: number }, onError: (message: string) => void) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, everyMs, driver } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, driver, ...options } });
     this.worker.on('message', onError);
     this.worker.on('error', (err) => onError(String(err)));
     this.worker.unref();

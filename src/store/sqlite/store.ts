@@ -14,7 +14,11 @@ import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, 
 // interleaves with another request's statements) and one reader connection: in WAL mode the
 // reader sees only committed data and never waits for the writer.
 const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
-const CHECKPOINT_EVERY_MS = 1000;
+const CHECKPOINT_EVERY_MS = 250;
+/** WAL frames (pages) a passive checkpoint may leave behind before a RESTART one (about 16 MB). */
+const RESTART_FRAMES = 4000;
+/** How long the writer waits before trying again for a write lock another connection holds. */
+const BUSY_RETRY_MS = 2;
 const CACHE_ENTRIES = 10_000;
 /** Transactions committed together at most (bounds how long one batch holds the writer). */
 const MAX_BATCH = 64;
@@ -45,9 +49,16 @@ export class SqliteStore implements Store {
     this.reader.pragma('busy_timeout = 5000');
     // The planner needs statistics to choose between the tag index and a name-ordered scan.
     this.writer.pragma('optimize = 0x10002');
-    this.optimizer = setInterval(() => this.mutex.run(async () => void this.writer.pragma('optimize')), OPTIMIZE_EVERY_MS);
+    // Skipped, not waited for, when another connection holds the write lock: the next hour's run will do.
+    this.optimizer = setInterval(() => void this.mutex.run(async () => void this.writer.pragma('optimize')).catch(() => {}), OPTIMIZE_EVERY_MS);
     this.optimizer.unref();
-    if (file !== ':memory:') this.checkpointer = new Checkpointer(file, CHECKPOINT_EVERY_MS, (message) => process.emitWarning(`WAL checkpoint failed: ${message}`));
+    if (file !== ':memory:') {
+      this.checkpointer = new Checkpointer(file, { everyMs: CHECKPOINT_EVERY_MS, restartFrames: RESTART_FRAMES }, (message) =>
+        process.emitWarning(`WAL checkpoint failed: ${message}`),
+      );
+    }
+    // From here on a held write lock (a RESTART checkpoint, another process) is waited for in drain(), off the event loop.
+    this.writer.pragma('busy_timeout = 0');
   }
 
   private migrate(): void {
@@ -192,6 +203,17 @@ export class SqliteStore implements Store {
 
   private async drain(): Promise<void> {
     while (this.queue.length > 0) {
+      let began: boolean;
+      try {
+        began = this.begin();
+      } catch (error) {
+        this.queue.splice(0, MAX_BATCH).forEach((job) => job.reject(error));
+        continue;
+      }
+      if (!began) {
+        await new Promise((resolve) => setTimeout(resolve, BUSY_RETRY_MS));
+        continue;
+      }
       const batch = this.queue.splice(0, MAX_BATCH);
       let outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }>;
       try {
@@ -210,9 +232,20 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** Takes the write lock; false when another connection holds it. */
+  private begin(): boolean {
+    try {
+      this.stmt(this.writer, 'BEGIN IMMEDIATE').run();
+      return true;
+    } catch (error) {
+      if ((error as { code?: string }).code === 'SQLITE_BUSY') return false;
+      throw error;
+    }
+  }
+
+  /** Runs each job in its own savepoint inside the transaction begin() opened, and commits. */
   private async runBatch(batch: typeof this.queue) {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
-    this.stmt(this.writer, 'BEGIN IMMEDIATE').run();
     for (const job of batch) {
       this.stmt(this.writer, 'SAVEPOINT keel_tx').run();
       try {
