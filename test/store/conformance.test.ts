@@ -6,6 +6,7 @@ import { ApiError } from '../../src/errors.js';
 import type { NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
 import { verifyChain } from '../../src/audit/verify.js';
+import { openStore } from '../../src/store/open.js';
 
 function item(name: string, extra: Partial<StoredItem> = {}): StoredItem {
   const now = new Date().toISOString();
@@ -23,7 +24,14 @@ const all = (org: string, kind: string, gvc?: string) => ({
 forEachBackend('store conformance', (backend) => {
   let store: Store;
   let cleanup: () => Promise<void>;
-  before(async () => ({ store, cleanup } = await storeFor(backend)));
+  /** Opens a second store on the same database, as another Keel process would. */
+  let another: () => Promise<Store>;
+  before(async () => {
+    let dir: string;
+    let url: string | undefined;
+    ({ store, cleanup, dir, url } = await storeFor(backend));
+    another = () => openStore({ dataDir: dir, databaseUrl: url });
+  });
   after(async () => {
     await store.close();
     await cleanup();
@@ -214,6 +222,58 @@ forEachBackend('store conformance', (backend) => {
     assert.deepEqual(report, { ok: true, events: texts.length, from: 1, to: texts.length });
     const bodies = (await store.audit({ org: 'unicode', limit: 100 })).map((e) => JSON.parse(e.body).text).sort();
     assert.deepEqual(bodies, [...texts].sort());
+  });
+
+  test('a change applies to the item as another process left it, whatever this process wrote of it before', async () => {
+    const it = item('shared', { org: 'two' });
+    await store.transaction((tx) => tx.insert(it));
+    const change = (on: Store, extra: Record<string, unknown>, precondition?: number) =>
+      on.transaction(async (tx) => {
+        const current = (await tx.get(it, 'update'))!;
+        if (precondition !== undefined && current.version !== precondition) throw new Error(`at version ${current.version}, not ${precondition}`);
+        await tx.update({ ...current, version: current.version + 1, data: { ...current.data, ...extra } }, current.version);
+      });
+    await change(store, { here: 1 });
+    const other = await another();
+    try {
+      await change(other, { there: 1 });
+      // A client that saw version 3 (from the other process) is not refused here as stale.
+      await change(store, { again: 1 }, 3);
+      const final = (await store.get(it))!;
+      assert.equal(final.version, 4);
+      assert.deepEqual([final.data.here, final.data.there, final.data.again], [1, 1, 1]);
+      // "Already so, nothing to write" is decided on the item as it is now, not as this process last wrote it.
+      await change(other, { again: 2 });
+      await store.transaction(async (tx) => {
+        const current = (await tx.get(it, 'update'))!;
+        if (current.data.again !== 1) await tx.update({ ...current, version: current.version + 1, data: { ...current.data, again: 1 } }, current.version);
+      });
+      assert.deepEqual([(await store.get(it))!.data.again, (await store.get(it))!.version], [1, 6]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  test('a status write that lands between a change\'s read and its write is kept', { skip: backend === 'sqlite' && 'SQLite runs one transaction at a time' }, async () => {
+    const it = item('status', { org: 'race' });
+    await store.transaction((tx) => tx.insert(it));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const change = store.transaction(async (tx) => {
+      const current = (await tx.get(it, 'update'))!;
+      await gate;
+      await tx.update({ ...current, version: current.version + 1, data: { ...current.data, description: 'edited' } }, current.version);
+    });
+    const other = await another();
+    try {
+      await other.transaction((tx) => tx.writeStatus(it, { ...it.data, status: { ready: true } }));
+    } finally {
+      await other.close();
+    }
+    release();
+    await change;
+    const final = (await store.get(it))!;
+    assert.deepEqual([final.data.description, final.data.status, final.version], ['edited', { ready: true }, 2]);
   });
 
   test('a transaction that reads an item for update without writing it, beside a write, applies the write once', async () => {

@@ -1,7 +1,17 @@
 import type pg from 'pg';
 import type { ItemKey, NewAuditEvent, StoredItem, Tx } from '../types.js';
 import { itemKeyString } from '../rows.js';
-import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
+import { getOn, pendingInsert, prepared, snapshotOf, updateCtes, type Snapshot } from './statements.js';
+
+/** An item this process wrote, kept as written (its data only as the snapshot's JSON). */
+export interface Remembered {
+  item: StoredItem;
+  snapshot: Snapshot;
+}
+
+export function remembered(item: StoredItem): Remembered {
+  return { item: { ...item, data: {} }, snapshot: snapshotOf(item) };
+}
 
 /** Thrown by an optimistic transaction for anything it cannot do: the store then locks instead. */
 export class NeedsLocking extends Error {
@@ -12,9 +22,11 @@ export class NeedsLocking extends Error {
 
 /**
  * A transaction without a transaction: reads run at once, and the writes are sent at the end as
- * one statement that applies only if the item read "for update" is still at the version read. The
+ * one statement that applies only if the item read "for update" is still exactly as read. The
  * usual change (read an item, write its next state and its audit event) then costs two round
- * trips instead of five, and holds no connection while the caller computes. Anything else
+ * trips instead of five, and holds no connection while the caller computes; one, when the item
+ * read for update is taken from `recent` (what this process last wrote of it: if that is stale,
+ * the write does not apply, and the store runs the function again with fresh reads). Anything else
  * (inserts, deletes, locks, a read after a write, a second update) refuses with NeedsLocking, and
  * the store runs the function again in a locking transaction.
  */
@@ -23,11 +35,22 @@ export class OptimisticTx implements Tx {
   refused = false;
   /** The orgs whose events this transaction appended (sealed into their chains after commit). */
   readonly appended = new Set<string>();
-  private readonly lockedVersions = new Map<string, number>();
-  private pendingUpdate?: { item: StoredItem; expectedVersion: number; tagsUnchanged: boolean };
+  /** Set once an item read for update came from `recent`. */
+  usedRecent = false;
+  /** The items read for update and not written yet, as read, by key. */
+  private readonly readForUpdate = new Map<string, Snapshot>();
+  private pendingUpdate?: { item: StoredItem; expectedVersion: number; tagsUnchanged: boolean; was: Snapshot };
   private readonly events: NewAuditEvent[] = [];
 
-  constructor(private readonly db: pg.Pool) {}
+  constructor(
+    private readonly db: pg.Pool,
+    private readonly recent?: ReadonlyMap<string, Remembered>,
+  ) {}
+
+  /** The item the committed statement wrote, if any. */
+  get written(): StoredItem | undefined {
+    return this.pendingUpdate?.item;
+  }
 
   private refuse(): never {
     this.refused = true;
@@ -40,16 +63,24 @@ export class OptimisticTx implements Tx {
 
   async get(key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
     if (this.writing || lock === 'share') this.refuse();
+    const id = itemKeyString(key);
+    const kept = lock === 'update' ? this.recent?.get(id) : undefined;
+    if (kept) {
+      this.usedRecent = true;
+      this.readForUpdate.set(id, kept.snapshot);
+      return { ...kept.item, data: JSON.parse(kept.snapshot.data) }; // a copy the caller may change
+    }
     const item = await getOn(this.db, key);
-    if (lock === 'update' && item) this.lockedVersions.set(itemKeyString(item), item.version);
+    if (lock === 'update' && item) this.readForUpdate.set(id, snapshotOf(item));
     return item;
   }
 
   async update(item: StoredItem, expectedVersion: number, options?: { tagsUnchanged?: boolean }): Promise<void> {
     const key = itemKeyString(item);
-    if (this.pendingUpdate || this.lockedVersions.get(key) !== expectedVersion) this.refuse();
-    this.lockedVersions.delete(key);
-    this.pendingUpdate = { item, expectedVersion, tagsUnchanged: options?.tagsUnchanged ?? false };
+    const was = this.readForUpdate.get(key);
+    if (this.pendingUpdate || was?.version !== expectedVersion) this.refuse();
+    this.readForUpdate.delete(key);
+    this.pendingUpdate = { item, expectedVersion, tagsUnchanged: options?.tagsUnchanged ?? false, was };
   }
 
   async appendAudit(event: NewAuditEvent): Promise<void> {
@@ -76,14 +107,14 @@ export class OptimisticTx implements Tx {
    */
   async commit(): Promise<'committed' | 'conflict' | 'needs-locking'> {
     if (!this.writing) return 'committed';
-    if (this.lockedVersions.size > 0) return 'needs-locking';
+    if (this.readForUpdate.size > 0) return 'needs-locking';
     if (!this.pendingUpdate) {
       const insert = pendingInsert(this.events, 1);
       await this.db.query(prepared(insert.sql, insert.values));
       return 'committed';
     }
-    const { item, expectedVersion, tagsUnchanged } = this.pendingUpdate;
-    const update = updateCtes(item, expectedVersion, tagsUnchanged);
+    const { item, expectedVersion, tagsUnchanged, was } = this.pendingUpdate;
+    const update = updateCtes(item, expectedVersion, tagsUnchanged, was);
     const parts = [update.sql];
     const values = [...update.values];
     if (this.events.length > 0) {

@@ -30,17 +30,32 @@ export async function getOn(db: Queryable, key: ItemKey, lock?: 'share' | 'updat
   return rows[0] && fromRow(rows[0]);
 }
 
+/** An item as read: its id, version and data as JSON text (immune to later changes of the object handed out). */
+export interface Snapshot {
+  id: string;
+  version: number;
+  data: string;
+}
+
+export function snapshotOf(item: StoredItem): Snapshot {
+  return { id: item.id, version: item.version, data: JSON.stringify(item.data) };
+}
+
 /**
  * The version-checked update of an item (and, unless its tags are unchanged, of its tag index)
- * as common table expressions: `updated` holds the id of the row when it was at `expectedVersion`.
+ * as common table expressions: `updated` holds the id of the row when it was at `expectedVersion`
+ * and, given `was`, when it still is exactly that item (same id, same data: a status write keeps
+ * the version).
  */
-export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchanged: boolean): { sql: string; values: unknown[] } {
+export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchanged: boolean, was?: Snapshot): { sql: string; values: unknown[] } {
   const values: unknown[] = [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion];
+  const same = was ? ` AND id = $${values.push(was.id)} AND data = $${values.push(was.data)}::jsonb` : '';
   let sql = `updated AS (
       UPDATE resources SET version = $1, last_modified = $2, data = $3
-      WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8 RETURNING id)`;
+      WHERE org = $4 AND kind = $5 AND gvc = $6 AND name = $7 AND version = $8${same} RETURNING id)`;
   if (!tagsUnchanged) {
     const tags = tagRows(item);
+    const keys = values.length + 1;
     values.push(
       tags.map((t) => t[0]),
       tags.map((t) => t[1]),
@@ -48,10 +63,10 @@ export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchan
     sql += `,
     upserted AS (
       INSERT INTO resource_tags (id, org, kind, gvc, name, key, value)
-      SELECT updated.id, $4, $5, $6, $7, k, v FROM updated, unnest($9::text[], $10::text[]) AS t(k, v)
+      SELECT updated.id, $4, $5, $6, $7, k, v FROM updated, unnest($${keys}::text[], $${keys + 1}::text[]) AS t(k, v)
       ON CONFLICT (id, key) DO UPDATE SET value = excluded.value),
     dropped AS (
-      DELETE FROM resource_tags WHERE id IN (SELECT id FROM updated) AND NOT (key = ANY($9::text[])))`;
+      DELETE FROM resource_tags WHERE id IN (SELECT id FROM updated) AND NOT (key = ANY($${keys}::text[])))`;
   }
   return { sql, values };
 }

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
-import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
-import { NeedsLocking, OptimisticTx } from './optimistic.js';
+import { fromRow, itemKeyString, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { NeedsLocking, OptimisticTx, remembered, type Remembered } from './optimistic.js';
 import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
@@ -19,6 +19,8 @@ const SWEEP_EVERY_MS = 1000;
 const SEAL_BATCH = 256;
 /** Optimistic runs of one transaction that may meet a concurrent change before it locks instead. */
 const OPTIMISTIC_ATTEMPTS = 3;
+/** Items this process wrote last, kept to start the next change of each without a read. */
+const RECENT_ITEMS = 10_000;
 
 export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
@@ -29,6 +31,7 @@ export class PostgresStore implements Store {
    * another transaction that waits in turn. */
   private readonly reads: pg.Pool;
   private readonly sealer: Sealer;
+  private readonly recent = new Map<string, Remembered>();
   private readonly sweeper: NodeJS.Timeout;
 
   private constructor(pool: pg.Pool, reads: pg.Pool) {
@@ -148,23 +151,44 @@ export class PostgresStore implements Store {
    * READ COMMITTED transaction.
    */
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    let fresh = false; // the first attempt may start from what this process last wrote
     for (let attempt = 1; attempt <= OPTIMISTIC_ATTEMPTS; attempt++) {
-      const tx = new OptimisticTx(this.pool);
+      const tx = new OptimisticTx(this.pool, fresh ? undefined : this.recent);
       let result: T;
       try {
         result = await fn(tx);
       } catch (err) {
         if (tx.refused || err instanceof NeedsLocking) break;
+        // An answer (a 409 for a version, say) decided on a remembered item is confirmed on a fresh read.
+        if (tx.usedRecent && !fresh) {
+          fresh = true;
+          continue;
+        }
         throw err;
       }
       if (tx.refused) break;
+      // So is "nothing to change": only a write checks that the remembered item is still current.
+      if (tx.usedRecent && !tx.written) {
+        fresh = true;
+        continue;
+      }
       const outcome = await tx.commit();
       if (outcome === 'needs-locking') break;
-      if (outcome === 'conflict') continue;
+      if (outcome === 'conflict') {
+        fresh = true;
+        continue;
+      }
+      this.remember(tx.written);
       await this.sealAppended(tx.appended);
       return result;
     }
     return this.lockingTransaction(fn);
+  }
+
+  private remember(item: StoredItem | undefined): void {
+    if (!item) return;
+    if (this.recent.size >= RECENT_ITEMS) this.recent.clear();
+    this.recent.set(itemKeyString(item), remembered(item));
   }
 
   private async lockingTransaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
