@@ -1,5 +1,5 @@
 import { createPublicKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, jwtVerify, type JWTVerifyGetKey, type KeyObject } from 'jose';
 import { ApiError } from '../errors.js';
 import type { TrustedIssuer } from './issuers.js';
@@ -51,16 +51,36 @@ export class JwtVerifier {
 
 function keySource(issuer: TrustedIssuer): JWTVerifyGetKey | KeyObject {
   if (issuer.publicKey) return createPublicKey(issuer.publicKey);
-  if (issuer.jwksFile) {
-    let jwks: unknown;
-    try {
-      jwks = JSON.parse(readFileSync(issuer.jwksFile, 'utf8'));
-    } catch (err) {
-      throw new Error(`cannot read the JWKS file of issuer '${issuer.issuer}': ${(err as Error).message}`);
-    }
-    return createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0]);
-  }
+  if (issuer.jwksFile) return fileKeySet(issuer.issuer, issuer.jwksFile);
   return createRemoteJWKSet(new URL(issuer.jwksUrl!));
+}
+
+/**
+ * The keys of a JWKS file, read again whenever the file changes, so rotating the provider's keys
+ * needs no restart. Unreadable at start: an error (Keel does not start). Unreadable later (caught
+ * half-written, say): the keys read last stay in use.
+ */
+function fileKeySet(issuer: string, file: string): JWTVerifyGetKey {
+  const read = (): { stamp: string; keys: JWTVerifyGetKey } => {
+    const { mtimeMs, size } = statSync(file);
+    const jwks = JSON.parse(readFileSync(file, 'utf8')) as Parameters<typeof createLocalJWKSet>[0];
+    return { stamp: `${mtimeMs}/${size}`, keys: createLocalJWKSet(jwks) };
+  };
+  let current: { stamp: string; keys: JWTVerifyGetKey };
+  try {
+    current = read();
+  } catch (err) {
+    throw new Error(`cannot read the JWKS file of issuer '${issuer}': ${(err as Error).message}`);
+  }
+  return (header, token) => {
+    try {
+      const { mtimeMs, size } = statSync(file);
+      if (`${mtimeMs}/${size}` !== current.stamp) current = read();
+    } catch {
+      // keep the keys read last
+    }
+    return current.keys(header, token);
+  };
 }
 
 function invalid(reason: string): ApiError {

@@ -1,7 +1,7 @@
 // Authentication (service-account keys, JWTs of trusted issuers) and the access-control kinds:
 // users, groups (memberLinks, memberQuery, identityMatcher), policies, permission schemas, access reports.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -175,6 +175,26 @@ forEachBackend('authentication and authorization', (backend) => {
       assert.equal(res.status, 401, `${name}: ${JSON.stringify(res.body)}`);
       assertError(res, 401, 'unauthorized');
     }
+  });
+
+  test('a rotated JWKS file is read again: the new key is trusted and the retired one is not, without a restart', async () => {
+    await ok(admin('POST', '/org/acme/user', { email: 'rotated@example.com' }), 201);
+    await ok(admin('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['/org/acme/user/rotated@example.com'] }));
+    await ok(as(await jwt(signer, 'rotated@example.com'), 'GET', '/org/acme/gvc/prod'));
+    const file = join(dir, 'jwks.json');
+    const original = readFileSync(file, 'utf8');
+    const next = await generateKeyPair('RS256');
+    try {
+      writeFileSync(file, JSON.stringify({ keys: [{ ...(await exportJWK(next.publicKey)), kid: 'k9', alg: 'RS256', use: 'sig' }] }));
+      await ok(as(await jwt({ key: next.privateKey, kid: 'k9' }, 'rotated@example.com'), 'GET', '/org/acme/gvc/prod'));
+      assertError(await as(await jwt(signer, 'rotated@example.com'), 'GET', '/org/acme/gvc/prod'), 401, 'unauthorized');
+      // Caught half-written: the keys read last stay in use.
+      writeFileSync(file, '{"keys": [');
+      await ok(as(await jwt({ key: next.privateKey, kid: 'k9' }, 'rotated@example.com'), 'GET', '/org/acme/gvc/prod'));
+    } finally {
+      writeFileSync(file, original);
+    }
+    await ok(as(await jwt(signer, 'rotated@example.com'), 'GET', '/org/acme/gvc/prod'));
   });
 
   test('groups: memberQuery over users and identityMatcher over JWT claims', async () => {
