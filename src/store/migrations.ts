@@ -135,4 +135,14 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE INDEX audit_events_custom_context ON audit_events (org, context, seq) WHERE context <> 'cpln';`,
     },
   },
+  {
+    version: 6,
+    name: 'pending audit events without a unique index on their id',
+    // Every change inserted into it and every seal deleted from it; audit_events.id stays unique,
+    // and ids are Keel's own (UUID v7), never a client's.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `ALTER TABLE audit_pending DROP CONSTRAINT audit_pending_id_key;`,
+    },
+  },
 ];
