@@ -45,6 +45,8 @@ const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
 /** The kinds whose changes concern some reconciler. */
 const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'agent'];
 const FOLLOW_PAGE = 500;
+/** A wake-up (a local write) starts the next pass no sooner than this after the last one began. */
+const WAKE_EVERY_MS = 10;
 const ORGS_EVERY_MS = 2_000;
 
 export class ReconcileRunner {
@@ -59,6 +61,7 @@ export class ReconcileRunner {
   private readonly pollMs: number;
   private readonly scanMs: number;
   private orgsCheckedAt = 0;
+  private passStarted = 0;
   private scannedAt = 0;
   private readonly onChange = (org: string) => {
     // A write in this process to an org not followed yet (a new org): follow it from its start.
@@ -100,6 +103,7 @@ export class ReconcileRunner {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
+      this.passStarted = Date.now();
       try {
         const now = Date.now();
         if (now - this.orgsCheckedAt >= ORGS_EVERY_MS) await this.discoverOrgs();
@@ -113,9 +117,11 @@ export class ReconcileRunner {
       if (this.queue.size > 0) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, this.pollMs);
+        // Under a stream of writes, each follow reads a few ms of events rather than one commit's.
         this.wakeUp = () => {
           clearTimeout(timer);
-          resolve();
+          this.wakeUp = () => {};
+          setTimeout(resolve, this.stopped ? 0 : Math.max(0, this.passStarted + WAKE_EVERY_MS - Date.now()));
         };
       });
       this.wakeUp = () => {};
