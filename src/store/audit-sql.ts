@@ -37,6 +37,11 @@ export function fromAuditRow(row: AuditRow): AuditRecord {
   };
 }
 
+/** Whether SQLite answers the filter through audit_lookup. */
+export function usesLookup(filter: AuditFilter): boolean {
+  return filter.resourceId !== undefined || filter.from !== undefined || filter.to !== undefined;
+}
+
 /** The SELECT of an audit filter, in seq order. */
 export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string; values: unknown[] } {
   const p = new SqlParams(dialect);
@@ -46,7 +51,6 @@ export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string
     ['context', 'context'],
     ['resourceType', 'resource_type'],
     ['resourceName', 'resource_name'],
-    ['resourceId', 'resource_id'],
     ['subjectName', 'subject_name'],
     ['actionType', 'action_type'],
   ];
@@ -54,8 +58,21 @@ export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string
   // Lets the planner use the index that holds custom contexts only (migration 5).
   if (filter.context !== undefined && filter.context !== PLATFORM_CONTEXT) where.push(`context <> '${PLATFORM_CONTEXT}'`);
   if (filter.resourceTypes) where.push(filter.resourceTypes.length ? `resource_type IN (${filter.resourceTypes.map((t) => p.add(t)).join(', ')})` : 'FALSE');
-  if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
-  if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);
+  if (dialect === 'postgres') {
+    if (filter.resourceId !== undefined) where.push(`resource_id = ${p.add(filter.resourceId)}`);
+    if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
+    if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);
+  } else {
+    // SQLite: through audit_lookup (migration 7), which the store brings up to date first (usesLookup).
+    // `range` adds its parameters after the org's (SQLite's are positional).
+    const lookup = (range: () => string) => `seq IN (SELECT seq FROM audit_lookup WHERE org = ${p.add(filter.org)} AND ${range()})`;
+    const { resourceId, from, to } = filter;
+    if (resourceId !== undefined) where.push(lookup(() => `key = ${p.add(`r:${resourceId}`)}`));
+    if (from !== undefined || to !== undefined) {
+      // Keys of times sort between 't:' and 't;' (the next character after ':').
+      where.push(lookup(() => `key >= ${p.add(`t:${from ?? ''}`)} AND key ${to === undefined ? `< 't;'` : `<= ${p.add(`t:${to}`)}`}`));
+    }
+  }
   if (filter.afterSeq !== undefined) where.push(`seq > ${p.add(filter.afterSeq)}`);
   if (filter.throughSeq !== undefined) where.push(`seq <= ${p.add(filter.throughSeq)}`);
   const sql = `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ${p.add(filter.limit)}`;

@@ -145,4 +145,22 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
       postgres: `ALTER TABLE audit_pending DROP CONSTRAINT audit_pending_id_key;`,
     },
   },
+  {
+    version: 7,
+    name: 'SQLite: audit lookups by resource and time, kept in batches',
+    // Keeping (org, resource_id, seq) and (org, event_time) indexes cost every SQLite change about
+    // as much again as the change itself (random b-tree pages written at each commit). Their
+    // entries now go to audit_lookup in sorted batches ('r:' resource id, 't:' event time), for
+    // the events appended after audit_lookup_through's rowid (see SqliteStore.catchUpLookup).
+    sql: {
+      sqlite: `
+        CREATE TABLE audit_lookup (org TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (org, key, seq)) WITHOUT ROWID;
+        INSERT INTO audit_lookup SELECT org, 'r:' || resource_id, seq FROM audit_events UNION ALL SELECT org, 't:' || event_time, seq FROM audit_events ORDER BY 1, 2, 3;
+        CREATE TABLE audit_lookup_through (rowid_through INTEGER NOT NULL);
+        INSERT INTO audit_lookup_through SELECT COALESCE(MAX(rowid), 0) FROM audit_events;
+        DROP INDEX audit_events_resource;
+        DROP INDEX audit_events_time;`,
+      postgres: `SELECT 1;`,
+    },
+  },
 ];

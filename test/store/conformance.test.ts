@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../src/errors.js';
-import type { NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
+import type { AuditFilter, NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { openStore } from '../../src/store/open.js';
@@ -213,6 +213,24 @@ forEachBackend('store conformance', (backend) => {
     assert.equal(stored.data.n, 12);
     assert.equal(stored.version, 13);
     assert.equal((await store.audit({ org: 'rmw', limit: 100 })).length, 12);
+  });
+
+  test('audit filters by resource and time see every appended event, before and after pruning by age', async () => {
+    const at = (day: number) => `2020-01-0${day}T00:00:00.000Z`;
+    const append = (n: number, resourceId: string) =>
+      store.transaction((tx) => tx.appendAudit({ ...event('aged', resourceId, n), resourceId, eventTime: at(n) }));
+    for (let n = 1; n <= 6; n++) await append(n, n % 2 ? 'odd' : 'even');
+    const seqs = async (filter: Partial<AuditFilter>) => (await store.audit({ org: 'aged', limit: 100, ...filter })).map((e) => e.seq);
+    assert.deepEqual(await seqs({ resourceId: 'odd' }), [1, 3, 5]);
+    assert.deepEqual(await seqs({ from: at(2), to: at(4) }), [2, 3, 4]);
+    assert.deepEqual(await seqs({ from: at(5) }), [5, 6]);
+    assert.deepEqual(await seqs({ to: at(1) }), [1]);
+    assert.equal(await store.pruneAudit('aged', { before: at(4) }), 3);
+    assert.deepEqual(await seqs({ resourceId: 'odd' }), [5]);
+    assert.deepEqual(await seqs({ to: at(5) }), [4, 5]);
+    await append(7, 'odd');
+    assert.deepEqual(await seqs({ resourceId: 'odd', from: at(5) }), [5, 7]);
+    assert.deepEqual(await verifyChain(store, 'aged'), { ok: true, events: 4, from: 4, to: 7 });
   });
 
   test('events with any text in their bodies, appended concurrently, form one chain that verifies', async () => {

@@ -1,5 +1,6 @@
 // A database made by an earlier Keel is brought up to date on open, keeping every audit event
-// and its chain (migration 5 rebuilds SQLite's audit table).
+// and its chain (migration 5 rebuilds SQLite's audit table; migration 7 moves its lookups by resource
+// and time to audit_lookup).
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -50,6 +51,9 @@ test('a SQLite database at schema 4 with audit events migrates with its chain in
       );
       assert.equal((await store.auditHead('o')).seq, 31);
       assert.equal((await verifyChain(store, 'o')).ok, true);
+      // Found by resource and time like the events the migration carried over.
+      assert.deepEqual((await store.audit({ org: 'o', resourceId: 'r', limit: 100 })).map((e) => e.seq), [31]);
+      assert.equal((await store.audit({ org: 'o', from: '2026-01-01T00:00:28.000Z', limit: 100 })).length, 4);
     } finally {
       await store.close();
     }

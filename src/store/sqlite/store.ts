@@ -7,7 +7,7 @@ import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type Resource
 import { SqlParams } from '../sql.js';
 import { Checkpointer } from './checkpointer.js';
 import { chainHash } from '../../audit/chain.js';
-import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
+import { auditQuery, AUDIT_COLUMNS, fromAuditRow, usesLookup, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
 // One writer connection (transactions serialized by a mutex, so an open transaction never
@@ -17,6 +17,8 @@ const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
 const CHECKPOINT_EVERY_MS = 250;
 /** WAL frames (pages) a passive checkpoint may leave behind before a RESTART one (about 16 MB). */
 const RESTART_FRAMES = 4000;
+/** How often the events appended since are added to audit_lookup (queries that need it add them first). */
+const LOOKUP_EVERY_MS = 1000;
 /** How long the writer waits before trying again for a write lock another connection holds. */
 const BUSY_RETRY_MS = 2;
 const CACHE_ENTRIES = 10_000;
@@ -30,6 +32,7 @@ export class SqliteStore implements Store {
   private readonly mutex = new Mutex();
   private readonly statements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
+  private readonly lookupKeeper: NodeJS.Timeout;
   private readonly checkpointer?: Checkpointer;
   private readonly cache = new Map<string, StoredItem | null>();
   private cachedAt = -1;
@@ -52,6 +55,8 @@ export class SqliteStore implements Store {
     // Skipped, not waited for, when another connection holds the write lock: the next hour's run will do.
     this.optimizer = setInterval(() => void this.mutex.run(async () => void this.writer.pragma('optimize')).catch(() => {}), OPTIMIZE_EVERY_MS);
     this.optimizer.unref();
+    this.lookupKeeper = setInterval(() => void this.catchUpLookup().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
+    this.lookupKeeper.unref();
     if (file !== ':memory:') {
       this.checkpointer = new Checkpointer(file, { everyMs: CHECKPOINT_EVERY_MS, restartFrames: RESTART_FRAMES }, (message) =>
         process.emitWarning(`WAL checkpoint failed: ${message}`),
@@ -146,6 +151,7 @@ export class SqliteStore implements Store {
   }
 
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
+    if (usesLookup(filter)) await this.catchUpLookup();
     const { sql, values } = auditQuery('sqlite', filter);
     return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
   }
@@ -168,15 +174,38 @@ export class SqliteStore implements Store {
         cutoff = Math.max(cutoff, (head?.last_seq ?? 0) - options.keep);
       }
       if (options.before !== undefined) {
-        const old = this.stmt(this.writer, 'SELECT MAX(seq) AS seq FROM audit_events WHERE org = ? AND event_time < ?').get(org, options.before) as { seq: number | null };
+        this.addToLookup();
+        const old = this.stmt(this.writer, "SELECT MAX(seq) AS seq FROM audit_lookup WHERE org = ? AND key >= 't:' AND key < ?").get(org, `t:${options.before}`) as { seq: number | null };
         cutoff = Math.max(cutoff, old.seq ?? 0);
       }
       const anchor = this.stmt(this.writer, 'SELECT hash FROM audit_events WHERE org = ? AND seq = ?').get(org, cutoff) as { hash: string } | undefined;
       if (!anchor) return 0;
+      this.addToLookup();
       const removed = this.stmt(this.writer, 'DELETE FROM audit_events WHERE org = ? AND seq <= ?').run(org, cutoff).changes;
+      this.stmt(this.writer, 'DELETE FROM audit_lookup WHERE org = ? AND seq <= ?').run(org, cutoff);
+      // Rowids after the last row are handed out again once it is gone: the mark must not stay above them.
+      this.stmt(this.writer, 'UPDATE audit_lookup_through SET rowid_through = MIN(rowid_through, (SELECT COALESCE(MAX(rowid), 0) FROM audit_events))').run();
       this.stmt(this.writer, 'INSERT INTO audit_prunes VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash').run(org, cutoff, anchor.hash);
       return removed;
     });
+  }
+
+  /** Adds the events appended since the last time to audit_lookup, as one write. */
+  private catchUpLookup(): Promise<void> {
+    return this.transaction(async () => this.addToLookup());
+  }
+
+  /** Inside a write: the lookup entries of events past the mark, inserted in key order (cheap where one by one they were not). */
+  private addToLookup(): void {
+    const through = this.stmt(this.writer, 'SELECT rowid_through FROM audit_lookup_through').pluck().get() as number;
+    const last = (this.stmt(this.writer, 'SELECT MAX(rowid) FROM audit_events').pluck().get() as number | null) ?? 0;
+    if (last <= through) return;
+    this.stmt(
+      this.writer,
+      `INSERT INTO audit_lookup SELECT org, 'r:' || resource_id, seq FROM audit_events WHERE rowid > ? AND rowid <= ?
+       UNION ALL SELECT org, 't:' || event_time, seq FROM audit_events WHERE rowid > ? AND rowid <= ? ORDER BY 1, 2, 3`,
+    ).run(through, last, through, last);
+    this.stmt(this.writer, 'UPDATE audit_lookup_through SET rowid_through = ?').run(last);
   }
 
   async ping(): Promise<void> {
@@ -340,6 +369,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.optimizer);
+    clearInterval(this.lookupKeeper);
     await this.checkpointer?.stop();
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
