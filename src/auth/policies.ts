@@ -32,8 +32,14 @@ interface OrgAccess {
   groups: Group[];
   /** User items by link, for memberQuery and for JWT users' membership of the org. */
   users: Map<string, Record<string, unknown>>;
+  /** Kinds with a targetQuery policy: their decisions depend on the item's fields, and are not remembered. */
+  queryTargeted: Set<string>;
+  /** Service accounts' decisions on other kinds, by principal, permission and target (see check). */
+  decisions: Map<string, boolean>;
   loadedAt: number;
 }
+
+const DECISIONS = 10_000;
 
 const FRESH_MS = 1000; // other processes' policy, group and user changes are seen within this time
 
@@ -72,16 +78,31 @@ export class PolicyAuthorizer implements Authorizer {
   async check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void> {
     const wanted = requiredPermission(def, permission);
     const access = await this.access(target.org);
-    const principals = this.principalLinks(principal, access);
     const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    // A service account's groups and the policies are fixed for this snapshot; without a targetQuery,
+    // so is the answer for one permission on one target.
+    const key = principal.kind === 'serviceaccount' && !access.queryTargeted.has(def.kind) ? `${principal.link}\n${wanted}\n${link ?? def.kind}` : undefined;
+    let granted = key === undefined ? undefined : access.decisions.get(key);
+    if (granted === undefined) {
+      granted = this.decide(principal, access, def, wanted, link, target);
+      if (key !== undefined) {
+        if (access.decisions.size >= DECISIONS) access.decisions.clear();
+        access.decisions.set(key, granted);
+      }
+    }
+    if (!granted) throw ApiError.forbidden(`not granted [${wanted}] on ${link ?? def.kind}`);
+  }
+
+  private decide(principal: Principal, access: OrgAccess, def: KindDef, wanted: string, link: string | undefined, target: Target): boolean {
+    const principals = this.principalLinks(principal, access);
     let fields: Record<string, unknown> | undefined;
     for (const policy of access.policies.get(def.kind) ?? []) {
       if (!policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, wanted)) && b.principalLinks.some((l) => principals.has(l)))) continue;
-      if (policy.all) return;
-      if (link && policy.targetLinks.has(link)) return;
-      if (policy.targetQuery && target.fields && matchesQuery(policy.targetQuery, (fields ??= target.fields()), { gvc: target.gvc })) return;
+      if (policy.all) return true;
+      if (link && policy.targetLinks.has(link)) return true;
+      if (policy.targetQuery && target.fields && matchesQuery(policy.targetQuery, (fields ??= target.fields()), { gvc: target.gvc })) return true;
     }
-    throw ApiError.forbidden(`not granted [${wanted}] on ${link ?? def.kind}`);
+    return false;
   }
 
   async viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter> {
@@ -186,7 +207,8 @@ export class PolicyAuthorizer implements Authorizer {
       policies.set(policy.targetKind, [...(policies.get(policy.targetKind) ?? []), policy]);
     }
     const users = new Map(userRows.map((row) => [`/org/${org}/user/${row.name}`, { ...row.data, id: row.id, name: row.name, created: row.created, lastModified: row.lastModified }]));
-    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, loadedAt };
+    const queryTargeted = new Set([...policies].filter(([, list]) => list.some((p) => p.targetQuery)).map(([kind]) => kind));
+    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Map(), loadedAt };
   }
 }
 
