@@ -233,6 +233,23 @@ forEachBackend('store conformance', (backend) => {
     assert.deepEqual(await verifyChain(store, 'aged'), { ok: true, events: 4, from: 4, to: 7 });
   });
 
+  test('an event appended by a transaction that then fails takes no place in the chain', async () => {
+    const outcomes = await Promise.allSettled([
+      store.transaction((tx) => tx.appendAudit(event('undone', 'x', 1))),
+      store.transaction(async (tx) => {
+        await tx.appendAudit(event('undone', 'x', 2));
+        throw new Error('changed its mind');
+      }),
+      store.transaction((tx) => tx.appendAudit(event('undone', 'x', 3))),
+    ]);
+    assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+    // Concurrent transactions: their events may take either order.
+    const bodies = (await store.audit({ org: 'undone', limit: 10 })).map((e) => JSON.parse(e.body).n as number);
+    assert.deepEqual(bodies.sort(), [1, 3]);
+    assert.deepEqual(await verifyChain(store, 'undone'), { ok: true, events: 2, from: 1, to: 2 });
+    assert.equal((await store.auditHead('undone')).seq, 2);
+  });
+
   test('events with any text in their bodies, appended concurrently, form one chain that verifies', async () => {
     const texts = ['plain', 'é à ü', '日本語', '🚀 emoji', 'line\nbreak', 'back\\slash "quoted"', ''];
     await Promise.all(texts.map((text, n) => store.transaction((tx) => tx.appendAudit({ ...event('unicode', 'u', n), body: JSON.stringify({ n, text }) }))));

@@ -36,6 +36,8 @@ export class SqliteStore implements Store {
   private readonly checkpointer?: Checkpointer;
   private readonly cache = new Map<string, StoredItem | null>();
   private cachedAt = -1;
+  /** Chain heads moved by the batch under way: written once, just before it commits. */
+  private chainHeads = new Map<string, { seq: number; hash: string }>();
   private versionChecked = false;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
@@ -169,10 +171,7 @@ export class SqliteStore implements Store {
   pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
     return this.transaction(async () => {
       let cutoff = 0;
-      if (options.keep !== undefined) {
-        const head = this.stmt(this.writer, 'SELECT last_seq FROM audit_heads WHERE org = ?').get(org) as { last_seq: number } | undefined;
-        cutoff = Math.max(cutoff, (head?.last_seq ?? 0) - options.keep);
-      }
+      if (options.keep !== undefined) cutoff = Math.max(cutoff, this.headOf(org).seq - options.keep);
       if (options.before !== undefined) {
         this.addToLookup();
         const old = this.stmt(this.writer, "SELECT MAX(seq) AS seq FROM audit_lookup WHERE org = ? AND key >= 't:' AND key < ?").get(org, `t:${options.before}`) as { seq: number | null };
@@ -275,8 +274,10 @@ export class SqliteStore implements Store {
   /** Runs each job in its own savepoint inside the transaction begin() opened, and commits. */
   private async runBatch(batch: typeof this.queue) {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    this.chainHeads.clear();
     for (const job of batch) {
       this.stmt(this.writer, 'SAVEPOINT keel_tx').run();
+      const heads = new Map(this.chainHeads);
       try {
         const value = await job.fn(this.tx);
         this.stmt(this.writer, 'RELEASE keel_tx').run();
@@ -284,12 +285,23 @@ export class SqliteStore implements Store {
       } catch (error) {
         this.stmt(this.writer, 'ROLLBACK TO keel_tx').run();
         this.stmt(this.writer, 'RELEASE keel_tx').run();
+        this.chainHeads = heads;
         outcomes.push({ ok: false, error });
       }
     }
+    const moveHead = this.stmt(this.writer, 'INSERT INTO audit_heads VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash');
+    for (const [org, head] of this.chainHeads) moveHead.run(org, head.seq, head.hash);
     this.stmt(this.writer, 'COMMIT').run();
     this.versionChecked = false;
     return outcomes;
+  }
+
+  /** An org's chain head as the batch under way leaves it so far. */
+  private headOf(org: string): { seq: number; hash: string } {
+    const pending = this.chainHeads.get(org);
+    if (pending) return pending;
+    const stored = this.stmt(this.writer, 'SELECT last_seq, last_hash FROM audit_heads WHERE org = ?').get(org) as { last_seq: number; last_hash: string } | undefined;
+    return { seq: stored?.last_seq ?? 0, hash: stored?.last_hash ?? '' };
   }
 
   private readonly tx: Tx = {
@@ -351,10 +363,10 @@ export class SqliteStore implements Store {
       }
     },
     appendAudit: async (event) => {
-      const head = this.stmt(this.writer, 'SELECT last_seq, last_hash FROM audit_heads WHERE org = ?').get(event.org) as { last_seq: number; last_hash: string } | undefined;
-      const seq = (head?.last_seq ?? 0) + 1;
-      const hash = chainHash(head?.last_hash ?? '', seq, event.body);
-      this.stmt(this.writer, 'INSERT INTO audit_heads VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash').run(event.org, seq, hash);
+      const head = this.headOf(event.org);
+      const seq = head.seq + 1;
+      const hash = chainHash(head.hash, seq, event.body);
+      this.chainHeads.set(event.org, { seq, hash });
       this.stmt(this.writer, `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
         event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body,
       );
