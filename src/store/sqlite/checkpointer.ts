@@ -5,19 +5,22 @@ import { Worker } from 'node:worker_threads';
 // stall every request if it ran on the main thread. A worker thread with its own connection
 // runs them instead. A PASSIVE checkpoint never blocks the writer, but under steady writes it
 // never catches up either, and the WAL only starts over once it has: it would grow without end
-// (hundreds of MB a minute). So once a passive pass leaves more than `restartFrames` in the log, a
-// RESTART checkpoint takes the write lock for the little that is left and makes the next commit
-// write from the start of the file again. The writer waits for it without blocking its thread
+// (hundreds of MB a minute). So when the log holds more than `restartFrames` and is still growing,
+// a RESTART checkpoint takes the write lock for the little a passive pass left and makes the next
+// commit write from the start of the file again. The writer waits for it without blocking its thread
 // (see SqliteStore.drain).
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file);
 db.pragma('busy_timeout = 5000');
+let previous = 0;
 const timer = setInterval(() => {
   try {
     const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
-    if (log > workerData.restartFrames) db.pragma('wal_checkpoint(RESTART)');
+    // Only while writes go on: a log that stopped growing starts over at the next write by itself.
+    if (log > workerData.restartFrames && log !== previous) db.pragma('wal_checkpoint(RESTART)');
+    previous = log;
   } catch (err) { parentPort.postMessage(String(err)); }
 }, workerData.everyMs);
 parentPort.on('message', () => { clearInterval(timer); db.close(); parentPort.close(); });
