@@ -5,6 +5,7 @@
 // never a 5xx, and every 4xx is exactly the API's error object; Object.prototype stays untouched,
 // and Keel still serves correctly afterwards. The bounded run here; `npm run fuzz` runs longer.
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { KINDS } from '../../src/kinds/index.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
@@ -19,15 +20,29 @@ forEachBackend('HTTP fuzzing', (backend) => {
   let targets: Targets;
   let sent = 0;
 
+  // The server's error log, so that a 5xx is reported with the error behind it.
+  const errors: string[] = [];
   const exercise = async (req: FuzzRequest) => {
+    const logged = errors.length;
     const res = await send(k.app, port, req);
     sent++;
-    checkAnswer(req, res);
+    try {
+      checkAnswer(req, res);
+    } catch (err) {
+      if (errors.length > logged) (err as Error).message += `\n  server log: ${errors.slice(logged).join('\n  ').slice(0, 2000)}`;
+      throw err;
+    }
     assertNoPollution(`${req.label} ${req.method} ${req.url.slice(0, 80)}`);
   };
 
   before(async () => {
-    k = await startKeel(backend);
+    const log = new Writable({
+      write(chunk, _encoding, done) {
+        errors.push(String(chunk).trim());
+        done();
+      },
+    });
+    k = await startKeel(backend, 'acme', { logLevel: 'error' }, log);
     const gvc = await k.call('POST', '/org/acme/gvc', { name: GVC });
     assert.equal(gvc.status, 201, JSON.stringify(gvc.body));
     await k.app.core.listen({ port: 0, host: '127.0.0.1' });

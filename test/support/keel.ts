@@ -54,12 +54,15 @@ export async function storeFor(backend: Backend): Promise<{ store: Store; url?: 
   };
 }
 
-/** `settings` override the test defaults (which run without reconcilers, so status stays put). */
-export async function startKeel(backend: Backend, org = 'acme', settings: Partial<Config> = {}): Promise<TestKeel> {
+/**
+ * `settings` override the test defaults (which run without reconcilers, so status stays put);
+ * with `logStream`, the server logs there at `settings.logLevel` instead of not at all.
+ */
+export async function startKeel(backend: Backend, org = 'acme', settings: Partial<Config> = {}, logStream?: NodeJS.WritableStream): Promise<TestKeel> {
   const { store, url, dir, cleanup } = await storeFor(backend);
   const config: Config = { ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, logLevel: 'silent', ...settings };
   const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
-  const app = await buildApp(config, store, { logger: false });
+  const app = await buildApp(config, store, logStream ? { logStream } : { logger: false });
   const extra: Array<{ app: App; store: Store }> = [];
   return {
     app,
