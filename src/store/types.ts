@@ -74,7 +74,7 @@ export interface AuditFilter {
   from?: string;
   to?: string;
   afterSeq?: number;
-  /** Events up to and including this seq. */
+  /** Events up to and including this seq (one read from auditHead, so PostgreSQL need not seal what is pending first). */
   throughSeq?: number;
   limit: number;
 }

@@ -9,8 +9,8 @@ export interface Remembered {
   snapshot: Snapshot;
 }
 
-export function remembered(item: StoredItem): Remembered {
-  return { item: { ...item, data: {} }, snapshot: snapshotOf(item) };
+function remembered(item: StoredItem, snapshot: Snapshot): Remembered {
+  return { item: { ...item, data: {} }, snapshot };
 }
 
 /** Thrown by an optimistic transaction for anything it cannot do: the store then locks instead. */
@@ -47,9 +47,12 @@ export class OptimisticTx implements Tx {
     private readonly recent?: ReadonlyMap<string, Remembered>,
   ) {}
 
-  /** The item the committed statement wrote, if any. */
-  get written(): StoredItem | undefined {
-    return this.pendingUpdate?.item;
+  /** The item the committed statement wrote, as the store may remember it (see `recent`). */
+  written?: Remembered;
+
+  /** Whether the function updated an item (so committing checks that what it read is still current). */
+  get updates(): boolean {
+    return this.pendingUpdate !== undefined;
   }
 
   private refuse(): never {
@@ -114,7 +117,9 @@ export class OptimisticTx implements Tx {
       return 'committed';
     }
     const { item, expectedVersion, tagsUnchanged, was } = this.pendingUpdate;
-    const update = updateCtes(item, expectedVersion, tagsUnchanged, was);
+    // Serialized once: sent as the new data, and kept to check the next change against.
+    const snapshot = snapshotOf(item);
+    const update = updateCtes(item, expectedVersion, tagsUnchanged, was, snapshot.data);
     const parts = [update.sql];
     const values = [...update.values];
     if (this.events.length > 0) {
@@ -123,6 +128,8 @@ export class OptimisticTx implements Tx {
       values.push(...insert.values);
     }
     const { rows } = await this.db.query(prepared(`WITH ${parts.join(',\n')} SELECT count(*)::int AS n FROM updated`, values));
-    return rows[0].n === 1 ? 'committed' : 'conflict';
+    if (rows[0].n !== 1) return 'conflict';
+    this.written = remembered(item, snapshot);
+    return 'committed';
   }
 }

@@ -45,10 +45,10 @@ export function snapshotOf(item: StoredItem): Snapshot {
  * The version-checked update of an item (and, unless its tags are unchanged, of its tag index)
  * as common table expressions: `updated` holds the id of the row when it was at `expectedVersion`
  * and, given `was`, when it still is exactly that item (same id, same data: a status write keeps
- * the version).
+ * the version). `json` is the item's data already serialized, if at hand.
  */
-export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchanged: boolean, was?: Snapshot): { sql: string; values: unknown[] } {
-  const values: unknown[] = [item.version, item.lastModified, item.data, item.org, item.kind, item.gvc, item.name, expectedVersion];
+export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchanged: boolean, was?: Snapshot, json?: string): { sql: string; values: unknown[] } {
+  const values: unknown[] = [item.version, item.lastModified, json ?? item.data, item.org, item.kind, item.gvc, item.name, expectedVersion];
   const same = was ? ` AND id = $${values.push(was.id)} AND data = $${values.push(was.data)}::jsonb` : '';
   let sql = `updated AS (
       UPDATE resources SET version = $1, last_modified = $2, data = $3

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
-import { NeedsLocking, OptimisticTx, remembered, type Remembered } from './optimistic.js';
+import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
 import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
@@ -169,7 +169,7 @@ export class PostgresStore implements Store {
       }
       if (tx.refused) break;
       // So is "nothing to change": only a write checks that the remembered item is still current.
-      if (tx.usedRecent && !tx.written) {
+      if (tx.usedRecent && !tx.updates) {
         fresh = true;
         continue;
       }
@@ -186,10 +186,10 @@ export class PostgresStore implements Store {
     return this.lockingTransaction(fn);
   }
 
-  private remember(item: StoredItem | undefined): void {
-    if (!item) return;
+  private remember(written: Remembered | undefined): void {
+    if (!written) return;
     if (this.recent.size >= RECENT_ITEMS) this.recent.clear();
-    this.recent.set(itemKeyString(item), remembered(item));
+    this.recent.set(itemKeyString(written.item), written);
   }
 
   private async lockingTransaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
