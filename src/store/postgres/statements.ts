@@ -73,9 +73,19 @@ export function updateCtes(item: StoredItem, expectedVersion: number, tagsUnchan
 
 const PENDING_COLUMNS = 'org, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body';
 
-/** Inserts audit events into audit_pending (to be sealed into the chain after commit); `guard` is an SQL condition they wait on. */
+/**
+ * Inserts audit events into audit_pending (to be sealed into the chain after commit); `guard` is an
+ * SQL condition they wait on. One event (a write's usual count) goes as plain parameters: an
+ * array parameter makes both pg and PostgreSQL escape and unescape the whole body.
+ */
 export function pendingInsert(events: NewAuditEvent[], firstParam: number, guard = 'TRUE'): { sql: string; values: unknown[] } {
   const fields: Array<keyof NewAuditEvent> = ['org', 'id', 'context', 'eventTime', 'resourceType', 'resourceName', 'resourceId', 'subjectName', 'actionType', 'body'];
+  if (events.length === 1) {
+    return {
+      sql: `INSERT INTO audit_pending (${PENDING_COLUMNS}) SELECT ${fields.map((_, i) => `$${firstParam + i}::text`).join(', ')} WHERE ${guard}`,
+      values: fields.map((f) => events[0][f]),
+    };
+  }
   const params = fields.map((_, i) => `$${firstParam + i}::text[]`).join(', ');
   return {
     sql: `INSERT INTO audit_pending (${PENDING_COLUMNS}) SELECT * FROM unnest(${params}) WHERE ${guard}`,
