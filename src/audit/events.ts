@@ -1,23 +1,31 @@
 import { randomUUID } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
 import type { Resource } from '../kinds/types.js';
+import { jsonOf } from '../resources/present.js';
 import type { AuditRecord, NewAuditEvent } from '../store/types.js';
 
 /**
  * A new event id: a UUID of version 7 (RFC 9562), whose leading bits are the time in ms and then a
  * counter, so ids of successive events sort in time order and insert at the end of the id index
- * instead of at a random page of it.
+ * instead of at a random page of it. The random bits are drawn once per millisecond and the
+ * counter orders the ids within it (the RFC's method 1); a spent counter borrows the next
+ * millisecond, so this process's ids stay strictly increasing.
  */
 export function newEventId(): string {
   const now = Date.now();
-  sequence = now === sequenceMs ? (sequence + 1) & 0xfff : 0;
-  sequenceMs = now;
-  const time = now.toString(16).padStart(12, '0');
-  const random = randomUUID(); // its last two groups carry the RFC 9562 variant bits and randomness
-  return `${time.slice(0, 8)}-${time.slice(8)}-7${sequence.toString(16).padStart(3, '0')}-${random.slice(19)}`;
+  if (now > idMs || ++idCounter > 0xfff) {
+    idMs = Math.max(now, idMs + 1);
+    idCounter = 0;
+    const time = idMs.toString(16).padStart(12, '0');
+    idTime = `${time.slice(0, 8)}-${time.slice(8)}-7`;
+    idRandom = randomUUID().slice(19); // its last two groups carry the RFC 9562 variant bits and randomness
+  }
+  return `${idTime}${idCounter.toString(16).padStart(3, '0')}-${idRandom}`;
 }
-let sequenceMs = 0;
-let sequence = 0;
+let idMs = 0;
+let idCounter = 0;
+let idTime = '';
+let idRandom = '';
 
 /** The platform's own audit context: every mutation made through the API lands here. */
 export const PLATFORM_CONTEXT = 'cpln';
@@ -45,13 +53,14 @@ export function subjectOf(actor: Actor, extra: Record<string, unknown> = {}): Re
 
 /**
  * An audit event of a change to `resource` (as clients see it: hidden fields such as secret
- * values and key hashes are already gone, so they never reach the log).
+ * values and key hashes are already gone, so they never reach the log). The snapshot in
+ * `resource.data` is the resource's JSON as the response to the change carries it.
  */
 export function changeEvent(org: string, actor: Actor, action: string, resource: Resource): NewAuditEvent {
   const id = newEventId();
   const now = new Date().toISOString();
   const self = resource.links.find((l) => l.rel === 'self')?.href;
-  const body = {
+  const envelope = {
     id,
     eventTime: now,
     postedTime: now,
@@ -59,10 +68,12 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
     requestId: actor.requestId ?? id,
     context: { org, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
     subject: subjectOf(actor),
-    resource: { id: resource.id, name: resource.name, type: resource.kind, link: self, version: resource.version, data: resource },
     action: { type: action },
     result: { status: 'success' },
+    resource: { id: resource.id, name: resource.name, type: resource.kind, link: self, version: resource.version },
   };
+  // `resource` comes last, so its closing braces end the JSON: the snapshot goes in before them.
+  const head = JSON.stringify(envelope);
   return {
     org,
     id,
@@ -73,7 +84,7 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
     resourceId: resource.id,
     subjectName: actor.name,
     actionType: action,
-    body: JSON.stringify(body),
+    body: `${head.slice(0, -2)},"data":${jsonOf(resource)}}}`,
   };
 }
 

@@ -2,6 +2,7 @@
 // (body only, version and lastModified untouched, with a 'status' event on the change stream),
 // and small helpers over stored items.
 import { createHash } from 'node:crypto';
+import type { AppendedEvent } from '../audit/changes.js';
 import { changeEvent, KEEL_ACTOR } from '../audit/events.js';
 import { findKind } from '../kinds/index.js';
 import type { Resource } from '../kinds/types.js';
@@ -18,6 +19,8 @@ export interface ReconcileContext {
   stepMs: number;
   /** Whether the transaction should append audit events (KEEL_AUDIT). */
   audit: boolean;
+  /** The events the transaction appended, announced with the change once it commits. */
+  appended: AppendedEvent[];
 }
 
 /** What a pass left to do: `after` ms until the next transition of the object is due. */
@@ -57,7 +60,9 @@ export async function writeStatus(ctx: ReconcileContext, item: StoredItem, data:
 export async function recordStatus(ctx: ReconcileContext, item: StoredItem, view?: (item: StoredItem) => Resource, action = 'status'): Promise<void> {
   if (!ctx.audit) return;
   const resource = view ? view(item) : present(findKind(item.kind)!, item);
-  await ctx.tx.appendAudit(changeEvent(item.org, KEEL_ACTOR, action, resource));
+  const event = changeEvent(item.org, KEEL_ACTOR, action, resource);
+  await ctx.tx.appendAudit(event);
+  ctx.appended.push({ event, resource });
 }
 
 /** The items of a kind in an org (and GVC, when given; and names with `prefix`), read outside the transaction (committed data). */

@@ -1,8 +1,9 @@
 // The reconciler runner: finds what changed and moves status along.
 //
 // Sources of work, all idempotent:
-// - the change stream: each org's audit chain, read from the last processed seq (woken at once
-//   by the local 'change' emitter, otherwise polled), mapped to the objects a change concerns;
+// - the change stream: each org's audit chain from the last processed seq, mapped to the objects
+//   a change concerns. This process's own events come with the local 'change' emitter and are
+//   taken from there at once; a poll reads the chain for the rest (other processes' changes);
 // - timers: a pass that leaves a transition pending says when it is due;
 // - a periodic scan of every reconciled kind (catches anything missed, e.g. after a restart).
 //
@@ -11,7 +12,7 @@
 // locks and re-reads the object. A busy lock means another Keel process is on it: the object is
 // retried a step later. Every transition is computed from the stored state and the clock, and
 // written only when the state differs, so several processes write each transition exactly once.
-import { changes } from '../audit/changes.js';
+import { changes, type AppendedEvent } from '../audit/changes.js';
 import { PLATFORM_CONTEXT } from '../audit/events.js';
 import { parseLink } from '../resources/links.js';
 import type { AuditRecord, ItemKey, Store } from '../store/types.js';
@@ -45,14 +46,32 @@ const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
 /** The kinds whose changes concern some reconciler. */
 const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'agent'];
 const FOLLOW_PAGE = 500;
+/** Events of this process kept for follow() per org, at most (past that, it reads them back). */
+const APPENDED_KEPT = 10_000;
 /** A wake-up (a local write) starts the next pass no sooner than this after the last one began. */
 const WAKE_EVERY_MS = 10;
 const ORGS_EVERY_MS = 2_000;
+
+/** What routing needs of an event's resource: its link and snapshot. */
+type Snapshot = { link?: string; data?: Record<string, unknown> };
+
+function snapshotOf({ resource }: AppendedEvent): Snapshot {
+  return { link: resource.links.find((l) => l.rel === 'self')?.href, data: resource };
+}
+
+/** Whether `mine` holds every seq after `last` through `head`. */
+function covers(mine: Map<number, AppendedEvent>, last: number, head: number): boolean {
+  if (head <= last || head - last > mine.size) return false;
+  for (let seq = last + 1; seq <= head; seq++) if (!mine.has(seq)) return false;
+  return true;
+}
 
 export class ReconcileRunner {
   /** The placement each GVC had in the last event seen, so other edits of it cost nothing. */
   private readonly placements = new Map<string, string>();
   private readonly lastSeq = new Map<string, number>();
+  /** Events this process appended, by org and seq: follow() takes them from here rather than read them back. */
+  private readonly appended = new Map<string, Map<number, AppendedEvent>>();
   private readonly queue = new Map<string, ItemKey>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private stopped = false;
@@ -63,9 +82,16 @@ export class ReconcileRunner {
   private orgsCheckedAt = 0;
   private passStarted = 0;
   private scannedAt = 0;
-  private readonly onChange = (org: string) => {
+  private followedAt = 0;
+  private readonly onChange = (org: string, appended?: AppendedEvent) => {
     // A write in this process to an org not followed yet (a new org): follow it from its start.
     if (!this.lastSeq.has(org)) this.lastSeq.set(org, 0);
+    const seq = appended?.event.seq;
+    if (seq !== undefined && seq > this.lastSeq.get(org)!) {
+      let mine = this.appended.get(org);
+      if (!mine) this.appended.set(org, (mine = new Map()));
+      if (mine.size < APPENDED_KEPT) mine.set(seq, appended!);
+    }
     this.wakeUp();
   };
 
@@ -88,6 +114,7 @@ export class ReconcileRunner {
   async stop(): Promise<void> {
     this.stopped = true;
     changes.off('change', this.onChange);
+    this.appended.clear();
     for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     this.wakeUp();
@@ -108,7 +135,9 @@ export class ReconcileRunner {
         const now = Date.now();
         if (now - this.orgsCheckedAt >= ORGS_EVERY_MS) await this.discoverOrgs();
         if (now - this.scannedAt >= this.scanMs) await this.scan();
-        await this.follow();
+        // Between polls, a pass takes only this process's own events; a poll reads the chain.
+        if (now - this.followedAt >= this.pollMs) await this.follow();
+        else await this.followOwn();
         await this.drain();
       } catch (err) {
         this.options.onError?.(err);
@@ -147,27 +176,52 @@ export class ReconcileRunner {
     }
   }
 
-  /** Reads each org's new events (those of routed kinds only) and queues the objects they concern. */
+  /**
+   * Takes each org's new events (those of routed kinds only) and queues the objects they concern:
+   * from this process's own appends when they cover every seq up to the head, else read back.
+   */
   private async follow(): Promise<void> {
+    this.followedAt = Date.now();
     for (const [org, last] of this.lastSeq) {
       const head = (await this.store.auditHead(org)).seq;
-      let after = last;
-      while (after < head) {
-        const events = await this.store.audit({ org, context: PLATFORM_CONTEXT, resourceTypes: ROUTED, afterSeq: after, throughSeq: head, limit: FOLLOW_PAGE });
-        for (const event of events) {
-          after = event.seq;
-          this.lastSeq.set(org, after);
-          await this.route(org, event);
+      const mine = this.appended.get(org);
+      if (mine && covers(mine, last, head)) {
+        for (let seq = last + 1; seq <= head; seq++) {
+          const own = mine.get(seq)!;
+          this.lastSeq.set(org, seq);
+          if (ROUTED.includes(own.event.resourceType)) await this.route(org, own.event, snapshotOf(own));
         }
-        if (events.length < FOLLOW_PAGE) after = head;
+      } else {
+        let after = last;
+        while (after < head) {
+          const events = await this.store.audit({ org, context: PLATFORM_CONTEXT, resourceTypes: ROUTED, afterSeq: after, throughSeq: head, limit: FOLLOW_PAGE });
+          for (const event of events) {
+            after = event.seq;
+            this.lastSeq.set(org, after);
+            await this.route(org, event, (JSON.parse(event.body) as { resource?: Snapshot }).resource);
+          }
+          if (events.length < FOLLOW_PAGE) after = head;
+        }
       }
+      if (mine) for (const seq of mine.keys()) if (seq <= head) mine.delete(seq);
       this.lastSeq.set(org, Math.max(head, last));
     }
   }
 
-  private async route(org: string, event: AuditRecord): Promise<void> {
+  /** Routes this process's own events that continue each org's followed chain without a gap. */
+  private async followOwn(): Promise<void> {
+    for (const [org, mine] of this.appended) {
+      let seq = this.lastSeq.get(org) ?? 0;
+      for (let next = mine.get(seq + 1); next; next = mine.get(seq + 1)) {
+        mine.delete(++seq);
+        this.lastSeq.set(org, seq);
+        if (ROUTED.includes(next.event.resourceType)) await this.route(org, next.event, snapshotOf(next));
+      }
+    }
+  }
+
+  private async route(org: string, event: Pick<AuditRecord, 'actionType' | 'resourceType' | 'resourceName'>, resource: Snapshot | undefined): Promise<void> {
     if (!['create', 'edit', 'delete'].includes(event.actionType)) return;
-    const resource = (JSON.parse(event.body) as { resource?: { link?: string; data?: { spec?: { staticPlacement?: unknown } } } }).resource;
     const link = resource?.link ?? '';
     const kind = event.resourceType;
     if (kind === 'command') {
@@ -193,7 +247,7 @@ export class ReconcileRunner {
           break;
         }
         // Only a change of placement concerns the GVC's workloads, volume sets and domains.
-        const placement = JSON.stringify(resource?.data?.spec?.staticPlacement ?? null);
+        const placement = JSON.stringify((resource?.data?.spec as { staticPlacement?: unknown } | undefined)?.staticPlacement ?? null);
         if (this.placements.get(key) === placement) break;
         this.placements.set(key, placement);
         for (const k of ['workload', 'volumeset']) for (const item of await listAll(this.store, org, k, event.resourceName)) this.enqueue(item);
@@ -219,13 +273,16 @@ export class ReconcileRunner {
   private async reconcile(key: ItemKey): Promise<void> {
     const reconciler = RECONCILERS[key.kind];
     let outcome: Outcome | 'busy';
+    let appended: AppendedEvent[] = [];
     try {
       outcome = await this.store.transaction(async (tx) => {
         if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
-        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true };
+        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [] };
+        appended = ctx.appended;
         return reconciler(ctx, key);
       });
     } catch (err) {
+      appended = [];
       this.options.onError?.(err, key);
       outcome = { after: this.options.stepMs * 5 };
     }
@@ -235,7 +292,8 @@ export class ReconcileRunner {
       const [parentKind, rest] = [key.name.slice(0, key.name.indexOf(':')), key.name.slice(key.name.indexOf(':') + 1)];
       if (parentKind === 'volumeset') this.enqueue({ org: key.org, kind: 'volumeset', gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
     }
-    changes.emit('change', key.org);
+    if (appended.length === 0) changes.emit('change', key.org);
+    for (const own of appended) changes.emit('change', key.org, own);
     if (outcome.after !== undefined) this.schedule(key, Math.max(1, outcome.after));
   }
 

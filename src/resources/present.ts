@@ -39,15 +39,36 @@ export function present(def: KindDef, item: StoredItem, options: { reveal?: bool
 }
 
 /**
- * present() as JSON, kept per stored item: the store shares an unchanged item's object between
- * reads (and never mutates it), so a hot item is serialized once, not on every GET.
+ * present() kept per stored item: the store shares an unchanged item's object between reads (and
+ * never mutates it), so a hot item is presented and serialized once, not on every GET, and a
+ * write's response and its audit event share one serialization. Callers must not mutate it.
  */
-export function presentedJson(def: KindDef, item: StoredItem): string {
-  let json = serialized.get(item);
+export function presented(def: KindDef, item: StoredItem): Resource {
+  let resource = shared.get(item);
+  if (resource === undefined) {
+    resource = present(def, item);
+    shared.set(item, resource);
+  }
+  return resource;
+}
+const shared = new WeakMap<StoredItem, Resource>();
+
+/** A presented resource's JSON, serialized once. */
+export function jsonOf(resource: Resource): string {
+  let json = serialized.get(resource);
   if (json === undefined) {
-    json = JSON.stringify(present(def, item));
-    serialized.set(item, json);
+    json = JSON.stringify(resource);
+    serialized.set(resource, json);
   }
   return json;
 }
-const serialized = new WeakMap<StoredItem, string>();
+const serialized = new WeakMap<object, string>();
+
+/** A reply's JSON: the one already made if the payload is a presented resource. */
+export function replyJson(payload: unknown): string {
+  return (typeof payload === 'object' && payload !== null && serialized.get(payload)) || JSON.stringify(payload);
+}
+
+export function presentedJson(def: KindDef, item: StoredItem): string {
+  return jsonOf(presented(def, item));
+}

@@ -10,9 +10,9 @@ import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
-import { present, presentedJson } from './present.js';
+import { present, presented, presentedJson } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
-import { changes } from '../audit/changes.js';
+import { changes, type AppendedEvent } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
@@ -131,7 +131,7 @@ export class Resources {
       await def.afterWrite?.(name!, created.data, hooks);
       return { item: created, action: 'create' };
     });
-    return present(def, item);
+    return presented(def, item);
   }
 
   async patch(principal: Principal, def: KindDef, place: Place, name: string, body: unknown, options: WriteOptions = {}): Promise<Resource> {
@@ -147,7 +147,7 @@ export class Resources {
       validateResource(def, next);
       return this.update(tx, hooks, def, locked, next);
     });
-    return present(def, item);
+    return presented(def, item);
   }
 
   /** PUT on an item: replaces it whole (absent fields reset to defaults), or creates it. */
@@ -180,7 +180,7 @@ export class Resources {
       const next = this.prepare(def, place, input, locked);
       return this.update(tx, hooks, def, locked, next);
     });
-    return { resource: present(def, item), created: false };
+    return { resource: presented(def, item), created: false };
   }
 
   async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
@@ -296,16 +296,20 @@ export class Resources {
     fn: (tx: Tx, hooks: HookContext) => Promise<Change>,
   ): Promise<StoredItem> {
     try {
+      let appended: AppendedEvent | undefined;
       const item = await this.store.transaction(async (tx) => {
         const change = await fn(tx, hookContext(tx, place, principal));
+        appended = undefined;
         if (change.action && this.settings.audit) {
-          await tx.appendAudit(changeEvent(change.item.org, actorOf(principal), change.action, present(def, change.item)));
+          const resource = presented(def, change.item);
+          appended = { event: changeEvent(change.item.org, actorOf(principal), change.action, resource), resource };
+          await tx.appendAudit(appended.event);
         }
         if (options.dryRun) throw new DryRun(change.item);
         return change.item;
       });
       if (ACCESS_KINDS.has(item.kind)) this.onAccessChange(item.org);
-      changes.emit('change', item.org);
+      changes.emit('change', item.org, appended);
       return item;
     } catch (err) {
       if (err instanceof DryRun) return err.item;

@@ -51,6 +51,12 @@ export interface NewAuditEvent {
   actionType: string;
   /** The whole event as JSON text: hashed and returned byte for byte. */
   body: string;
+  /**
+   * Set by the store when it gives the event its place in the chain, if that place is known in
+   * this process by the time the transaction resolves (SQLite always; PostgreSQL when this
+   * process's sealer chained it).
+   */
+  seq?: number;
 }
 
 export interface AuditRecord extends NewAuditEvent {
@@ -105,7 +111,7 @@ export interface Tx {
   /**
    * Appends an event to the org's hash chain as part of this transaction: it exists exactly when
    * the transaction commits, and has its place (seq, hash) in the chain by the time the
-   * transaction's promise resolves.
+   * transaction's promise resolves (see NewAuditEvent.seq).
    */
   appendAudit(event: NewAuditEvent): Promise<void>;
 }

@@ -35,7 +35,8 @@ forEachBackend('audit', (backend) => {
     const start = (await events()).length;
     const created = await k.call('POST', '/org/acme/gvc', { name: 'audited' });
     assert.equal(created.status, 201);
-    assert.equal((await k.call('PATCH', '/org/acme/gvc/audited', { description: 'patched' })).status, 200);
+    const patched = await k.call('PATCH', '/org/acme/gvc/audited', { description: 'patched' });
+    assert.equal(patched.status, 200);
     assert.equal((await k.call('PUT', '/org/acme/gvc/audited', { name: 'audited', description: 'replaced' })).status, 200);
     assert.equal((await k.call('PATCH', '/org/acme/gvc/audited', { description: 'replaced' })).status, 200, 'a no-op');
     assert.equal((await k.call('PATCH', '/org/acme/gvc/audited', { bogus: 1 })).status, 400);
@@ -48,6 +49,9 @@ forEachBackend('audit', (backend) => {
     assert.deepEqual(mine.map((e) => e.action.type), ['create', 'edit', 'edit', 'delete']);
     assert.ok(mine.every((e) => e.resource.id === created.body.id && e.resource.type === 'gvc'));
     assert.deepEqual(mine.map((e) => e.resource.version), [1, 2, 3, 3]);
+    // The snapshot is the item as the change's response showed it.
+    assert.deepEqual(mine[0].resource.data, created.body);
+    assert.deepEqual(mine[1].resource.data, patched.body);
     assert.equal(mine[0].subject.name, 'admin');
     assert.deepEqual(mine[0].subject.data, { type: 'serviceaccount', principalLink: '/org/acme/serviceaccount/admin' });
     assert.equal(mine[0].context.org, 'acme');

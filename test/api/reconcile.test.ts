@@ -241,6 +241,34 @@ forEachBackend('living resources', (backend) => {
   });
 });
 
+forEachBackend('a reconciler following its own changes and another process\'s', (backend) => {
+  // Slow steps put the periodic scan (every 30 steps) beyond the deadline: only following the
+  // change stream can bring these volume sets along in time.
+  const SLOW_STEP = 600;
+  let k: TestKeel;
+  let other: App;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: SLOW_STEP });
+    other = (await k.reopen({ reconcile: false })).app;
+  });
+  after(() => k.close());
+
+  test('changes from both, interleaved, each reach the reconciler', async () => {
+    const placed = (locations: string[]) => ({ spec: { staticPlacement: { locationLinks: locations.map((l) => `//location/${l}`) } } });
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'mixed', ...placed([W1]) }, { app: other })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/gvc/mixed/volumeset', { name: 'near', spec: { initialCapacity: 10 } })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/gvc/mixed/volumeset', { name: 'far', spec: { initialCapacity: 10 } }, { app: other })).status, 201);
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/mixed/volumeset/near', { description: 'after the other process wrote' })).status, 200);
+    const sets = () => Promise.all(['near', 'far'].map((n) => k.call('GET', `/org/acme/gvc/mixed/volumeset/${n}`).then((r) => volumesOf(r.body))));
+    await waitFor('both volume sets unbound', sets, (all) => all.every((v) => v[W1]?.[0]?.lifecycle === 'unbound'));
+    // A placement change by the other process, then one by this one: the volume sets follow each.
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/mixed', placed([W1, W2]), { app: other })).status, 200);
+    await waitFor('both volume sets in the added location', sets, (all) => all.every((v) => v[W2]?.[0]?.lifecycle === 'unbound'));
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/mixed', placed([W2]))).status, 200);
+    await waitFor('both volume sets out of the removed location', sets, (all) => all.every((v) => !v[W1] && v[W2]?.[0]?.lifecycle === 'unbound'));
+  });
+});
+
 forEachBackend(
   'living resources with two Keel processes',
   () => {

@@ -215,6 +215,25 @@ forEachBackend('store conformance', (backend) => {
     assert.equal((await store.audit({ org: 'rmw', limit: 100 })).length, 12);
   });
 
+  test('a resolved transaction\'s events carry the seq they were chained at', async () => {
+    const appended = Array.from({ length: 8 }, (_, n) => event('placed', `r${n}`, n));
+    // Concurrent transactions, two of them appending two events each (the array path on PostgreSQL).
+    await Promise.all([
+      ...appended.slice(0, 4).map((e) => store.transaction((tx) => tx.appendAudit(e))),
+      store.transaction(async (tx) => {
+        await tx.appendAudit(appended[4]);
+        await tx.appendAudit(appended[5]);
+      }),
+      store.transaction(async (tx) => {
+        await tx.appendAudit(appended[6]);
+        await tx.appendAudit(appended[7]);
+      }),
+    ]);
+    const stored = new Map((await store.audit({ org: 'placed', limit: 100 })).map((e) => [e.id, e.seq]));
+    assert.deepEqual(appended.map((e) => e.seq), appended.map((e) => stored.get(e.id)));
+    assert.deepEqual([...stored.values()].sort((a, b) => a - b), [1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
   test('audit filters by resource and time see every appended event, before and after pruning by age', async () => {
     const at = (day: number) => `2020-01-0${day}T00:00:00.000Z`;
     const append = (n: number, resourceId: string) =>

@@ -31,7 +31,8 @@ export interface TestKeel {
   /** A request as the admin (or with `token`); `body` objects are sent as JSON. */
   call(method: string, url: string, body?: unknown, options?: { token?: string | null; headers?: Record<string, string>; rawBody?: string; app?: App }): Promise<Response>;
   /** Another store on the same database, as a second Keel process would have. */
-  reopen(): Promise<{ app: App; store: Store }>;
+  /** A second Keel on the same database, as another process would be (`settings` override the first's). */
+  reopen(settings?: Partial<Config>): Promise<{ app: App; store: Store }>;
   close(): Promise<void>;
 }
 
@@ -88,9 +89,9 @@ export async function startKeel(backend: Backend, org = 'acme', settings: Partia
       }
       return { status: res.statusCode, headers: res.headers as Response['headers'], body: parsed, raw: res.body };
     },
-    async reopen() {
+    async reopen(overrides = {}) {
       const second = await openStore({ dataDir: dir, databaseUrl: url });
-      const secondApp = await buildApp(config, second, { logger: false });
+      const secondApp = await buildApp({ ...config, ...overrides }, second, { logger: false });
       extra.push({ app: secondApp, store: second });
       return { app: secondApp, store: second };
     },

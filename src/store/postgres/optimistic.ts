@@ -33,14 +33,13 @@ export class NeedsLocking extends Error {
 export class OptimisticTx implements Tx {
   /** Set once anything was refused: even if the caller swallowed the error, its outcome is void. */
   refused = false;
-  /** The orgs whose events this transaction appended (sealed into their chains after commit). */
-  readonly appended = new Set<string>();
+  /** The events this transaction appended (sealed into their orgs' chains after commit). */
+  readonly appended: NewAuditEvent[] = [];
   /** Set once an item read for update came from `recent`. */
   usedRecent = false;
   /** The items read for update and not written yet, as read, by key. */
   private readonly readForUpdate = new Map<string, Snapshot>();
   private pendingUpdate?: { item: StoredItem; expectedVersion: number; tagsUnchanged: boolean; was: Snapshot };
-  private readonly events: NewAuditEvent[] = [];
 
   constructor(
     private readonly db: pg.Pool,
@@ -61,7 +60,7 @@ export class OptimisticTx implements Tx {
   }
 
   private get writing(): boolean {
-    return this.pendingUpdate !== undefined || this.events.length > 0;
+    return this.pendingUpdate !== undefined || this.appended.length > 0;
   }
 
   async get(key: ItemKey, lock?: 'share' | 'update'): Promise<StoredItem | undefined> {
@@ -87,8 +86,7 @@ export class OptimisticTx implements Tx {
   }
 
   async appendAudit(event: NewAuditEvent): Promise<void> {
-    this.events.push(event);
-    this.appended.add(event.org);
+    this.appended.push(event);
   }
 
   async countInGvc(org: string, kind: string, gvc: string): Promise<number> {
@@ -112,7 +110,7 @@ export class OptimisticTx implements Tx {
     if (!this.writing) return 'committed';
     if (this.readForUpdate.size > 0) return 'needs-locking';
     if (!this.pendingUpdate) {
-      const insert = pendingInsert(this.events, 1);
+      const insert = pendingInsert(this.appended, 1);
       await this.db.query(prepared(insert.sql, insert.values));
       return 'committed';
     }
@@ -122,8 +120,8 @@ export class OptimisticTx implements Tx {
     const update = updateCtes(item, expectedVersion, tagsUnchanged, was, snapshot.data);
     const parts = [update.sql];
     const values = [...update.values];
-    if (this.events.length > 0) {
-      const insert = pendingInsert(this.events, values.length + 1, 'EXISTS (SELECT 1 FROM updated)');
+    if (this.appended.length > 0) {
+      const insert = pendingInsert(this.appended, values.length + 1, 'EXISTS (SELECT 1 FROM updated)');
       parts.push(`appended AS (${insert.sql})`);
       values.push(...insert.values);
     }

@@ -6,7 +6,7 @@ import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
 import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
-import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
+import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
 // the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
@@ -173,7 +173,14 @@ export class PostgresStore implements Store {
         fresh = true;
         continue;
       }
-      const outcome = await tx.commit();
+      // Watched from before the commit: a seal under way may chain these events the moment it lands.
+      this.sealer.watch(tx.appended);
+      let outcome: Awaited<ReturnType<OptimisticTx['commit']>>;
+      try {
+        outcome = await tx.commit();
+      } finally {
+        if (outcome! !== 'committed') this.sealer.unwatch(tx.appended);
+      }
       if (outcome === 'needs-locking') break;
       if (outcome === 'conflict') {
         fresh = true;
@@ -195,13 +202,15 @@ export class PostgresStore implements Store {
   private async lockingTransaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
-      const appended = new Set<string>();
+      const appended: NewAuditEvent[] = [];
       let result: T;
       try {
         await client.query('BEGIN');
         result = await fn(transactionOn(client, appended));
+        this.sealer.watch(appended);
         await client.query('COMMIT');
       } catch (err) {
+        this.sealer.unwatch(appended);
         await client.query('ROLLBACK').catch(() => {});
         if (attempt < 5 && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
         throw err;
@@ -213,9 +222,20 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** Gives committed events their place in the chain before the change is answered. If sealing fails, the change still happened; the sweeper chains its events later. */
-  private async sealAppended(orgs: Set<string>): Promise<void> {
-    await Promise.all([...orgs].map((org) => this.sealer.seal(org))).catch(() => {});
+  /**
+   * Gives committed events their place in the chain before the change is answered (and each its
+   * seq, when this process's sealer chained it: they are watched from before the commit). If
+   * sealing fails, the change still happened; the sweeper chains its events later.
+   */
+  private async sealAppended(events: NewAuditEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    try {
+      await Promise.all([...new Set(events.map((e) => e.org))].map((org) => this.sealer.seal(org)));
+    } catch {
+      // see above
+    } finally {
+      this.sealer.unwatch(events);
+    }
   }
 
   async close(): Promise<void> {
@@ -238,8 +258,8 @@ async function writeTags(client: pg.PoolClient, item: StoredItem): Promise<void>
 
 type PgTx = Tx & { pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> };
 
-/** `appended` collects the orgs whose chains the transaction added events to. */
-function transactionOn(client: pg.PoolClient, appended: Set<string>): PgTx {
+/** `appended` collects the events the transaction appended. */
+function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
   return {
     get: (key, lock) => getOn(client, key, lock),
     async insert(item) {
@@ -294,7 +314,7 @@ function transactionOn(client: pg.PoolClient, appended: Set<string>): PgTx {
       // sealer chains it right after this transaction commits (see Sealer).
       const insert = pendingInsert([event], 1);
       await client.query(prepared(insert.sql, insert.values));
-      appended.add(event.org);
+      appended.push(event);
     },
     async pruneAudit(org, options) {
       let cutoff = 0;
@@ -338,7 +358,8 @@ const SEAL_STATEMENT = `
   moved AS (
     UPDATE audit_heads h SET last_seq = tip.seq, last_hash = tip.hash
     FROM (SELECT seq, hash FROM chain WHERE n > 0 ORDER BY n DESC LIMIT 1) tip WHERE h.org = $1)
-  SELECT (SELECT count(*) FROM taken)::int AS sealed, EXISTS (SELECT 1 FROM head) AS chained`;
+  SELECT (SELECT count(*) FROM taken)::int AS sealed, EXISTS (SELECT 1 FROM head) AS chained,
+    (SELECT last_seq FROM head) AS base, (SELECT array_agg(id ORDER BY n) FROM ordered) AS ids`;
 
 /**
  * Gives committed pending events their place in each org's hash chain. One seal runs per org at a
@@ -350,8 +371,18 @@ const SEAL_STATEMENT = `
 class Sealer {
   private readonly running = new Map<string, Promise<void>>();
   private readonly queued = new Map<string, Promise<void>>();
+  /** Events of this process's transactions waiting for their seq, by id. */
+  private readonly watched = new Map<string, NewAuditEvent>();
 
   constructor(private readonly pool: pg.Pool) {}
+
+  watch(events: NewAuditEvent[]): void {
+    for (const event of events) this.watched.set(event.id, event);
+  }
+
+  unwatch(events: NewAuditEvent[]): void {
+    for (const event of events) this.watched.delete(event.id);
+  }
 
   /** Resolves once every event committed for `org` before this call is in the chain. */
   seal(org: string): Promise<void> {
@@ -392,7 +423,11 @@ class Sealer {
    */
   private async sealBatch(org: string): Promise<number> {
     const { rows } = await this.pool.query(prepared(SEAL_STATEMENT, [org, SEAL_BATCH]));
-    const { sealed, chained } = rows[0] as { sealed: number; chained: boolean };
+    const { sealed, chained, base, ids } = rows[0] as { sealed: number; chained: boolean; base: string | null; ids: string[] | null };
+    for (const [i, id] of (ids ?? []).entries()) {
+      const event = this.watched.get(id);
+      if (event) event.seq = Number(base) + i + 1;
+    }
     if (chained) return sealed;
     // The org's first event: its chain starts at an empty head.
     await this.pool.query(prepared("INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, 0, '') ON CONFLICT (org) DO NOTHING", [org]));

@@ -370,6 +370,7 @@ export class SqliteStore implements Store {
       this.stmt(this.writer, `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
         event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body,
       );
+      event.seq = seq;
     },
   };
 
