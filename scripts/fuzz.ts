@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { KINDS } from '../src/kinds/index.js';
 import { startKeel, type Backend } from '../test/support/keel.js';
 import { postgresAvailable } from '../test/support/postgres.js';
-import { anyRequest, assertNoPollution, checkAnswer, GVC, hostileRequests, kindRequest, send, seedTargets, type FuzzRequest, type Targets } from '../test/fuzz/requests.js';
+import { anyRequest, assertNoPollution, AUDIT_CONTEXT, auditRequest, checkAnswer, GVC, hostileRequests, kindRequest, send, seedTargets, type FuzzRequest, type Targets } from '../test/fuzz/requests.js';
 
 const SECONDS = Number(process.env.FUZZ_SECONDS ?? 120);
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : undefined;
@@ -26,6 +26,7 @@ async function run(backend: Backend): Promise<Tally> {
   try {
     const gvc = await k.call('POST', '/org/acme/gvc', { name: GVC });
     if (gvc.status !== 201) throw new Error(`could not create the GVC: ${gvc.status}`);
+    if ((await k.call('POST', '/org/acme/auditctx', { name: AUDIT_CONTEXT })).status !== 201) throw new Error('could not create the audit context');
     await k.app.core.listen({ port: 0, host: '127.0.0.1' });
     const port = (k.app.core.server.address() as { port: number }).port;
     const targets: Targets = { token: k.token, seeded: await seedTargets(k.app, k.token) };
@@ -43,7 +44,7 @@ async function run(backend: Backend): Promise<Tally> {
     for (const req of hostileRequests(targets)) await exercise(req);
     // Kinds in turn, then anything, until the time or the run budget is spent.
     const deadline = Date.now() + SECONDS * 1000;
-    const streams = [...KINDS.map((def) => kindRequest(def, targets)), anyRequest(targets)];
+    const streams = [...KINDS.map((def) => kindRequest(def, targets)), anyRequest(targets), auditRequest(targets)];
     let round = 0;
     while (RUNS ? tally.sent < RUNS : Date.now() < deadline) {
       const arb = streams[round % streams.length];

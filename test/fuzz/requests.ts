@@ -24,6 +24,8 @@ export interface FuzzRequest {
   payload?: string;
   /** Send over a real socket instead of inject(), for what only the HTTP parser sees. */
   socket?: boolean;
+  /** The Audit API instead of the Core API (always through inject()). */
+  audit?: boolean;
   /** What the request is, for failure messages. */
   label: string;
 }
@@ -125,9 +127,9 @@ export async function send(app: App, port: number | undefined, req: FuzzRequest)
   });
   try {
     const answer =
-      req.socket && port !== undefined
+      req.socket && !req.audit && port !== undefined
         ? viaSocket(port, req)
-        : app.core
+        : (req.audit ? app.audit : app.core)
             .inject({ method: req.method as 'GET', url: req.url, headers: req.headers as Record<string, string>, payload: req.payload })
             .then((res) => ({ status: res.statusCode, headers: res.headers as FuzzAnswer['headers'], raw: res.body }));
     return await Promise.race([answer, deadline]);
@@ -415,6 +417,67 @@ export function anyRequest(t: Targets): fc.Arbitrary<FuzzRequest> {
   return fc.oneof(
     { weight: 6, arbitrary: fc.constantFrom(...KINDS).chain((def) => kindRequest(def, t)) },
     { weight: 1, arbitrary: fc.tuple(oddPath, fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE'), fc.option(nastyValue, { nil: undefined })).chain(([url, method, body]) => withHeaders(t, body, { method, url, label: 'odd path' })) },
+  );
+}
+
+/** An audit context created before fuzzing, so custom events have somewhere to go. */
+export const AUDIT_CONTEXT = 'fz-ctx';
+
+const auditQueryString = fc
+  .array(
+    fc.tuple(
+      fc.constantFrom('resourceType', 'resourceName', 'resourceId', 'subjectName', 'actionType', 'fromEvent', 'toEvent', 'contextName', 'limit', 'page', 'pageSize', 'cursor', 'location', '__proto__'),
+      fc.oneof(
+        fc.constantFrom('gvc', 'cpln', AUDIT_CONTEXT, '2020-01-01T00:00:00Z', '2999-12-31T23:59:59.999Z', 'not-a-time', '0', '-1', '1001', '1e3', '', '%00', '%FF', 'a'.repeat(3000)),
+        word,
+        fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => encodeURIComponent(new Date(ms).toISOString())),
+      ),
+    ),
+    { maxLength: 4 },
+  )
+  .map((pairs) => (pairs.length ? '?' + pairs.map(([k, v]) => `${k}=${v}`).join('&') : ''));
+
+/** A custom event: mostly the documented shape with odd values, sometimes anything at all. */
+const eventTime = fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => new Date(ms).toISOString()) }, { weight: 1, arbitrary: nastyString });
+const customEvent: fc.Arbitrary<unknown> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record(
+      {
+        resource: fc.record({ type: fc.oneof(word, nastyString), id: fc.oneof(word, nastyString), name: fc.oneof(word, nastyString), data: nastyValue }, { requiredKeys: ['type'] }),
+        action: fc.record({ type: fc.oneof(word, nastyString), data: nastyValue }, { requiredKeys: ['type'] }),
+        subject: nastyValue,
+        result: fc.oneof(fc.record({ status: fc.constantFrom('success', 'failure', ''), message: nastyString }, { requiredKeys: [] }), nastyValue),
+        eventTime,
+        context: nastyValue,
+      },
+      { requiredKeys: ['resource', 'action'] },
+    ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ resource: nastyValue, action: nastyValue, subject: nastyValue, eventTime: nastyValue, extra: nastyValue }, { requiredKeys: [] }),
+  },
+  { weight: 1, arbitrary: nastyValue },
+);
+
+/** One random Audit API request: queries, lookups by id, resource and subject, custom events. */
+export function auditRequest(t: Targets): fc.Arbitrary<FuzzRequest> {
+  const base = `/audit/org/${ORG}`;
+  const org = fc.oneof({ weight: 4, arbitrary: fc.constant(ORG) }, { weight: 1, arbitrary: pathName });
+  const context = fc.oneof(fc.constantFrom('cpln', AUDIT_CONTEXT), pathName);
+  const audit = (r: fc.Arbitrary<FuzzRequest>) => r.map((req) => ({ ...req, audit: true, socket: false }));
+  return audit(
+    fc.oneof(
+      fc.tuple(org, auditQueryString).chain(([o, q]) => withHeaders(t, undefined, { method: 'GET', url: `/audit/org/${o}${q}`, label: 'audit query' })),
+      fc.tuple(fc.constantFrom('id', 'resource/id', 'resource/name', 'subject/email'), pathName).chain(([by, v]) => withHeaders(t, undefined, { method: 'GET', url: `${base}/${by}/${v}`, label: `audit by ${by}` })),
+      fc.tuple(context, customEvent, fc.constantFrom('', '?async=true', '?async=false', '?async=maybe')).chain(([c, body, q]) =>
+        withHeaders(t, body, { method: 'POST', url: `${base}/auditctx/${c}${q}`, label: 'custom audit event' }),
+      ),
+      fc.tuple(fc.constantFrom('PUT', 'PATCH', 'DELETE'), fc.constantFrom(base, `${base}/auditctx/cpln`, `${base}/id/x`, '/audit', '/audit/org')).chain(([m, url]) =>
+        withHeaders(t, { x: 1 }, { method: m, url, label: `${m} on the Audit API` }),
+      ),
+    ),
   );
 }
 
