@@ -85,6 +85,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
     app.addHook('onRequest', (request, reply, done) => {
       if (hasNul(request.params) || hasNul(request.query)) return sendError(reply, request, ApiError.badRequest('the path and query must not contain NUL characters'));
+      // `?dryRun=true&dryRun=false` would otherwise be read as whatever a handler makes of an array.
+      const repeated = repeatedKey(request.query);
+      if (repeated !== undefined) return sendError(reply, request, ApiError.badRequest(`the query parameter ${repeated} is given more than once`, [{ path: repeated, message: 'is given more than once' }]));
       done();
     });
     installAdmission(app, config);
@@ -150,6 +153,12 @@ function hasNul(values: unknown): boolean {
     if (typeof value === 'string' ? value.includes('\u0000') : Array.isArray(value) && value.some((v) => typeof v === 'string' && v.includes('\u0000'))) return true;
   }
   return false;
+}
+
+/** A query parameter given more than once (parsed as an array), if any. */
+function repeatedKey(query: unknown): string | undefined {
+  if (!query || typeof query !== 'object') return undefined;
+  return Object.keys(query).find((key) => Array.isArray((query as Record<string, unknown>)[key]));
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;

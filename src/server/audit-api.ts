@@ -26,28 +26,20 @@ function isoTime(name: string, value: string | undefined): string | undefined {
   return t.toISOString();
 }
 
-/** A query parameter's one value: a repeated one (an array, as parsed) is a 400, not a guess. */
-function single(query: QueryString, name: string): string | undefined {
-  const value = (query as Record<string, string | string[] | undefined>)[name];
-  if (Array.isArray(value)) throw ApiError.badRequest(`${name} is given more than once`, [{ path: name, message: 'is given more than once' }]);
-  return value;
-}
-
 /** The filter of a query string; `fixed` adds what the path says (resource id, name, subject). */
 function filterOf(org: string, query: QueryString, limit: number, fixed: Partial<AuditFilter>): AuditFilter {
-  const next = single(query, 'next');
-  const after = next === undefined ? undefined : Number(next);
+  const after = query.next === undefined ? undefined : Number(query.next);
   if (after !== undefined && (!Number.isInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
   return {
     org,
-    context: single(query, 'contextName') ?? PLATFORM_CONTEXT,
-    resourceType: single(query, 'resourceType'),
-    resourceName: single(query, 'resourceName'),
-    resourceId: single(query, 'resourceId'),
-    subjectName: single(query, 'subjectName'),
-    actionType: single(query, 'actionType'),
-    from: isoTime('fromEvent', single(query, 'fromEvent')),
-    to: isoTime('toEvent', single(query, 'toEvent')),
+    context: query.contextName ?? PLATFORM_CONTEXT,
+    resourceType: query.resourceType,
+    resourceName: query.resourceName,
+    resourceId: query.resourceId,
+    subjectName: query.subjectName,
+    actionType: query.actionType,
+    from: isoTime('fromEvent', query.fromEvent),
+    to: isoTime('toEvent', query.toEvent),
     afterSeq: after,
     limit,
     ...fixed,
@@ -59,7 +51,7 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
   const query = async (request: FastifyRequest, fixed: Partial<AuditFilter>) => {
     const org = (request.params as Params).org;
     const qs = request.query as QueryString;
-    const filter = filterOf(org, qs, pageSizeOf(request, single(qs, 'limit')), fixed);
+    const filter = filterOf(org, qs, pageSizeOf(request, qs.limit), fixed);
     await authorizeContext(store, auth, request.principal, org, filter.context!, 'readAudit');
     const records = await store.audit({ ...filter, limit: filter.limit + 1 });
     const more = records.length > filter.limit;

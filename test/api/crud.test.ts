@@ -154,6 +154,9 @@ forEachBackend('generic CRUD', (backend) => {
     const patched = await k.call('PATCH', '/org/acme/group/applied?dryRun=true', { description: 'would be' });
     assert.equal(patched.body.description, 'would be');
     assert.equal((await k.call('GET', '/org/acme/group/applied')).body.description, 'two');
+    // Said twice, it is neither: a 400, and nothing is written.
+    assertError(await k.call('POST', '/org/acme/group?dryRun=true&dryRun=false', { name: 'ambiguous' }), 400, 'bad_request');
+    assertError(await k.call('GET', '/org/acme/group/ambiguous'), 404, 'not_found');
   });
 
   test('DELETE answers 202 with an empty body; the item is gone', async () => {
