@@ -465,15 +465,18 @@ const customEvent: fc.Arbitrary<unknown> = fc.oneof(
 export function auditRequest(t: Targets): fc.Arbitrary<FuzzRequest> {
   const base = `/audit/org/${ORG}`;
   const org = fc.oneof({ weight: 4, arbitrary: fc.constant(ORG) }, { weight: 1, arbitrary: pathName });
-  const context = fc.oneof(fc.constantFrom('cpln', AUDIT_CONTEXT), pathName);
+  const context = fc.oneof({ weight: 3, arbitrary: fc.constant(AUDIT_CONTEXT) }, { weight: 1, arbitrary: fc.constant('cpln') }, { weight: 1, arbitrary: pathName });
   const audit = (r: fc.Arbitrary<FuzzRequest>) => r.map((req) => ({ ...req, audit: true, socket: false }));
   return audit(
     fc.oneof(
       fc.tuple(org, auditQueryString).chain(([o, q]) => withHeaders(t, undefined, { method: 'GET', url: `/audit/org/${o}${q}`, label: 'audit query' })),
       fc.tuple(fc.constantFrom('id', 'resource/id', 'resource/name', 'subject/email'), pathName).chain(([by, v]) => withHeaders(t, undefined, { method: 'GET', url: `${base}/${by}/${v}`, label: `audit by ${by}` })),
-      fc.tuple(context, customEvent, fc.constantFrom('', '?async=true', '?async=false', '?async=maybe')).chain(([c, body, q]) =>
-        withHeaders(t, body, { method: 'POST', url: `${base}/auditctx/${c}${q}`, label: 'custom audit event' }),
-      ),
+      fc.tuple(context, customEvent, fc.constantFrom('', '?async=true', '?async=false', '?async=maybe'), fc.nat(4)).chain(([c, body, q, chaos]) => {
+        const req = { method: 'POST', url: `${base}/auditctx/${c}${q}`, label: 'custom audit event' };
+        // Mostly a well-formed request, so that the event itself is what varies; sometimes any headers.
+        if (chaos === 4) return withHeaders(t, body, req);
+        return fc.constant({ ...req, headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+      }),
       fc.tuple(fc.constantFrom('PUT', 'PATCH', 'DELETE'), fc.constantFrom(base, `${base}/auditctx/cpln`, `${base}/id/x`, '/audit', '/audit/org')).chain(([m, url]) =>
         withHeaders(t, { x: 1 }, { method: m, url, label: `${m} on the Audit API` }),
       ),
