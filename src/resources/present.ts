@@ -63,12 +63,3 @@ export function jsonOf(resource: Resource): string {
   return json;
 }
 const serialized = new WeakMap<object, string>();
-
-/** A reply's JSON: the one already made if the payload is a presented resource. */
-export function replyJson(payload: unknown): string {
-  return (typeof payload === 'object' && payload !== null && serialized.get(payload)) || JSON.stringify(payload);
-}
-
-export function presentedJson(def: KindDef, item: StoredItem): string {
-  return jsonOf(presented(def, item));
-}

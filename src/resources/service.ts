@@ -10,7 +10,7 @@ import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
-import { present, presented, presentedJson } from './present.js';
+import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { changes, type AppendedEvent } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
@@ -60,13 +60,10 @@ export class Resources {
     private readonly settings: ResourceSettings = { audit: true },
   ) {}
 
+  /** An item as the caller may see it; presented once per stored state (see presented()), unless revealed. */
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
-    return present(def, await this.readable(principal, def, place, name, options.reveal ? 'reveal' : 'view'), options);
-  }
-
-  /** What get returns, as JSON: an item unchanged since it was last serialized is not serialized again. */
-  async getJson(principal: Principal, def: KindDef, place: Place, name: string): Promise<string> {
-    return presentedJson(def, await this.readable(principal, def, place, name, 'view'));
+    const item = await this.readable(principal, def, place, name, options.reveal ? 'reveal' : 'view');
+    return options.reveal ? present(def, item, options) : presented(def, item);
   }
 
   private async readable(principal: Principal, def: KindDef, place: Place, name: string, permission: 'view' | 'reveal'): Promise<StoredItem> {

@@ -1,7 +1,6 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import { replyJson } from '../resources/present.js';
 import { resourceSchema } from '../kinds/derive.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import { querySchema, type JsonSchema } from '../kinds/schema.js';
@@ -102,7 +101,7 @@ function describeRoute(method: string, url: string): Record<string, unknown> {
 /** The OpenAPI document at GET /openapi.json and, on the Core API, the reference page at /docs. */
 export async function installDocs(app: FastifyInstance, options: { title: string; description: string; page: boolean }): Promise<void> {
   app.setValidatorCompiler(() => () => true);
-  app.setSerializerCompiler(() => replyJson);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   for (const schema of sharedSchemas()) app.addSchema(schema);
   app.addHook('onRoute', (route: RouteOptions) => {
     const config = (route.config ??= {}) as Record<string, unknown>;

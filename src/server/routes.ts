@@ -4,6 +4,7 @@ import { KINDS, findKind } from '../kinds/index.js';
 import { impliedPermissions } from '../kinds/derive.js';
 import type { KindDef, Place, Resource } from '../kinds/types.js';
 import { parseQuery, type Query } from '../query/index.js';
+import { jsonOf } from '../resources/present.js';
 import type { Page, Resources } from '../resources/service.js';
 import { sendError } from './errors.js';
 import { pageSizeOf } from './paging.js';
@@ -42,21 +43,21 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       GET: (request) => list(resources, def, placeOf(def, request), request),
       POST: async (request, reply) => {
         const created = await resources.create(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
-        return reply.code(201).header('location', selfOf(created)).send(created);
+        return sendResource(reply.code(201).header('location', selfOf(created)), created);
       },
       PUT: async (request, reply) => {
         const result = await resources.apply(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
         if (result.created) reply.code(201).header('location', selfOf(result.resource));
-        return result.resource;
+        return sendResource(reply, result.resource);
       },
     });
     mount(app, item, {
-      GET: async (request, reply) => sendJson(reply, await resources.getJson(request.principal, def, placeOf(def, request), nameOf(request))),
-      PATCH: (request) => resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request)),
+      GET: async (request, reply) => sendResource(reply, await resources.get(request.principal, def, placeOf(def, request), nameOf(request))),
+      PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
       PUT: async (request, reply) => {
         const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
         if (result.created) reply.code(201).header('location', selfOf(result.resource));
-        return result.resource;
+        return sendResource(reply, result.resource);
       },
       DELETE: async (request, reply) => {
         await resources.delete(request.principal, def, placeOf(def, request), nameOf(request));
@@ -114,8 +115,8 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     },
   });
   mount(app, '/org/:org', {
-    GET: async (request, reply) => sendJson(reply, await resources.getJson(request.principal, org, { org: orgOf(request) }, orgOf(request))),
-    PATCH: (request) => resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request)),
+    GET: async (request, reply) => sendResource(reply, await resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request))),
+    PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
   mountKindWide(app, resources, org);
@@ -142,9 +143,12 @@ function placeOf(def: KindDef, request: FastifyRequest): Place {
   return { org: params.org, gvc: def.scope === 'gvc' ? params.gvc : undefined };
 }
 
-/** Sends JSON that is already serialized (fastify sends a string with a JSON content type as it is). */
-function sendJson(reply: FastifyReply, json: string): FastifyReply {
-  return reply.header('content-type', 'application/json; charset=utf-8').send(json);
+/**
+ * Sends a presented resource as its JSON, made once (see presented() and jsonOf()): a string with a
+ * JSON content type goes out as it is, without fastify's serializer.
+ */
+function sendResource(reply: FastifyReply, resource: Resource): FastifyReply {
+  return reply.header('content-type', 'application/json; charset=utf-8').send(jsonOf(resource));
 }
 
 function selfOf(resource: Resource): string {
