@@ -3,10 +3,10 @@
 import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/support/ports.js';
 import type { Chart } from './svg.js';
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url)); // dist/bench when built
@@ -32,15 +32,6 @@ export interface LoadResult {
   p50: number;
   p99: number;
   non2xx: number;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 export function waitForOutput(child: ChildProcess, pattern: RegExp): Promise<string> {

@@ -14,7 +14,6 @@
 // with CRASH_DIST=1 (npm run build first). test/reliability/crash.test.ts runs a few cycles of each.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import { verifyChain } from '../src/audit/verify.js';
 import { findKind } from '../src/kinds/index.js';
 import { validateResource } from '../src/resources/validate.js';
 import { openStore } from '../src/store/open.js';
+import { freePort } from '../test/support/ports.js';
 import { createTestSchema, postgresAvailable } from '../test/support/postgres.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -52,15 +52,6 @@ export interface CrashReport {
   auditEvents: number;
   /** Requests served by the surviving process while the other one was down (two-postgres). */
   servedBySurvivor: number;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -116,7 +107,7 @@ class KeelProcess {
       if (Date.now() > deadline) throw new Error(`keel ${this.name} was not ready within ${READY_TIMEOUT_MS} ms: ${this.stderr}`);
       try {
         const res = await fetch(`${this.base}/about`, { signal: AbortSignal.timeout(2000) });
-        if (res.ok) return;
+        if (res.ok && !gone) return;
       } catch {
         // not listening yet
       }
@@ -128,6 +119,13 @@ class KeelProcess {
     if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;
     this.child.kill('SIGKILL');
     await this.exited;
+  }
+
+  /** How the process ended, with the tail of its stderr; undefined while it runs. */
+  exitNote(): string | undefined {
+    const child = this.child;
+    if (!child || (child.exitCode === null && child.signalCode === null)) return undefined;
+    return `keel ${this.name} exited (code ${child.exitCode}, signal ${child.signalCode}); its stderr ends: ${this.stderr.slice(-1500) || '(empty)'}`;
   }
 
   /** Graceful stop at the end of a run. */
@@ -144,8 +142,14 @@ interface Answer {
   body: any;
 }
 
-/** A request as the admin; undefined when no answer came (connection refused or reset: the server died). */
-async function call(base: string, token: string, method: string, path: string, body?: unknown): Promise<Answer | undefined> {
+/** Why a request got no answer (connection refused or reset: the server died, or was cut off). */
+interface NoAnswer {
+  status?: undefined;
+  reason: string;
+}
+
+/** A request as the admin. */
+async function call(base: string, token: string, method: string, path: string, body?: unknown): Promise<Answer | NoAnswer> {
   let res: Response;
   try {
     res = await fetch(base + path, {
@@ -156,15 +160,20 @@ async function call(base: string, token: string, method: string, path: string, b
     });
   } catch (e) {
     if ((e as Error).name === 'TimeoutError') throw new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS} ms from a live server`);
-    return undefined;
+    return { reason: failureOf(e) };
   }
   let text: string;
   try {
     text = await res.text();
-  } catch {
-    return undefined; // killed mid-answer
+  } catch (e) {
+    return { reason: `cut off mid-answer: ${failureOf(e)}` };
   }
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+function failureOf(e: unknown): string {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  return [(e as Error).message, cause?.code ?? cause?.message].filter(Boolean).join(': ');
 }
 
 export async function runCrash(options: CrashOptions): Promise<CrashReport> {
@@ -197,19 +206,26 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
       const worker = async (w: number) => {
         const target = survivor && w % 2 === 1 ? survivor : victim;
         const mine: string[] = [];
+        /** A request that got no answer: expected from the victim (it was killed, and this worker
+         * stops), a problem from the survivor. True when the worker should stop. */
+        const unanswered = (what: string, res: NoAnswer): boolean => {
+          report.unanswered++;
+          if (target === victim) return true;
+          const exit = target.exitNote();
+          problems.push(`the surviving process gave no answer to a ${what} (victim dead: ${victimDead}): ${res.reason}${exit ? `; ${exit}` : ''}`);
+          return exit !== undefined; // a dead survivor answers nothing more
+        };
         while (!stop) {
           const createNew = mine.length === 0 || Math.random() < 0.35;
           if (createNew) {
             const name = `c${cycle}-w${w}-${seq++}`;
             const res = await call(target.base, token, 'POST', `/org/${ORG}/group`, { name, description: `crash ${cycle}`, tags: { n: '1', w: String(w) } });
-            if (!res) {
-              if (target === survivor) problems.push(`the surviving process gave no answer to a create (victim dead: ${victimDead})`);
-              report.unanswered++;
-              if (target === victim) break;
+            if (res.status === undefined) {
+              if (unanswered('create', res)) break;
               continue;
             }
-            if (res.status >= 500) problems.push(`create ${name} on ${target.name}: ${res.status} ${JSON.stringify(res.body)}`);
-            if (res.status === 201) {
+            if (res.status !== 201) problems.push(`create ${name} on ${target.name}: ${res.status} ${JSON.stringify(res.body)}`);
+            else {
               if (res.body.version !== 1 || res.body.tags?.n !== '1') problems.push(`create ${name} answered ${JSON.stringify(res.body)}`);
               acked.set(name, 1);
               mine.push(name);
@@ -220,10 +236,8 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
           } else {
             const name = mine[Math.floor(Math.random() * mine.length)];
             const current = await call(target.base, token, 'GET', `/org/${ORG}/group/${name}`);
-            if (!current) {
-              if (target === survivor) problems.push(`the surviving process gave no answer to a read (victim dead: ${victimDead})`);
-              report.unanswered++;
-              if (target === victim) break;
+            if (current.status === undefined) {
+              if (unanswered('read', current)) break;
               continue;
             }
             if (current.status !== 200) {
@@ -232,10 +246,8 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
             }
             const version = current.body.version as number;
             const res = await call(target.base, token, 'PATCH', `/org/${ORG}/group/${name}`, { version, tags: { n: String(version + 1) } });
-            if (!res) {
-              if (target === survivor) problems.push(`the surviving process gave no answer to a patch (victim dead: ${victimDead})`);
-              report.unanswered++;
-              if (target === victim) break;
+            if (res.status === undefined) {
+              if (unanswered('patch', res)) break;
               continue;
             }
             if (res.status >= 500) problems.push(`patch ${name} on ${target.name}: ${res.status} ${JSON.stringify(res.body)}`);
@@ -286,8 +298,8 @@ async function verify(procs: KeelProcess[], token: string, acked: Map<string, nu
     let path: string | undefined = `/org/${ORG}/group?limit=1000`;
     while (path) {
       const page = await call(p.base, token, 'GET', path);
-      if (!page || page.status !== 200) {
-        problems.push(`listing groups on ${p.name}: ${page?.status} ${JSON.stringify(page?.body)}`);
+      if (page.status !== 200) {
+        problems.push(`listing groups on ${p.name}: ${page.status === undefined ? page.reason : `${page.status} ${JSON.stringify(page.body)}`}`);
         return;
       }
       for (const item of page.body.items) {
