@@ -292,8 +292,11 @@ export class ReconcileRunner {
       const [parentKind, rest] = [key.name.slice(0, key.name.indexOf(':')), key.name.slice(key.name.indexOf(':') + 1)];
       if (parentKind === 'volumeset') this.enqueue({ org: key.org, kind: 'volumeset', gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
     }
-    if (appended.length === 0) changes.emit('change', key.org);
-    for (const own of appended) changes.emit('change', key.org, own);
+    const own = appended;
+    void this.store.chained(own.map((a) => a.event)).then(() => {
+      if (own.length === 0) changes.emit('change', key.org);
+      for (const each of own) changes.emit('change', key.org, each);
+    });
     if (outcome.after !== undefined) this.schedule(key, Math.max(1, outcome.after));
   }
 

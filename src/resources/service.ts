@@ -306,7 +306,9 @@ export class Resources {
         return change.item;
       });
       if (ACCESS_KINDS.has(item.kind)) this.onAccessChange(item.org);
-      changes.emit('change', item.org, appended);
+      // Announced once chained, so whoever follows the log finds the event at its seq.
+      const event = appended;
+      void this.store.chained(event ? [event.event] : []).then(() => changes.emit('change', item.org, event));
       return item;
     } catch (err) {
       if (err instanceof DryRun) return err.item;

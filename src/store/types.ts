@@ -53,8 +53,8 @@ export interface NewAuditEvent {
   body: string;
   /**
    * Set by the store when it gives the event its place in the chain, if that place is known in
-   * this process by the time the transaction resolves (SQLite always; PostgreSQL when this
-   * process's sealer chained it).
+   * this process: on SQLite when the transaction resolves; on PostgreSQL once `chained` resolves,
+   * when this process's sealer chained it.
    */
   seq?: number;
 }
@@ -135,6 +135,13 @@ export interface Store {
   auditOrgs(): Promise<string[]>;
   /** Runs `fn` in one transaction: all of its writes happen, or none. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * Resolves once events of this process's resolved transactions are in their orgs' chains. A
+   * transaction resolves as soon as it commits, with its events durable but perhaps still pending
+   * (PostgreSQL chains them in the background; SQLite as it appends them). Never rejects: events
+   * whose sealing failed are chained later by the sweeper, and audit reads chain pending events first.
+   */
+  chained(events: readonly NewAuditEvent[]): Promise<void>;
   /** Resolves when the store answers a trivial query (readiness). */
   ping(): Promise<void>;
   /** True once the store holds at least one org (decides first-start bootstrap). */

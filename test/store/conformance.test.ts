@@ -215,7 +215,7 @@ forEachBackend('store conformance', (backend) => {
     assert.equal((await store.audit({ org: 'rmw', limit: 100 })).length, 12);
   });
 
-  test('a resolved transaction\'s events carry the seq they were chained at', async () => {
+  test('once chained, a transaction\'s events carry the seq they were chained at', async () => {
     const appended = Array.from({ length: 8 }, (_, n) => event('placed', `r${n}`, n));
     // Concurrent transactions, two of them appending two events each (the array path on PostgreSQL).
     await Promise.all([
@@ -229,6 +229,7 @@ forEachBackend('store conformance', (backend) => {
         await tx.appendAudit(appended[7]);
       }),
     ]);
+    await store.chained(appended);
     const stored = new Map((await store.audit({ org: 'placed', limit: 100 })).map((e) => [e.id, e.seq]));
     assert.deepEqual(appended.map((e) => e.seq), appended.map((e) => stored.get(e.id)));
     assert.deepEqual([...stored.values()].sort((a, b) => a - b), [1, 2, 3, 4, 5, 6, 7, 8]);

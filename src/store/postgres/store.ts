@@ -32,6 +32,8 @@ export class PostgresStore implements Store {
   private readonly reads: pg.Pool;
   private readonly sealer: Sealer;
   private readonly recent = new Map<string, Remembered>();
+  /** The seal that chains a committed event, until its event is forgotten. */
+  private readonly sealing = new WeakMap<NewAuditEvent, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
 
   private constructor(pool: pg.Pool, reads: pg.Pool) {
@@ -187,7 +189,7 @@ export class PostgresStore implements Store {
         continue;
       }
       this.remember(tx.written);
-      await this.sealAppended(tx.appended);
+      this.sealAfterCommit(tx.appended);
       return result;
     }
     return this.lockingTransaction(fn);
@@ -217,25 +219,30 @@ export class PostgresStore implements Store {
       } finally {
         client.release();
       }
-      await this.sealAppended(appended);
+      this.sealAfterCommit(appended);
       return result;
     }
   }
 
   /**
-   * Gives committed events their place in the chain before the change is answered (and each its
-   * seq, when this process's sealer chained it: they are watched from before the commit). If
-   * sealing fails, the change still happened; the sweeper chains its events later.
+   * Gives committed events their place in the chain (and each its seq, when this process's sealer
+   * chained it: they are watched from before the commit) after the change is answered: the event is
+   * already durable in audit_pending, and audit reads chain what is pending first. Seals run one
+   * at a time per org, so under load each takes the events of many writers. If sealing fails, the
+   * change still happened; the sweeper chains its events later.
    */
-  private async sealAppended(events: NewAuditEvent[]): Promise<void> {
+  private sealAfterCommit(events: NewAuditEvent[]): void {
     if (events.length === 0) return;
-    try {
-      await Promise.all([...new Set(events.map((e) => e.org))].map((org) => this.sealer.seal(org)));
-    } catch {
-      // see above
-    } finally {
-      this.sealer.unwatch(events);
-    }
+    const orgs = [...new Set(events.map((e) => e.org))];
+    const sealed = Promise.all(orgs.map((org) => this.sealer.seal(org)))
+      .then(() => {})
+      .catch(() => {}) // see above
+      .finally(() => this.sealer.unwatch(events));
+    for (const event of events) this.sealing.set(event, sealed);
+  }
+
+  async chained(events: readonly NewAuditEvent[]): Promise<void> {
+    await Promise.all(events.map((event) => this.sealing.get(event)));
   }
 
   async close(): Promise<void> {

@@ -260,6 +260,9 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** Events are chained as they are appended. */
+  async chained(): Promise<void> {}
+
   /** Takes the write lock; false when another connection holds it. */
   private begin(): boolean {
     try {
