@@ -54,26 +54,22 @@ export function subjectOf(actor: Actor, extra: Record<string, unknown> = {}): Re
 /**
  * An audit event of a change to `resource` (as clients see it: hidden fields such as secret
  * values and key hashes are already gone, so they never reach the log). The snapshot in
- * `resource.data` is the resource's JSON as the response to the change carries it.
+ * `resource.data` is the resource's JSON as the response to the change carries it. Every mutation
+ * makes one, so its JSON is written out in one template rather than built as nested objects and
+ * serialized; every string in it goes through JSON.stringify.
  */
 export function changeEvent(org: string, actor: Actor, action: string, resource: Resource): NewAuditEvent {
   const id = newEventId();
   const now = new Date().toISOString();
   const self = resource.links.find((l) => l.rel === 'self')?.href;
-  const envelope = {
-    id,
-    eventTime: now,
-    postedTime: now,
-    receivedTime: now,
-    requestId: actor.requestId ?? id,
-    context: { org, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
-    subject: subjectOf(actor),
-    action: { type: action },
-    result: { status: 'success' },
-    resource: { id: resource.id, name: resource.name, type: resource.kind, link: self, version: resource.version },
-  };
-  // `resource` comes last, so its closing braces end the JSON: the snapshot goes in before them.
-  const head = JSON.stringify(envelope);
+  const q = JSON.stringify;
+  const remoteIp = actor.remoteIp ? `,"remoteIp":${q(actor.remoteIp)}` : '';
+  const link = self === undefined ? '' : `,"link":${q(self)}`;
+  const body =
+    `{"id":"${id}","eventTime":"${now}","postedTime":"${now}","receivedTime":"${now}","requestId":${q(actor.requestId ?? id)},` +
+    `"context":{"org":${q(org)},"name":"${PLATFORM_CONTEXT}","eventSource":"keel"${remoteIp}},"subject":${q(subjectOf(actor))},` +
+    `"action":{"type":${q(action)}},"result":{"status":"success"},` +
+    `"resource":{"id":${q(resource.id)},"name":${q(resource.name)},"type":${q(resource.kind)}${link},"version":${resource.version},"data":${jsonOf(resource)}}}`;
   return {
     org,
     id,
@@ -84,7 +80,7 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
     resourceId: resource.id,
     subjectName: actor.name,
     actionType: action,
-    body: `${head.slice(0, -2)},"data":${jsonOf(resource)}}}`,
+    body,
   };
 }
 

@@ -229,17 +229,17 @@ export class ReconcileRunner {
       if (m) this.enqueue(commandKey(org, m[1], m[2] as CommandParent, m[3], m[4]));
       return;
     }
-    const target = parseLink(link);
-    const gvc = target?.gvc ?? '';
     switch (kind) {
       case 'volumeset':
-        this.enqueue({ org, kind, gvc, name: event.resourceName });
+        this.enqueue({ org, kind, gvc: parseLink(link)?.gvc ?? '', name: event.resourceName });
         break;
-      case 'workload':
+      case 'workload': {
+        const gvc = parseLink(link)?.gvc ?? '';
         this.enqueue({ org, kind, gvc, name: event.resourceName });
         // Volume sets follow the workloads that mount them.
         for (const v of await listAll(this.store, org, 'volumeset', gvc)) this.enqueue(v);
         break;
+      }
       case 'gvc': {
         const key = `${org}/${event.resourceName}`;
         if (event.actionType === 'delete') {
