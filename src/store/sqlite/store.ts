@@ -25,12 +25,16 @@ const CACHE_ENTRIES = 10_000;
 /** Transactions committed together at most (bounds how long one batch holds the writer). */
 const MAX_BATCH = 64;
 
+const GET_ITEM = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
+const APPEND_EVENT = `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
   private readonly writer: Database.Database;
   private readonly reader: Database.Database;
   private readonly mutex = new Mutex();
-  private readonly statements = new Map<string, Database.Statement>();
+  private readonly writerStatements = new Map<string, Database.Statement>();
+  private readonly readerStatements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
   private readonly lookupKeeper: NodeJS.Timeout;
   private readonly checkpointer?: Checkpointer;
@@ -80,18 +84,19 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** A prepared statement of `db`, by its SQL text (keyed by the text alone: most are literals, whose hash V8 keeps). */
   private stmt(db: Database.Database, sql: string): Database.Statement {
-    const cacheKey = (db === this.writer ? 'w:' : 'r:') + sql;
-    let s = this.statements.get(cacheKey);
+    const statements = db === this.writer ? this.writerStatements : this.readerStatements;
+    let s = statements.get(sql);
     if (!s) {
       s = db.prepare(sql);
-      this.statements.set(cacheKey, s);
+      statements.set(sql, s);
     }
     return s;
   }
 
   private getOn(db: Database.Database, key: ItemKey): StoredItem | undefined {
-    const row = this.stmt(db, `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`).get(
+    const row = this.stmt(db, GET_ITEM).get(
       key.org,
       key.kind,
       key.gvc,
@@ -370,7 +375,7 @@ export class SqliteStore implements Store {
       const seq = head.seq + 1;
       const hash = chainHash(head.hash, seq, event.body);
       this.chainHeads.set(event.org, { seq, hash });
-      this.stmt(this.writer, `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+      this.stmt(this.writer, APPEND_EVENT).run(
         event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body,
       );
       event.seq = seq;
