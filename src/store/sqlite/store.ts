@@ -26,7 +26,11 @@ const CACHE_ENTRIES = 10_000;
 const MAX_BATCH = 64;
 
 const GET_ITEM = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
-const APPEND_EVENT = `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+/** Audit events inserted by one statement at most. */
+const EVENTS_PER_INSERT = 16;
+const AUDIT_VALUES = AUDIT_COLUMNS.split(',').length;
+/** The statement inserting n + 1 events. */
+const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES ${Array(n + 1).fill(`(${Array(AUDIT_VALUES).fill('?').join(', ')})`).join(', ')}`);
 
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
@@ -42,6 +46,11 @@ export class SqliteStore implements Store {
   private cachedAt = -1;
   /** Chain heads moved by the batch under way: written once, just before it commits. */
   private chainHeads = new Map<string, { seq: number; hash: string }>();
+  /**
+   * The batch's events, as the values of their rows, inserted just before it commits: a few
+   * multi-row statements cost less than one statement per event. Nothing in a batch reads them back.
+   */
+  private appendedRows: unknown[] = [];
   private versionChecked = false;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
@@ -283,9 +292,11 @@ export class SqliteStore implements Store {
   private async runBatch(batch: typeof this.queue) {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     this.chainHeads.clear();
+    this.appendedRows = [];
     for (const job of batch) {
       this.stmt(this.writer, 'SAVEPOINT keel_tx').run();
       const heads = new Map(this.chainHeads);
+      const appendedBefore = this.appendedRows.length;
       try {
         const value = await job.fn(this.tx);
         this.stmt(this.writer, 'RELEASE keel_tx').run();
@@ -294,9 +305,11 @@ export class SqliteStore implements Store {
         this.stmt(this.writer, 'ROLLBACK TO keel_tx').run();
         this.stmt(this.writer, 'RELEASE keel_tx').run();
         this.chainHeads = heads;
+        this.appendedRows.length = appendedBefore;
         outcomes.push({ ok: false, error });
       }
     }
+    this.insertAppended();
     const moveHead = this.stmt(this.writer, 'INSERT INTO audit_heads VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash');
     for (const [org, head] of this.chainHeads) moveHead.run(org, head.seq, head.hash);
     this.stmt(this.writer, 'COMMIT').run();
@@ -375,12 +388,19 @@ export class SqliteStore implements Store {
       const seq = head.seq + 1;
       const hash = chainHash(head.hash, seq, event.body);
       this.chainHeads.set(event.org, { seq, hash });
-      this.stmt(this.writer, APPEND_EVENT).run(
-        event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body,
-      );
+      this.appendedRows.push(event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body);
       event.seq = seq;
     },
   };
+
+  private insertAppended(): void {
+    const values = this.appendedRows;
+    for (let at = 0; at < values.length; at += AUDIT_VALUES * EVENTS_PER_INSERT) {
+      const events = Math.min(EVENTS_PER_INSERT, (values.length - at) / AUDIT_VALUES);
+      this.stmt(this.writer, INSERT_EVENTS[events - 1]).run(values.slice(at, at + events * AUDIT_VALUES));
+    }
+    this.appendedRows = [];
+  }
 
   private writeTags(item: StoredItem): void {
     this.stmt(this.writer, 'DELETE FROM resource_tags WHERE id = ?').run(item.id);
