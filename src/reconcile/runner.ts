@@ -12,7 +12,7 @@
 // locks and re-reads the object. A busy lock means another Keel process is on it: the object is
 // retried a step later. Every transition is computed from the stored state and the clock, and
 // written only when the state differs, so several processes write each transition exactly once.
-import { changes, type AppendedEvent } from '../audit/changes.js';
+import { announce, changes, type AppendedEvent } from '../audit/changes.js';
 import { PLATFORM_CONTEXT } from '../audit/events.js';
 import { parseLink } from '../resources/links.js';
 import type { AuditRecord, ItemKey, Store } from '../store/types.js';
@@ -292,11 +292,7 @@ export class ReconcileRunner {
       const [parentKind, rest] = [key.name.slice(0, key.name.indexOf(':')), key.name.slice(key.name.indexOf(':') + 1)];
       if (parentKind === 'volumeset') this.enqueue({ org: key.org, kind: 'volumeset', gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
     }
-    const own = appended;
-    void this.store.chained(own.map((a) => a.event)).then(() => {
-      if (own.length === 0) changes.emit('change', key.org);
-      for (const each of own) changes.emit('change', key.org, each);
-    });
+    announce(this.store, key.org, appended);
     if (outcome.after !== undefined) this.schedule(key, Math.max(1, outcome.after));
   }
 

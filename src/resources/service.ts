@@ -12,7 +12,7 @@ import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
-import { changes, type AppendedEvent } from '../audit/changes.js';
+import { announce, type AppendedEvent } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
@@ -306,9 +306,7 @@ export class Resources {
         return change.item;
       });
       if (ACCESS_KINDS.has(item.kind)) this.onAccessChange(item.org);
-      // Announced once chained, so whoever follows the log finds the event at its seq.
-      const event = appended;
-      void this.store.chained(event ? [event.event] : []).then(() => changes.emit('change', item.org, event));
+      announce(this.store, item.org, appended ? [appended] : []);
       return item;
     } catch (err) {
       if (err instanceof DryRun) return err.item;
