@@ -8,7 +8,7 @@
 // command progress are written by the reconcilers (src/reconcile).
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, HTTPMethods } from 'fastify';
-import { changes } from '../audit/changes.js';
+import { announce, type AppendedEvent } from '../audit/changes.js';
 import { actorOf, changeEvent } from '../audit/events.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Principal } from '../auth/principal.js';
@@ -106,15 +106,16 @@ export function mountSubresources(app: FastifyInstance, store: Store, auth: Auth
           data: { type: body.type, spec: body.spec, tags: body.tags, lifecycleStage: 'pending', status: {}, since: now },
         };
         const view = commandView(item);
+        const appended: AppendedEvent[] = options.audit === false ? [] : [{ event: changeEvent(params.org, actorOf(request.principal), 'create', view), resource: view }];
         await store.transaction(async (tx) => {
           // The parent must still be there; holding it keeps a concurrent delete out until the command is written.
           if (!(await tx.get({ org: params.org, kind, gvc: params.gvc, name: params.name }, 'share'))) {
             throw ApiError.notFound(`${kind} '${params.name}' not found in gvc '${params.gvc}'`);
           }
           await tx.insert(item);
-          if (options.audit !== false) await tx.appendAudit(changeEvent(params.org, actorOf(request.principal), 'create', view));
+          for (const { event } of appended) await tx.appendAudit(event);
         });
-        changes.emit('change', params.org);
+        announce(store, params.org, appended);
         return reply.code(201).header('location', view.links[0].href).send(view);
       },
     });
