@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { setTimeout as delay } from 'node:timers/promises';
 import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
@@ -17,6 +18,8 @@ const MIGRATION_LOCK = 0x6b65656c; // 'keel'
 const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
 const SWEEP_EVERY_MS = 1000;
 const SEAL_BATCH = 256;
+/** An org's seals start at least this far apart (see Sealer.seal). */
+const SEAL_EVERY_MS = 10;
 /** Optimistic runs of one transaction that may meet a concurrent change before it locks instead. */
 const OPTIMISTIC_ATTEMPTS = 3;
 /** Items this process wrote last, kept to start the next change of each without a read. */
@@ -378,6 +381,8 @@ const SEAL_STATEMENT = `
 class Sealer {
   private readonly running = new Map<string, Promise<void>>();
   private readonly queued = new Map<string, Promise<void>>();
+  /** When each org's last seal started (performance.now()). */
+  private readonly started = new Map<string, number>();
   /** Events of this process's transactions waiting for their seq, by id. */
   private readonly watched = new Map<string, NewAuditEvent>();
 
@@ -391,22 +396,32 @@ class Sealer {
     for (const event of events) this.watched.delete(event.id);
   }
 
-  /** Resolves once every event committed for `org` before this call is in the chain. */
+  /**
+   * Resolves once every event committed for `org` before this call is in the chain. A seal starts
+   * once the org's previous one is done and at least SEAL_EVERY_MS after it started: a lone write
+   * is sealed at once, while under load each seal takes a few ms of writers' events together.
+   */
   seal(org: string): Promise<void> {
     const queued = this.queued.get(org);
     if (queued) return queued;
     const running = this.running.get(org);
-    const next = (running ?? Promise.resolve()).catch(() => {}).then(() => {
+    const wait = (this.started.get(org) ?? -Infinity) + SEAL_EVERY_MS - performance.now();
+    if (!running && wait <= 0) return this.start(org);
+    const next = Promise.all([running?.catch(() => {}), wait > 0 ? delay(wait) : undefined]).then(() => {
       this.queued.delete(org);
-      const run = this.sealAll(org).finally(() => {
-        if (this.running.get(org) === run) this.running.delete(org);
-      });
-      this.running.set(org, run);
-      return run;
+      return this.start(org);
     });
-    if (running) this.queued.set(org, next);
-    else this.running.set(org, next);
+    this.queued.set(org, next);
     return next;
+  }
+
+  private start(org: string): Promise<void> {
+    this.started.set(org, performance.now());
+    const run = this.sealAll(org).finally(() => {
+      if (this.running.get(org) === run) this.running.delete(org);
+    });
+    this.running.set(org, run);
+    return run;
   }
 
   async sweep(): Promise<void> {
