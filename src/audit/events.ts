@@ -51,6 +51,20 @@ export function subjectOf(actor: Actor, extra: Record<string, unknown> = {}): Re
   return { name: actor.name, data: { ...extra, type: actor.type, ...(actor.link ? { principalLink: actor.link } : {}) } };
 }
 
+/** subjectOf(actor) as JSON, made once per principal (a few serve almost every change). */
+function subjectJson(actor: Actor): string {
+  const key = `${actor.type}\n${actor.name}\n${actor.link ?? ''}`;
+  let json = subjects.get(key);
+  if (json === undefined) {
+    if (subjects.size >= SUBJECTS_KEPT) subjects.clear();
+    json = JSON.stringify(subjectOf(actor));
+    subjects.set(key, json);
+  }
+  return json;
+}
+const subjects = new Map<string, string>();
+const SUBJECTS_KEPT = 1000;
+
 /**
  * An audit event of a change to `resource` (as clients see it: hidden fields such as secret
  * values and key hashes are already gone, so they never reach the log). The snapshot in
@@ -67,7 +81,7 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
   const link = self === undefined ? '' : `,"link":${q(self)}`;
   const body =
     `{"id":"${id}","eventTime":"${now}","postedTime":"${now}","receivedTime":"${now}","requestId":${q(actor.requestId ?? id)},` +
-    `"context":{"org":${q(org)},"name":"${PLATFORM_CONTEXT}","eventSource":"keel"${remoteIp}},"subject":${q(subjectOf(actor))},` +
+    `"context":{"org":${q(org)},"name":"${PLATFORM_CONTEXT}","eventSource":"keel"${remoteIp}},"subject":${subjectJson(actor)},` +
     `"action":{"type":${q(action)}},"result":{"status":"success"},` +
     `"resource":{"id":${q(resource.id)},"name":${q(resource.name)},"type":${q(resource.kind)}${link},"version":${resource.version},"data":${jsonOf(resource)}}}`;
   return {

@@ -5,7 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { pageSizeOf } from './paging.js';
 import { findKind } from '../kinds/index.js';
-import type { AuditFilter, Store } from '../store/types.js';
+import type { AuditFilter, NewAuditEvent, Store } from '../store/types.js';
 
 type QueryString = Record<string, string | undefined>;
 type Params = Record<string, string>;
@@ -83,7 +83,9 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
     await authorizeContext(store, auth, request.principal, org, ctx, 'writeAudit');
     const event = customEvent(org, ctx, request.principal, request.body);
     await store.transaction((tx) => tx.appendAudit(event));
-    const [record] = await store.audit({ org, id: event.id, limit: 1 });
+    await store.chained([event]);
+    // By its place in the chain when the store gave it one here (no lookup by id to wait for).
+    const [record] = await store.audit(event.seq === undefined ? { org, id: event.id, limit: 1 } : { org, afterSeq: event.seq - 1, throughSeq: event.seq, limit: 1 });
     return reply.code(201).send(eventView(record));
   });
 }
@@ -91,7 +93,7 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
 const CUSTOM_FIELDS = ['resource', 'action', 'subject', 'result', 'eventTime', 'context'];
 
 /** A custom event (POST …/auditctx/{ctx}): unknown fields are rejected, the subject is always the caller. */
-function customEvent(org: string, context: string, principal: Principal, body: unknown) {
+function customEvent(org: string, context: string, principal: Principal, body: unknown): NewAuditEvent {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('the event must be a JSON object');
   const input = body as Record<string, any>; // shape checked field by field below
   const unknown = Object.keys(input).filter((k) => !CUSTOM_FIELDS.includes(k));

@@ -1,6 +1,7 @@
 import { PLATFORM_CONTEXT } from '../audit/events.js';
 import type { AuditFilter, AuditRecord } from './types.js';
 import { SqlParams, type Dialect } from './sql.js';
+import { ORG_SPAN } from './sqlite/lookup.js';
 
 export const AUDIT_COLUMNS =
   'org, seq, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, hash, body';
@@ -37,15 +38,25 @@ export function fromAuditRow(row: AuditRow): AuditRecord {
   };
 }
 
-/** Whether SQLite answers the filter through audit_lookup. */
+/** Whether SQLite answers the filter through its audit lookups (sqlite/lookup.ts). */
 export function usesLookup(filter: AuditFilter): boolean {
-  return filter.resourceId !== undefined || filter.from !== undefined || filter.to !== undefined;
+  return filter.id !== undefined || filter.resourceId !== undefined || filter.from !== undefined || filter.to !== undefined;
 }
 
-/** The SELECT of an audit filter, in seq order. */
-export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string; values: unknown[] } {
+/**
+ * The SELECT of an audit filter, in seq order. On SQLite, `base` is the org's first pos (its
+ * number times ORG_SPAN): the org's events are the rowids after it.
+ */
+export function auditQuery(dialect: Dialect, filter: AuditFilter, base = 0): { sql: string; values: unknown[] } {
   const p = new SqlParams(dialect);
-  const where = [`org = ${p.add(filter.org)}`];
+  const where: string[] = [];
+  if (dialect === 'postgres') {
+    where.push(`org = ${p.add(filter.org)}`);
+    if (filter.afterSeq !== undefined) where.push(`seq > ${p.add(filter.afterSeq)}`);
+    if (filter.throughSeq !== undefined) where.push(`seq <= ${p.add(filter.throughSeq)}`);
+  } else {
+    where.push(`pos > ${p.add(base + (filter.afterSeq ?? 0))}`, `pos <= ${p.add(base + (filter.throughSeq ?? ORG_SPAN - 1))}`);
+  }
   const eq: Array<[keyof AuditFilter, string]> = [
     ['id', 'id'],
     ['context', 'context'],
@@ -55,26 +66,26 @@ export function auditQuery(dialect: Dialect, filter: AuditFilter): { sql: string
     ['actionType', 'action_type'],
   ];
   for (const [field, column] of eq) if (filter[field] !== undefined) where.push(`${column} = ${p.add(filter[field])}`);
-  // Lets the planner use the index that holds custom contexts only (migration 5).
+  // Lets the planner use the index that holds custom contexts only (migrations 5 and 8).
   if (filter.context !== undefined && filter.context !== PLATFORM_CONTEXT) where.push(`context <> '${PLATFORM_CONTEXT}'`);
   if (filter.resourceTypes) where.push(filter.resourceTypes.length ? `resource_type IN (${filter.resourceTypes.map((t) => p.add(t)).join(', ')})` : 'FALSE');
-  if (dialect === 'postgres') {
-    if (filter.resourceId !== undefined) where.push(`resource_id = ${p.add(filter.resourceId)}`);
-    if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
-    if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);
-  } else {
-    // SQLite: through audit_lookup (migration 7), which the store brings up to date first (usesLookup).
-    // `range` adds its parameters after the org's (SQLite's are positional).
-    const lookup = (range: () => string) => `seq IN (SELECT seq FROM audit_lookup WHERE org = ${p.add(filter.org)} AND ${range()})`;
-    const { resourceId, from, to } = filter;
-    if (resourceId !== undefined) where.push(lookup(() => `key = ${p.add(`r:${resourceId}`)}`));
-    if (from !== undefined || to !== undefined) {
+  if (filter.resourceId !== undefined) where.push(`resource_id = ${p.add(filter.resourceId)}`);
+  if (filter.from !== undefined) where.push(`event_time >= ${p.add(filter.from)}`);
+  if (filter.to !== undefined) where.push(`event_time <= ${p.add(filter.to)}`);
+  if (dialect === 'sqlite') {
+    // The lookups (which the store brings up to date first, see usesLookup) name the candidates;
+    // the conditions above still hold each row to the filter. `range` adds its parameters after
+    // the org's (SQLite's are positional).
+    const lookup = (range: () => string) => `pos IN (SELECT pos FROM lookup.audit_lookup WHERE org = ${p.add(filter.org)} AND ${range()})`;
+    const { id, resourceId, from, to } = filter;
+    if (id !== undefined) where.push(lookup(() => `key = ${p.add(`i:${id}`)}`));
+    else if (resourceId !== undefined) where.push(lookup(() => `key = ${p.add(`r:${resourceId}`)}`));
+    else if (from !== undefined || to !== undefined) {
       // Keys of times sort between 't:' and 't;' (the next character after ':').
       where.push(lookup(() => `key >= ${p.add(`t:${from ?? ''}`)} AND key ${to === undefined ? `< 't;'` : `<= ${p.add(`t:${to}`)}`}`));
     }
   }
-  if (filter.afterSeq !== undefined) where.push(`seq > ${p.add(filter.afterSeq)}`);
-  if (filter.throughSeq !== undefined) where.push(`seq <= ${p.add(filter.throughSeq)}`);
-  const sql = `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ${p.add(filter.limit)}`;
+  const order = dialect === 'sqlite' ? 'pos' : 'seq';
+  const sql = `SELECT ${AUDIT_COLUMNS} FROM audit_events WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${p.add(filter.limit)}`;
   return { sql, values: p.values };
 }

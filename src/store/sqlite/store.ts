@@ -5,7 +5,8 @@ import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
-import { Checkpointer } from './checkpointer.js';
+import { Housekeeper } from './housekeeper.js';
+import { LOOKUP_CATCH_UP, LOOKUP_SCHEMA, lookupFileOf, ORG_SPAN } from './lookup.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, usesLookup, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
@@ -17,7 +18,7 @@ const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
 const CHECKPOINT_EVERY_MS = 250;
 /** WAL frames (pages) a passive checkpoint may leave behind before a RESTART one (about 16 MB). */
 const RESTART_FRAMES = 4000;
-/** How often the events appended since are added to audit_lookup (queries that need it add them first). */
+/** How often the events appended since are added to the audit lookups (queries that need them add them first). */
 const LOOKUP_EVERY_MS = 1000;
 /** How long the writer waits before trying again for a write lock another connection holds. */
 const BUSY_RETRY_MS = 2;
@@ -28,9 +29,16 @@ const MAX_BATCH = 64;
 const GET_ITEM = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
 /** Audit events inserted by one statement at most. */
 const EVENTS_PER_INSERT = 16;
-const AUDIT_VALUES = AUDIT_COLUMNS.split(',').length;
-/** The statement inserting n + 1 events. */
-const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (${AUDIT_COLUMNS}) VALUES ${Array(n + 1).fill(`(${Array(AUDIT_VALUES).fill('?').join(', ')})`).join(', ')}`);
+const AUDIT_VALUES = AUDIT_COLUMNS.split(',').length + 1;
+/** The statement inserting n + 1 events (each placed at its pos, see lookup.ts). */
+const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (pos, ${AUDIT_COLUMNS}) VALUES ${Array(n + 1).fill(`(${Array(AUDIT_VALUES).fill('?').join(', ')})`).join(', ')}`);
+
+interface ChainHead {
+  seq: number;
+  hash: string;
+  /** The org's number: its events are at pos = no * ORG_SPAN + seq. */
+  no: number;
+}
 
 export class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
@@ -40,12 +48,17 @@ export class SqliteStore implements Store {
   private readonly writerStatements = new Map<string, Database.Statement>();
   private readonly readerStatements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
-  private readonly lookupKeeper: NodeJS.Timeout;
-  private readonly checkpointer?: Checkpointer;
+  /** Checkpoints and audit lookups in a worker thread; an in-memory database keeps its lookups itself. */
+  private readonly housekeeper?: Housekeeper;
+  private readonly lookupKeeper?: NodeJS.Timeout;
+  /** Brings the audit lookups up to date with every committed event. */
+  private readonly catchUpLookup: () => Promise<void>;
+  /** Org numbers never change once given (see ChainHead.no). */
+  private readonly orgNumbers = new Map<string, number>();
   private readonly cache = new Map<string, StoredItem | null>();
   private cachedAt = -1;
   /** Chain heads moved by the batch under way: written once, just before it commits. */
-  private chainHeads = new Map<string, { seq: number; hash: string }>();
+  private chainHeads = new Map<string, ChainHead>();
   /**
    * The batch's events, as the values of their rows, inserted just before it commits: a few
    * multi-row statements cost less than one statement per event. Nothing in a batch reads them back.
@@ -63,19 +76,35 @@ export class SqliteStore implements Store {
     this.writer.pragma('wal_autocheckpoint = 0');
     this.writer.pragma('busy_timeout = 5000');
     this.migrate();
-    this.reader = file === ':memory:' ? this.writer : new Database(file, { readonly: true });
+    const lookupFile = lookupFileOf(file);
+    this.stmt(this.writer, 'ATTACH ? AS lookup').run(lookupFile);
+    this.writer.pragma('lookup.journal_mode = WAL');
+    this.writer.exec(LOOKUP_SCHEMA);
+    if (file === ':memory:') {
+      this.reader = this.writer;
+    } else {
+      // Detached again: a write transaction of a connection locks every database attached to it.
+      this.writer.exec('DETACH lookup');
+      this.reader = new Database(file, { readonly: true });
+      this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
+    }
     this.reader.pragma('busy_timeout = 5000');
     // The planner needs statistics to choose between the tag index and a name-ordered scan.
     this.writer.pragma('optimize = 0x10002');
     // Skipped, not waited for, when another connection holds the write lock: the next hour's run will do.
     this.optimizer = setInterval(() => void this.mutex.run(async () => void this.writer.pragma('optimize')).catch(() => {}), OPTIMIZE_EVERY_MS);
     this.optimizer.unref();
-    this.lookupKeeper = setInterval(() => void this.catchUpLookup().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
-    this.lookupKeeper.unref();
-    if (file !== ':memory:') {
-      this.checkpointer = new Checkpointer(file, { everyMs: CHECKPOINT_EVERY_MS, restartFrames: RESTART_FRAMES }, (message) =>
-        process.emitWarning(`WAL checkpoint failed: ${message}`),
+    if (file === ':memory:') {
+      const catchUp = this.writer.transaction(() => LOOKUP_CATCH_UP.forEach((sql) => this.stmt(this.writer, sql).run()));
+      this.catchUpLookup = () => this.mutex.run(async () => catchUp());
+      this.lookupKeeper = setInterval(() => void this.catchUpLookup().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
+      this.lookupKeeper.unref();
+    } else {
+      const housekeeper = new Housekeeper(file, { everyMs: CHECKPOINT_EVERY_MS, restartFrames: RESTART_FRAMES, lookupFile, lookupEveryMs: LOOKUP_EVERY_MS }, (message) =>
+        process.emitWarning(`SQLite housekeeping failed: ${message}`),
       );
+      this.housekeeper = housekeeper;
+      this.catchUpLookup = () => housekeeper.catchUp();
     }
     // From here on a held write lock (a RESTART checkpoint, another process) is waited for in drain(), off the event loop.
     this.writer.pragma('busy_timeout = 0');
@@ -167,9 +196,21 @@ export class SqliteStore implements Store {
   }
 
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
+    const no = this.orgNumber(filter.org);
+    if (no === undefined) return [];
     if (usesLookup(filter)) await this.catchUpLookup();
-    const { sql, values } = auditQuery('sqlite', filter);
+    const { sql, values } = auditQuery('sqlite', filter, no * ORG_SPAN);
     return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
+  }
+
+  /** The org's number (see ChainHead.no), once it has one. */
+  private orgNumber(org: string): number | undefined {
+    let no = this.orgNumbers.get(org);
+    if (no === undefined) {
+      no = this.stmt(this.reader, 'SELECT org_no FROM audit_heads WHERE org = ?').pluck().get(org) as number | undefined;
+      if (no !== undefined) this.orgNumbers.set(org, no);
+    }
+    return no;
   }
 
   async auditHead(org: string) {
@@ -182,43 +223,24 @@ export class SqliteStore implements Store {
     return (this.stmt(this.reader, 'SELECT org FROM audit_heads ORDER BY org').all() as Array<{ org: string }>).map((r) => r.org);
   }
 
-  pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
+  async pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
+    const no = this.orgNumber(org);
+    if (no === undefined) return 0;
+    const base = no * ORG_SPAN;
+    let oldSeq = 0;
+    if (options.before !== undefined) {
+      await this.catchUpLookup();
+      const old = this.stmt(this.reader, "SELECT MAX(pos) FROM lookup.audit_lookup WHERE org = ? AND key >= 't:' AND key < ?").pluck().get(org, `t:${options.before}`) as number | null;
+      oldSeq = old === null ? 0 : old - base;
+    }
     return this.transaction(async () => {
-      let cutoff = 0;
-      if (options.keep !== undefined) cutoff = Math.max(cutoff, this.headOf(org).seq - options.keep);
-      if (options.before !== undefined) {
-        this.addToLookup();
-        const old = this.stmt(this.writer, "SELECT MAX(seq) AS seq FROM audit_lookup WHERE org = ? AND key >= 't:' AND key < ?").get(org, `t:${options.before}`) as { seq: number | null };
-        cutoff = Math.max(cutoff, old.seq ?? 0);
-      }
-      const anchor = this.stmt(this.writer, 'SELECT hash FROM audit_events WHERE org = ? AND seq = ?').get(org, cutoff) as { hash: string } | undefined;
-      if (!anchor) return 0;
-      this.addToLookup();
-      const removed = this.stmt(this.writer, 'DELETE FROM audit_events WHERE org = ? AND seq <= ?').run(org, cutoff).changes;
-      this.stmt(this.writer, 'DELETE FROM audit_lookup WHERE org = ? AND seq <= ?').run(org, cutoff);
-      // Rowids after the last row are handed out again once it is gone: the mark must not stay above them.
-      this.stmt(this.writer, 'UPDATE audit_lookup_through SET rowid_through = MIN(rowid_through, (SELECT COALESCE(MAX(rowid), 0) FROM audit_events))').run();
-      this.stmt(this.writer, 'INSERT INTO audit_prunes VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash').run(org, cutoff, anchor.hash);
+      const cutoff = options.keep === undefined ? oldSeq : Math.max(oldSeq, this.headOf(org).seq - options.keep);
+      const anchor = this.stmt(this.writer, 'SELECT hash FROM audit_events WHERE pos = ?').pluck().get(base + cutoff) as string | undefined;
+      if (anchor === undefined) return 0;
+      const removed = this.stmt(this.writer, 'DELETE FROM audit_events WHERE pos > ? AND pos <= ?').run(base, base + cutoff).changes;
+      this.stmt(this.writer, 'INSERT INTO audit_prunes VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash').run(org, cutoff, anchor);
       return removed;
     });
-  }
-
-  /** Adds the events appended since the last time to audit_lookup, as one write. */
-  private catchUpLookup(): Promise<void> {
-    return this.transaction(async () => this.addToLookup());
-  }
-
-  /** Inside a write: the lookup entries of events past the mark, inserted in key order (cheap where one by one they were not). */
-  private addToLookup(): void {
-    const through = this.stmt(this.writer, 'SELECT rowid_through FROM audit_lookup_through').pluck().get() as number;
-    const last = (this.stmt(this.writer, 'SELECT MAX(rowid) FROM audit_events').pluck().get() as number | null) ?? 0;
-    if (last <= through) return;
-    this.stmt(
-      this.writer,
-      `INSERT INTO audit_lookup SELECT org, 'r:' || resource_id, seq FROM audit_events WHERE rowid > ? AND rowid <= ?
-       UNION ALL SELECT org, 't:' || event_time, seq FROM audit_events WHERE rowid > ? AND rowid <= ? ORDER BY 1, 2, 3`,
-    ).run(through, last, through, last);
-    this.stmt(this.writer, 'UPDATE audit_lookup_through SET rowid_through = ?').run(last);
   }
 
   async ping(): Promise<void> {
@@ -310,19 +332,23 @@ export class SqliteStore implements Store {
       }
     }
     this.insertAppended();
-    const moveHead = this.stmt(this.writer, 'INSERT INTO audit_heads VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash');
-    for (const [org, head] of this.chainHeads) moveHead.run(org, head.seq, head.hash);
+    const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ?, last_hash = ? WHERE org = ?');
+    for (const [org, head] of this.chainHeads) moveHead.run(head.seq, head.hash, org);
     this.stmt(this.writer, 'COMMIT').run();
     this.versionChecked = false;
     return outcomes;
   }
 
-  /** An org's chain head as the batch under way leaves it so far. */
-  private headOf(org: string): { seq: number; hash: string } {
+  /** An org's chain head as the batch under way leaves it so far; an org's first event gives it its number. */
+  private headOf(org: string): ChainHead {
     const pending = this.chainHeads.get(org);
     if (pending) return pending;
-    const stored = this.stmt(this.writer, 'SELECT last_seq, last_hash FROM audit_heads WHERE org = ?').get(org) as { last_seq: number; last_hash: string } | undefined;
-    return { seq: stored?.last_seq ?? 0, hash: stored?.last_hash ?? '' };
+    const stored = (this.stmt(this.writer, 'SELECT last_seq, last_hash, org_no FROM audit_heads WHERE org = ?').get(org) ??
+      this.stmt(
+        this.writer,
+        "INSERT INTO audit_heads (org, last_seq, last_hash, org_no) VALUES (?, 0, '', (SELECT COALESCE(MAX(org_no), 0) + 1 FROM audit_heads)) RETURNING last_seq, last_hash, org_no",
+      ).get(org)) as { last_seq: number; last_hash: string; org_no: number };
+    return { seq: stored.last_seq, hash: stored.last_hash, no: stored.org_no };
   }
 
   private readonly tx: Tx = {
@@ -387,8 +413,8 @@ export class SqliteStore implements Store {
       const head = this.headOf(event.org);
       const seq = head.seq + 1;
       const hash = chainHash(head.hash, seq, event.body);
-      this.chainHeads.set(event.org, { seq, hash });
-      this.appendedRows.push(event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body);
+      this.chainHeads.set(event.org, { seq, hash, no: head.no });
+      this.appendedRows.push(head.no * ORG_SPAN + seq, event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body);
       event.seq = seq;
     },
   };
@@ -411,7 +437,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     clearInterval(this.optimizer);
     clearInterval(this.lookupKeeper);
-    await this.checkpointer?.stop();
+    await this.housekeeper?.stop();
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
       this.writer.close();

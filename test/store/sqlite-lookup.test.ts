@@ -1,0 +1,138 @@
+// SQLite's audit lookups (by resource, time and id) live in a file of their own that a worker
+// thread keeps up to date (src/store/sqlite/lookup.ts). They are derived data: whatever state the
+// file is in, or if it is gone, queries that use them still find exactly the org's matching events.
+import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { verifyChain } from '../../src/audit/verify.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import type { NewAuditEvent } from '../../src/store/types.js';
+
+const event = (org: string, n: number): NewAuditEvent => ({
+  org,
+  id: `${org}-event-${n}`,
+  context: 'cpln',
+  eventTime: `2026-01-01T00:00:${String(n).padStart(2, '0')}.000Z`,
+  resourceType: 'gvc',
+  resourceName: `g${n % 3}`,
+  resourceId: `${org}-r${n % 3}`,
+  subjectName: 'admin',
+  actionType: 'edit',
+  body: JSON.stringify({ org, n }),
+});
+
+/** Ten events in each of two orgs, appended interleaved. */
+async function fill(store: SqliteStore): Promise<void> {
+  for (let n = 1; n <= 10; n++) {
+    await store.transaction(async (tx) => {
+      await tx.appendAudit(event('a', n));
+      await tx.appendAudit(event('b', n));
+    });
+  }
+}
+
+/** What every lookup-driven filter finds, as seqs. */
+async function found(store: SqliteStore, org: string) {
+  const seqs = async (filter: object) => (await store.audit({ org, limit: 100, ...filter })).map((e) => e.seq);
+  return {
+    byResource: await seqs({ resourceId: `${org}-r1` }),
+    byId: await seqs({ id: `${org}-event-7` }),
+    byTime: await seqs({ from: '2026-01-01T00:00:08.000Z', to: '2026-01-01T00:00:09.000Z' }),
+    otherOrgsResource: await seqs({ resourceId: org === 'a' ? 'b-r1' : 'a-r1' }),
+  };
+}
+
+const expected = { byResource: [1, 4, 7, 10], byId: [7], byTime: [8, 9], otherOrgsResource: [] };
+
+function withFile(run: (file: string, dir: string) => Promise<void>) {
+  return async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keel-lookup-'));
+    try {
+      await run(join(dir, 'keel.db'), dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+}
+
+test(
+  'lookups find each org\'s events, and are rebuilt when their file is removed',
+  withFile(async (file, dir) => {
+    let store = new SqliteStore(file);
+    await fill(store);
+    assert.deepEqual(await found(store, 'a'), expected);
+    assert.deepEqual(await found(store, 'b'), expected);
+    await store.close();
+
+    for (const name of readdirSync(dir)) if (name.startsWith('keel.db-lookup')) rmSync(join(dir, name));
+    store = new SqliteStore(file);
+    try {
+      assert.deepEqual(await found(store, 'a'), expected);
+      assert.deepEqual(await found(store, 'b'), expected);
+    } finally {
+      await store.close();
+    }
+  }),
+);
+
+test(
+  'a lookup file made from other events (a restored database) is rebuilt for the orgs it does not match',
+  withFile(async (file) => {
+    let store = new SqliteStore(file);
+    await fill(store);
+    assert.deepEqual(await found(store, 'a'), expected);
+    await store.close();
+
+    // As if the events file were restored from a copy older than the lookups: marks past the head.
+    const lookup = new Database(`${file}-lookup`);
+    lookup.prepare("UPDATE lookup_through SET seq = seq + 5 WHERE org = 'a'").run();
+    lookup.prepare("DELETE FROM audit_lookup WHERE org = 'a' AND key = 'r:a-r1'").run();
+    lookup.close();
+    store = new SqliteStore(file);
+    try {
+      assert.deepEqual(await found(store, 'a'), expected);
+      // Events appended after the restore are found too.
+      await store.transaction((tx) => tx.appendAudit(event('a', 13)));
+      assert.deepEqual((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).map((e) => e.seq), [1, 4, 7, 10, 11]);
+    } finally {
+      await store.close();
+    }
+  }),
+);
+
+test(
+  'retention removes the lookups of the events it removed, and the chain still verifies',
+  withFile(async (file) => {
+    const store = new SqliteStore(file);
+    try {
+      await fill(store);
+      assert.equal(await store.pruneAudit('a', { before: '2026-01-01T00:00:05.000Z' }), 4);
+      assert.deepEqual((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).map((e) => e.seq), [7, 10]);
+      const lookup = new Database(`${file}-lookup`, { readonly: true });
+      try {
+        const left = lookup.prepare("SELECT COUNT(*) FROM audit_lookup WHERE org = 'a'").pluck().get();
+        assert.equal(left, 3 * 6, 'three entries (resource, time, id) for each of the six events left');
+      } finally {
+        lookup.close();
+      }
+      assert.equal((await verifyChain(store, 'a')).ok, true);
+      assert.deepEqual(await found(store, 'b'), expected);
+    } finally {
+      await store.close();
+    }
+  }),
+);
+
+test('an in-memory store keeps its lookups itself', async () => {
+  const store = new SqliteStore(':memory:');
+  try {
+    await fill(store);
+    assert.deepEqual(await found(store, 'a'), expected);
+    assert.deepEqual(await found(store, 'b'), expected);
+  } finally {
+    await store.close();
+  }
+});
