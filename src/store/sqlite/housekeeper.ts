@@ -18,6 +18,8 @@ const Database = require(workerData.driver);
 const db = new Database(workerData.file);
 db.pragma('busy_timeout = 5000');
 db.prepare('ATTACH ? AS lookup').run(workerData.lookupFile);
+// Derived data (rebuilt from the events when it is lost): no sync at each catch-up's commit.
+db.pragma('lookup.synchronous = NORMAL');
 const statements = workerData.catchUp.map((sql) => db.prepare(sql));
 const transaction = db.transaction(() => { for (const s of statements) s.run(); });
 // Another process's thread (the keel command's) may catch up at the same time: its commit makes
