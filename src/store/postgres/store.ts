@@ -19,7 +19,7 @@ const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadloc
 const SWEEP_EVERY_MS = 1000;
 const SEAL_BATCH = 256;
 /** An org's seals start at least this far apart (see Sealer.seal). */
-const SEAL_EVERY_MS = 10;
+const SEAL_EVERY_MS = 30;
 /** Optimistic runs of one transaction that may meet a concurrent change before it locks instead. */
 const OPTIMISTIC_ATTEMPTS = 3;
 /** Items this process wrote last, kept to start the next change of each without a read. */
