@@ -3,7 +3,7 @@
 // file is in, or if it is gone, queries that use them still find exactly the org's matching events.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -11,18 +11,21 @@ import { verifyChain } from '../../src/audit/verify.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { NewAuditEvent } from '../../src/store/types.js';
 
-const event = (org: string, n: number): NewAuditEvent => ({
-  org,
-  id: `${org}-event-${n}`,
-  context: 'cpln',
-  eventTime: `2026-01-01T00:00:${String(n).padStart(2, '0')}.000Z`,
-  resourceType: 'gvc',
-  resourceName: `g${n % 3}`,
-  resourceId: `${org}-r${n % 3}`,
-  subjectName: 'admin',
-  actionType: 'edit',
-  body: JSON.stringify({ org, n }),
-});
+/** An event whose body, like a real one's, holds what its columns say. */
+function event(org: string, n: number, resourceId = `${org}-r${n % 3}`): NewAuditEvent {
+  const fields = {
+    org,
+    id: `${org}-event-${n}`,
+    context: 'cpln',
+    eventTime: `2026-01-01T00:00:${String(n).padStart(2, '0')}.000Z`,
+    resourceType: 'gvc',
+    resourceName: `g${n % 3}`,
+    resourceId,
+    subjectName: 'admin',
+    actionType: 'edit',
+  };
+  return { ...fields, body: JSON.stringify(fields) };
+}
 
 /** Ten events in each of two orgs, appended interleaved. */
 async function fill(store: SqliteStore): Promise<void> {
@@ -97,6 +100,34 @@ test(
       // Events appended after the restore are found too.
       await store.transaction((tx) => tx.appendAudit(event('a', 13)));
       assert.deepEqual((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).map((e) => e.seq), [1, 4, 7, 10, 11]);
+    } finally {
+      await store.close();
+    }
+  }),
+);
+
+test(
+  'events appended to a restored copy of the database are found, though the lookups had gone past its head',
+  withFile(async (file, dir) => {
+    let store = new SqliteStore(file);
+    await fill(store);
+    await store.close(); // the last connection folds the WAL into the file
+    const backup = join(dir, 'backup.db');
+    copyFileSync(file, backup);
+
+    store = new SqliteStore(file);
+    for (let n = 11; n <= 15; n++) await store.transaction((tx) => tx.appendAudit(event('a', n)));
+    assert.equal((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).length, 5); // lookups now through seq 15
+    await store.close();
+
+    // The restore: seq 10 is the head again (and no log of the replaced file is left to replay).
+    for (const name of readdirSync(dir)) if (name.startsWith('keel.db-wal') || name.startsWith('keel.db-shm')) rmSync(join(dir, name));
+    copyFileSync(backup, file);
+    store = new SqliteStore(file);
+    try {
+      for (let n = 11; n <= 18; n++) await store.transaction((tx) => tx.appendAudit(event('a', n, 'after-restore')));
+      assert.deepEqual((await store.audit({ org: 'a', resourceId: 'after-restore', limit: 100 })).map((e) => e.seq), [11, 12, 13, 14, 15, 16, 17, 18]);
+      assert.deepEqual(await found(store, 'a'), expected);
     } finally {
       await store.close();
     }

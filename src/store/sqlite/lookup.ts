@@ -15,11 +15,16 @@ export function lookupFileOf(file: string): string {
 
 export const LOOKUP_SCHEMA = `
   CREATE TABLE IF NOT EXISTS lookup.audit_lookup (org TEXT NOT NULL, key TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (org, key, pos)) WITHOUT ROWID;
-  CREATE TABLE IF NOT EXISTS lookup.lookup_through (org TEXT PRIMARY KEY, org_no INTEGER NOT NULL, seq INTEGER NOT NULL, pruned INTEGER NOT NULL);`;
+  CREATE TABLE IF NOT EXISTS lookup.lookup_through (org TEXT PRIMARY KEY, org_no INTEGER NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, pruned INTEGER NOT NULL);`;
 
-/** Orgs whose entries were made from other events than these (a restored or replaced events file). */
-const STALE = `SELECT t.org FROM lookup.lookup_through t LEFT JOIN main.audit_heads h ON h.org = t.org
-  WHERE h.org IS NULL OR h.org_no <> t.org_no OR h.last_seq < t.seq`;
+/**
+ * Orgs whose entries were made from other events than these (a restored or replaced events file):
+ * the event they were last brought up to is not there, or is another one (chain hashes differ).
+ */
+const STALE = `SELECT t.org FROM lookup.lookup_through t
+  LEFT JOIN main.audit_heads h ON h.org = t.org LEFT JOIN main.audit_prunes p ON p.org = t.org
+  WHERE h.org IS NULL OR h.org_no <> t.org_no OR h.last_seq < t.seq
+     OR (t.seq > COALESCE(p.up_to_seq, 0) AND t.hash IS NOT (SELECT e.hash FROM main.audit_events e WHERE e.pos = h.org_no * ${ORG_SPAN} + t.seq))`;
 
 /** The events appended since the last catch-up, as of this transaction's snapshot of the events file. */
 const NEW_EVENTS = `SELECT e.org, e.pos, e.resource_id, e.event_time, e.id FROM main.audit_heads h
@@ -44,8 +49,8 @@ export const LOOKUP_CATCH_UP = [
      SELECT org, 'r:' || resource_id, pos FROM new UNION ALL
      SELECT org, 't:' || event_time, pos FROM new UNION ALL
      SELECT org, 'i:' || id, pos FROM new ORDER BY 1, 2, 3`,
-  `INSERT INTO lookup.lookup_through (org, org_no, seq, pruned)
-     SELECT h.org, h.org_no, h.last_seq, COALESCE(p.up_to_seq, 0) FROM main.audit_heads h LEFT JOIN main.audit_prunes p ON p.org = h.org WHERE true
-     ON CONFLICT (org) DO UPDATE SET org_no = excluded.org_no, seq = excluded.seq, pruned = excluded.pruned
+  `INSERT INTO lookup.lookup_through (org, org_no, seq, hash, pruned)
+     SELECT h.org, h.org_no, h.last_seq, h.last_hash, COALESCE(p.up_to_seq, 0) FROM main.audit_heads h LEFT JOIN main.audit_prunes p ON p.org = h.org WHERE true
+     ON CONFLICT (org) DO UPDATE SET org_no = excluded.org_no, seq = excluded.seq, hash = excluded.hash, pruned = excluded.pruned
      WHERE (org_no, seq, pruned) IS NOT (excluded.org_no, excluded.seq, excluded.pruned)`,
 ];
