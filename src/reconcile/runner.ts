@@ -55,12 +55,24 @@ const ORGS_EVERY_MS = 2_000;
 /** What routing needs of an event's resource: its link and snapshot. */
 type Snapshot = { link?: string; data?: Record<string, unknown> };
 
-function snapshotOf({ resource }: AppendedEvent): Snapshot {
-  return { link: resource.links.find((l) => l.rel === 'self')?.href, data: resource };
+/**
+ * What routing needs of an event this process appended, kept until a pass takes it: not the event
+ * itself, whose body (the largest part of a change) is garbage once the change commits.
+ */
+interface OwnEvent {
+  event: Pick<AuditRecord, 'actionType' | 'resourceType' | 'resourceName'>;
+  snapshot: Snapshot;
+}
+
+function ownEvent({ event, resource }: AppendedEvent): OwnEvent {
+  return {
+    event: { actionType: event.actionType, resourceType: event.resourceType, resourceName: event.resourceName },
+    snapshot: { link: resource.links.find((l) => l.rel === 'self')?.href, data: resource },
+  };
 }
 
 /** Whether `mine` holds every seq after `last` through `head`. */
-function covers(mine: Map<number, AppendedEvent>, last: number, head: number): boolean {
+function covers(mine: Map<number, OwnEvent>, last: number, head: number): boolean {
   if (head <= last || head - last > mine.size) return false;
   for (let seq = last + 1; seq <= head; seq++) if (!mine.has(seq)) return false;
   return true;
@@ -71,7 +83,7 @@ export class ReconcileRunner {
   private readonly placements = new Map<string, string>();
   private readonly lastSeq = new Map<string, number>();
   /** Events this process appended, by org and seq: follow() takes them from here rather than read them back. */
-  private readonly appended = new Map<string, Map<number, AppendedEvent>>();
+  private readonly appended = new Map<string, Map<number, OwnEvent>>();
   private readonly queue = new Map<string, ItemKey>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private stopped = false;
@@ -90,7 +102,7 @@ export class ReconcileRunner {
     if (seq !== undefined && seq > this.lastSeq.get(org)!) {
       let mine = this.appended.get(org);
       if (!mine) this.appended.set(org, (mine = new Map()));
-      if (mine.size < APPENDED_KEPT) mine.set(seq, appended!);
+      if (mine.size < APPENDED_KEPT) mine.set(seq, ownEvent(appended!));
     }
     this.wakeUp();
   };
@@ -189,7 +201,7 @@ export class ReconcileRunner {
         for (let seq = last + 1; seq <= head; seq++) {
           const own = mine.get(seq)!;
           this.lastSeq.set(org, seq);
-          if (ROUTED.includes(own.event.resourceType)) await this.route(org, own.event, snapshotOf(own));
+          if (ROUTED.includes(own.event.resourceType)) await this.route(org, own.event, own.snapshot);
         }
       } else {
         let after = last;
@@ -215,7 +227,7 @@ export class ReconcileRunner {
       for (let next = mine.get(seq + 1); next; next = mine.get(seq + 1)) {
         mine.delete(++seq);
         this.lastSeq.set(org, seq);
-        if (ROUTED.includes(next.event.resourceType)) await this.route(org, next.event, snapshotOf(next));
+        if (ROUTED.includes(next.event.resourceType)) await this.route(org, next.event, next.snapshot);
       }
     }
   }
