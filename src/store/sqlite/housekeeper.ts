@@ -9,7 +9,9 @@ import { LOOKUP_CATCH_UP } from './lookup.js';
 //   starts over once it has: it would grow without end (hundreds of MB a minute). So when the log
 //   holds more than `restartFrames` and is still growing, a RESTART checkpoint takes the write lock
 //   for the little a passive pass left and makes the next commit write from the start of the file
-//   again. The writer waits for it without blocking its thread (see SqliteStore.drain).
+//   again. Under writes that never pause, the lock would seldom be free when the checkpoint looks
+//   for it, so the thread raises a flag the writer reads between batches (writerTurn): the writer
+//   lets the checkpoint have the lock, and waits for it without blocking its thread.
 // - Audit lookups (see lookup.ts) are caught up every `lookupEveryMs`, and whenever the store asks
 //   before a query that needs them.
 const WORKER_SOURCE = `
@@ -30,12 +32,28 @@ const catchUp = () => {
   }
 };
 const report = (err) => parentPort.postMessage({ error: String(err) });
+const restarting = new Int32Array(workerData.restarting);
+const pause = new Int32Array(new SharedArrayBuffer(4));
+// With the flag up the writer stops at its next batch; the checkpoint, without a busy handler
+// (whose sleeps grow to tens of ms), asks for the lock again every 0.2 ms until it has it.
+const restart = () => {
+  Atomics.store(restarting, 0, 1);
+  db.pragma('busy_timeout = 0');
+  try {
+    const until = Date.now() + workerData.restartTurnMs;
+    while (db.pragma('main.wal_checkpoint(RESTART)')[0].busy && Date.now() < until) Atomics.wait(pause, 0, 0, 0.2);
+  } finally {
+    db.pragma('busy_timeout = 5000');
+    Atomics.store(restarting, 0, 0);
+    Atomics.notify(restarting, 0);
+  }
+};
 let previous = 0;
 const checkpoints = setInterval(() => {
   try {
     const [{ log }] = db.pragma('main.wal_checkpoint(PASSIVE)');
     // Only while writes go on: a log that stopped growing starts over at the next write by itself.
-    if (log > workerData.restartFrames && log !== previous) db.pragma('main.wal_checkpoint(RESTART)');
+    if (log > workerData.restartFrames && log !== previous) restart();
     previous = log;
   } catch (err) { report(err); }
 }, workerData.everyMs);
@@ -54,9 +72,16 @@ parentPort.on('message', (message) => {
 });
 `;
 
+/** Atomics.waitAsync (Node 16+), which TypeScript's ES2023 library does not declare. */
+interface AtomicsWaitAsync {
+  waitAsync(array: Int32Array, index: number, value: number, timeoutMs: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}
+
 export interface HousekeeperOptions {
   everyMs: number;
   restartFrames: number;
+  /** How long a RESTART checkpoint keeps the writer waiting, at most, for the lock to be its. */
+  restartTurnMs: number;
   lookupFile: string;
   lookupEveryMs: number;
 }
@@ -65,10 +90,12 @@ export class Housekeeper {
   private readonly worker: Worker;
   private readonly waiting = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
   private requests = 0;
+  /** 1 while the thread runs a RESTART checkpoint (see writerTurn). */
+  private readonly restarting = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(file: string, options: HousekeeperOptions, onError: (message: string) => void) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, driver, catchUp: LOOKUP_CATCH_UP, ...options } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, driver, catchUp: LOOKUP_CATCH_UP, restarting: this.restarting.buffer, ...options } });
     this.worker.on('message', (message: { caughtUp?: number; error?: string }) => {
       const waiter = message.caughtUp === undefined ? undefined : this.waiting.get(message.caughtUp);
       if (!waiter) return void onError(message.error ?? 'unknown');
@@ -79,6 +106,23 @@ export class Housekeeper {
     });
     this.worker.on('error', (err) => onError(String(err)));
     this.worker.unref();
+  }
+
+  /**
+   * Resolves at once, or, while a RESTART checkpoint wants or holds the write lock, once it is done
+   * (at most `maxMs` later): the writer asks before each batch, so the checkpoint gets its turn.
+   */
+  writerTurn(maxMs: number): Promise<void> | undefined {
+    if (Atomics.load(this.restarting, 0) === 0) return undefined;
+    const wait = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.restarting, 0, 1, maxMs);
+    if (!wait.async) return undefined;
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, maxMs); // a pending waitAsync alone would not keep the process alive
+      void wait.value.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   /** Resolves once the lookups hold every event committed before it was called. */

@@ -22,6 +22,8 @@ const RESTART_FRAMES = 4000;
 const LOOKUP_EVERY_MS = 1000;
 /** How long the writer waits before trying again for a write lock another connection holds. */
 const BUSY_RETRY_MS = 2;
+/** The longest the writer gives a RESTART checkpoint of its own thread before it competes for the lock again. */
+const RESTART_TURN_MS = 200;
 const CACHE_ENTRIES = 10_000;
 /** Transactions committed together at most (bounds how long one batch holds the writer). */
 const MAX_BATCH = 64;
@@ -100,8 +102,10 @@ export class SqliteStore implements Store {
       this.lookupKeeper = setInterval(() => void this.catchUpLookup().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
       this.lookupKeeper.unref();
     } else {
-      const housekeeper = new Housekeeper(file, { everyMs: CHECKPOINT_EVERY_MS, restartFrames: RESTART_FRAMES, lookupFile, lookupEveryMs: LOOKUP_EVERY_MS }, (message) =>
-        process.emitWarning(`SQLite housekeeping failed: ${message}`),
+      const housekeeper = new Housekeeper(
+        file,
+        { everyMs: CHECKPOINT_EVERY_MS, restartFrames: RESTART_FRAMES, restartTurnMs: RESTART_TURN_MS, lookupFile, lookupEveryMs: LOOKUP_EVERY_MS },
+        (message) => process.emitWarning(`SQLite housekeeping failed: ${message}`),
       );
       this.housekeeper = housekeeper;
       this.catchUpLookup = () => housekeeper.catchUp();
@@ -267,6 +271,8 @@ export class SqliteStore implements Store {
 
   private async drain(): Promise<void> {
     while (this.queue.length > 0) {
+      const turn = this.housekeeper?.writerTurn(RESTART_TURN_MS);
+      if (turn) await turn;
       let began: boolean;
       try {
         began = this.begin();
