@@ -31,6 +31,14 @@ test('a SQLite database at schema 4 with audit events migrates with its chain in
       insert.run('o', seq, `id-${seq}`, context, `2026-01-01T00:00:${String(seq).padStart(2, '0')}.000Z`, 'gvc', `g${seq % 3}`, `r${seq % 3}`, 'admin', 'edit', hash, body);
     }
     old.prepare('INSERT INTO audit_heads VALUES (?, ?, ?)').run('o', 30, hash);
+    // A second org, whose events must keep to it once each org has its own range of rows (migration 8).
+    let otherHash = '';
+    for (let seq = 1; seq <= 5; seq++) {
+      const body = JSON.stringify({ seq, org: 'p' });
+      otherHash = chainHash(otherHash, seq, body);
+      insert.run('p', seq, `p-id-${seq}`, 'cpln', `2026-01-01T00:00:${String(seq).padStart(2, '0')}.000Z`, 'gvc', 'g1', 'r1', 'admin', 'edit', otherHash, body);
+    }
+    old.prepare('INSERT INTO audit_heads VALUES (?, ?, ?)').run('p', 5, otherHash);
     old.close();
 
     const store = new SqliteStore(file);
@@ -45,6 +53,9 @@ test('a SQLite database at schema 4 with audit events migrates with its chain in
       assert.equal((await store.audit({ org: 'o', from: '2026-01-01T00:00:28.000Z', limit: 100 })).length, 3);
       const report = await verifyChain(store, 'o');
       assert.equal(report.ok, true, JSON.stringify(report));
+      assert.deepEqual((await store.audit({ org: 'p', limit: 100 })).map((e) => e.id), ['p-id-1', 'p-id-2', 'p-id-3', 'p-id-4', 'p-id-5']);
+      assert.deepEqual((await store.audit({ org: 'p', resourceId: 'r1', limit: 100 })).map((e) => e.seq), [1, 2, 3, 4, 5]);
+      assert.equal((await verifyChain(store, 'p')).ok, true);
       // Appending continues the chain where the old table left it.
       await store.transaction((tx) =>
         tx.appendAudit({ org: 'o', id: 'id-31', context: 'cpln', eventTime: new Date().toISOString(), resourceType: 'gvc', resourceName: 'g', resourceId: 'r', subjectName: 'admin', actionType: 'edit', body: '{}' }),

@@ -1,6 +1,6 @@
 // SQLite specifics: the read cache (a commit by another connection to the same file, such as the
 // keel command's, is seen by the next read in a later turn of the event loop; this process's own
-// commits at once) and the checkpointer thread that copies the WAL into the database file.
+// commits at once) and the housekeeping thread that copies the WAL into the database file.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync } from 'node:fs';
@@ -42,7 +42,7 @@ test('cached reads see their own commits at once and another connection\'s by th
   }
 });
 
-test('the checkpointer thread copies committed pages from the WAL into the database file while the store is open', async () => {
+test('the housekeeping thread copies committed pages from the WAL into the database file while the store is open', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'keel-checkpoint-'));
   const file = join(dir, 'keel.db');
   const store = new SqliteStore(file);

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { verifyChain } from '../../src/audit/verify.js';
+import { Housekeeper } from '../../src/store/sqlite/housekeeper.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { NewAuditEvent } from '../../src/store/types.js';
 
@@ -61,84 +62,82 @@ function withFile(run: (file: string, dir: string) => Promise<void>) {
   };
 }
 
+/** Opens the store on `file` for `run`, and closes it whatever happens. */
+async function withStore<T>(file: string, run: (store: SqliteStore) => Promise<T>): Promise<T> {
+  const store = new SqliteStore(file);
+  try {
+    return await run(store);
+  } finally {
+    await store.close();
+  }
+}
+
 test(
   'lookups find each org\'s events, and are rebuilt when their file is removed',
   withFile(async (file, dir) => {
-    let store = new SqliteStore(file);
-    await fill(store);
-    assert.deepEqual(await found(store, 'a'), expected);
-    assert.deepEqual(await found(store, 'b'), expected);
-    await store.close();
-
-    for (const name of readdirSync(dir)) if (name.startsWith('keel.db-lookup')) rmSync(join(dir, name));
-    store = new SqliteStore(file);
-    try {
+    await withStore(file, async (store) => {
+      await fill(store);
       assert.deepEqual(await found(store, 'a'), expected);
       assert.deepEqual(await found(store, 'b'), expected);
-    } finally {
-      await store.close();
-    }
+    });
+
+    for (const name of readdirSync(dir)) if (name.startsWith('keel.db-lookup')) rmSync(join(dir, name));
+    await withStore(file, async (store) => {
+      assert.deepEqual(await found(store, 'a'), expected);
+      assert.deepEqual(await found(store, 'b'), expected);
+    });
   }),
 );
 
 test(
   'a lookup file made from other events (a restored database) is rebuilt for the orgs it does not match',
   withFile(async (file) => {
-    let store = new SqliteStore(file);
-    await fill(store);
-    assert.deepEqual(await found(store, 'a'), expected);
-    await store.close();
+    await withStore(file, async (store) => {
+      await fill(store);
+      assert.deepEqual(await found(store, 'a'), expected);
+    });
 
     // As if the events file were restored from a copy older than the lookups: marks past the head.
     const lookup = new Database(`${file}-lookup`);
     lookup.prepare("UPDATE lookup_through SET seq = seq + 5 WHERE org = 'a'").run();
     lookup.prepare("DELETE FROM audit_lookup WHERE org = 'a' AND key = 'r:a-r1'").run();
     lookup.close();
-    store = new SqliteStore(file);
-    try {
+    await withStore(file, async (store) => {
       assert.deepEqual(await found(store, 'a'), expected);
       // Events appended after the restore are found too.
       await store.transaction((tx) => tx.appendAudit(event('a', 13)));
       assert.deepEqual((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).map((e) => e.seq), [1, 4, 7, 10, 11]);
-    } finally {
-      await store.close();
-    }
+    });
   }),
 );
 
 test(
   'events appended to a restored copy of the database are found, though the lookups had gone past its head',
   withFile(async (file, dir) => {
-    let store = new SqliteStore(file);
-    await fill(store);
-    await store.close(); // the last connection folds the WAL into the file
+    await withStore(file, fill); // closing, the last connection folds the WAL into the file
     const backup = join(dir, 'backup.db');
     copyFileSync(file, backup);
 
-    store = new SqliteStore(file);
-    for (let n = 11; n <= 15; n++) await store.transaction((tx) => tx.appendAudit(event('a', n)));
-    assert.equal((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).length, 5); // lookups now through seq 15
-    await store.close();
+    await withStore(file, async (store) => {
+      for (let n = 11; n <= 15; n++) await store.transaction((tx) => tx.appendAudit(event('a', n)));
+      assert.equal((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).length, 5); // lookups now through seq 15
+    });
 
     // The restore: seq 10 is the head again (and no log of the replaced file is left to replay).
     for (const name of readdirSync(dir)) if (name.startsWith('keel.db-wal') || name.startsWith('keel.db-shm')) rmSync(join(dir, name));
     copyFileSync(backup, file);
-    store = new SqliteStore(file);
-    try {
+    await withStore(file, async (store) => {
       for (let n = 11; n <= 18; n++) await store.transaction((tx) => tx.appendAudit(event('a', n, 'after-restore')));
       assert.deepEqual((await store.audit({ org: 'a', resourceId: 'after-restore', limit: 100 })).map((e) => e.seq), [11, 12, 13, 14, 15, 16, 17, 18]);
       assert.deepEqual(await found(store, 'a'), expected);
-    } finally {
-      await store.close();
-    }
+    });
   }),
 );
 
 test(
   'retention removes the lookups of the events it removed, and the chain still verifies',
-  withFile(async (file) => {
-    const store = new SqliteStore(file);
-    try {
+  withFile((file) =>
+    withStore(file, async (store) => {
       await fill(store);
       assert.equal(await store.pruneAudit('a', { before: '2026-01-01T00:00:05.000Z' }), 4);
       assert.deepEqual((await store.audit({ org: 'a', resourceId: 'a-r1', limit: 100 })).map((e) => e.seq), [7, 10]);
@@ -151,19 +150,25 @@ test(
       }
       assert.equal((await verifyChain(store, 'a')).ok, true);
       assert.deepEqual(await found(store, 'b'), expected);
-    } finally {
-      await store.close();
-    }
-  }),
+    }),
+  ),
 );
 
-test('an in-memory store keeps its lookups itself', async () => {
-  const store = new SqliteStore(':memory:');
-  try {
+test('an in-memory store keeps its lookups itself', () =>
+  withStore(':memory:', async (store) => {
     await fill(store);
     assert.deepEqual(await found(store, 'a'), expected);
     assert.deepEqual(await found(store, 'b'), expected);
+  }),
+);
+
+test('a query that needs the lookups fails, and does not wait forever, when the housekeeping thread is gone', { timeout: 20_000 }, async () => {
+  // A file the thread cannot open: it fails as it starts.
+  const housekeeper = new Housekeeper(join(tmpdir(), 'keel-no-such-dir', 'x', 'keel.db'), { everyMs: 250, restartFrames: 4000, restartTurnMs: 200, lookupFile: ':memory:', lookupEveryMs: 1000 }, () => {});
+  try {
+    await assert.rejects(housekeeper.catchUp(), /housekeeping thread/);
+    await assert.rejects(housekeeper.catchUp(), /housekeeping thread/);
   } finally {
-    await store.close();
+    await housekeeper.stop();
   }
 });

@@ -90,6 +90,9 @@ export class Housekeeper {
   private readonly worker: Worker;
   private readonly waiting = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
   private requests = 0;
+  /** Why the thread is gone, once it is: catch-ups asked of it then fail at once instead of waiting forever. */
+  private gone?: Error;
+  private readonly exited: Promise<unknown>;
   /** 1 while the thread runs a RESTART checkpoint (see writerTurn). */
   private readonly restarting = new Int32Array(new SharedArrayBuffer(4));
 
@@ -104,8 +107,19 @@ export class Housekeeper {
       if (message.error) waiter.reject(new Error(`audit lookup: ${message.error}`));
       else waiter.resolve();
     });
-    this.worker.on('error', (err) => onError(String(err)));
+    this.worker.on('error', (err) => {
+      onError(String(err));
+      this.fail(new Error(`audit lookup: the housekeeping thread failed: ${err.message}`));
+    });
+    this.exited = new Promise((resolve) => this.worker.once('exit', resolve));
+    this.worker.on('exit', () => this.fail(new Error('audit lookup: the housekeeping thread has stopped')));
     this.worker.unref();
+  }
+
+  private fail(error: Error): void {
+    this.gone ??= error;
+    for (const { reject } of this.waiting.values()) reject(this.gone);
+    this.waiting.clear();
   }
 
   /**
@@ -127,6 +141,7 @@ export class Housekeeper {
 
   /** Resolves once the lookups hold every event committed before it was called. */
   catchUp(): Promise<void> {
+    if (this.gone) return Promise.reject(this.gone);
     const id = ++this.requests;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
@@ -137,11 +152,8 @@ export class Housekeeper {
 
   /** Stops after any checkpoint or catch-up under way. */
   async stop(): Promise<void> {
-    const exited = new Promise((resolve) => this.worker.once('exit', resolve));
     this.worker.ref(); // an unreferenced worker's exit would not keep the process waiting for it
     this.worker.postMessage('stop');
-    await exited;
-    for (const { reject } of this.waiting.values()) reject(new Error('the store is closed'));
-    this.waiting.clear();
+    await this.exited; // and 'exit' has failed what was still waiting (also when the thread had died before)
   }
 }

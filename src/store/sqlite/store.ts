@@ -74,7 +74,7 @@ export class SqliteStore implements Store {
     this.writer = new Database(file);
     this.writer.pragma('journal_mode = WAL');
     this.writer.pragma('synchronous = NORMAL');
-    // Checkpoints run on a timer in a worker thread (see checkpointer.ts), not inside whichever commit crosses the WAL threshold.
+    // Checkpoints run on a timer in a worker thread (see housekeeper.ts), not inside whichever commit crosses the WAL threshold.
     this.writer.pragma('wal_autocheckpoint = 0');
     this.writer.pragma('busy_timeout = 5000');
     this.migrate();
