@@ -1,0 +1,70 @@
+// The RESTART turn (src/store/sqlite/housekeeper.ts): when the WAL has outgrown its limit and the
+// writer holds the lock, the housekeeping thread raises a flag; the writer, which asks writerTurn()
+// before each batch, waits until the checkpoint has had the lock and the log has started over.
+import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Housekeeper } from '../../src/store/sqlite/housekeeper.js';
+import { lookupFileOf } from '../../src/store/sqlite/lookup.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+
+const PAGE = Buffer.alloc(4000, 7);
+
+/** Frames in the WAL (committed), as a passive checkpoint reports them. */
+const walFrames = (db: Database.Database) => (db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0].log;
+
+/** The turn writerTurn() hands out once the thread wants the lock (it raises its flag on its own schedule); wrapped, so awaiting this does not await the turn. */
+async function turnWhenAsked(housekeeper: Housekeeper, maxMs: number): Promise<{ turn: Promise<void> }> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const turn = housekeeper.writerTurn(maxMs);
+    if (turn) return { turn };
+    assert.ok(Date.now() < deadline, 'the housekeeping thread never asked for the write lock');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+test('a RESTART checkpoint gets its turn from a writer that holds the lock, and the WAL starts over', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'keel-turn-'));
+  const file = join(dir, 'keel.db');
+  await new SqliteStore(file).close(); // the schema the thread's catch-up statements need
+  const writer = new Database(file);
+  writer.pragma('wal_autocheckpoint = 0');
+  writer.exec('CREATE TABLE filler (x BLOB)');
+  const insert = writer.prepare('INSERT INTO filler VALUES (?)');
+  writer.transaction(() => {
+    for (let i = 0; i < 40; i++) insert.run(PAGE);
+  })();
+  assert.ok(walFrames(writer) > 20);
+  // The writer holds the lock, as it does while a batch runs.
+  writer.exec('BEGIN IMMEDIATE');
+  insert.run(PAGE);
+  const errors: string[] = [];
+  const housekeeper = new Housekeeper(
+    file,
+    { everyMs: 5, restartFrames: 10, restartTurnMs: 60_000, lookupFile: lookupFileOf(file), lookupEveryMs: 3_600_000 },
+    (message) => errors.push(message),
+  );
+  try {
+    const { turn } = await turnWhenAsked(housekeeper, 60_000);
+    let done = false;
+    void turn.then(() => (done = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(done, false, 'the turn ended while the writer still held the lock');
+    // The batch commits; the writer then waits for its turn, as drain() does.
+    writer.exec('COMMIT');
+    await turn;
+    // RESTART finished: the next commit writes from the start of the log again.
+    insert.run(PAGE);
+    assert.ok(walFrames(writer) <= 3, `the WAL did not start over: ${walFrames(writer)} frames`);
+    assert.equal(housekeeper.writerTurn(60_000), undefined, 'the flag stayed up after the checkpoint');
+    assert.deepEqual(errors, []);
+  } finally {
+    await housekeeper.stop();
+    writer.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
