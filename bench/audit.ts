@@ -27,7 +27,7 @@ async function patchLoad(keel: RunningKeel, name: string): Promise<LoadResult> {
 }
 
 /** Audit off and on, each run ROUNDS times, alternating which goes first (a run can slow the next: the host writes back its files). */
-const ROUNDS = Number(process.env.BENCH_AUDIT_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_AUDIT_ROUNDS ?? 5);
 
 interface Pair {
   off: LoadResult;
