@@ -1,8 +1,10 @@
 // The RESTART turn (src/store/sqlite/housekeeper.ts): when the WAL has outgrown its limit and the
 // writer holds the lock, the housekeeping thread raises a flag; the writer, which asks writerTurn()
 // before each batch, waits until the checkpoint has had the lock and the log has started over.
+// The first test is the thread's side of it, the second the store's.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +12,7 @@ import { test } from 'node:test';
 import { Housekeeper } from '../../src/store/sqlite/housekeeper.js';
 import { lookupFileOf } from '../../src/store/sqlite/lookup.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
+import type { StoredItem } from '../../src/store/types.js';
 
 const PAGE = Buffer.alloc(4000, 7);
 
@@ -65,6 +68,42 @@ test('a RESTART checkpoint gets its turn from a writer that holds the lock, and 
   } finally {
     await housekeeper.stop();
     writer.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+function secret(name: string): StoredItem {
+  const now = new Date().toISOString();
+  return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, tags: {} } };
+}
+
+test("the store's writer holds its next batch while the thread's flag is up, and no longer than its longest wait", { timeout: 30_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'keel-turn-'));
+  const store = new SqliteStore(join(dir, 'keel.db'));
+  // The flag the thread raises (it raises none itself here: the WAL is far below its limit).
+  const flag = store['housekeeper']!['restarting'];
+  const lower = () => {
+    Atomics.store(flag, 0, 0);
+    Atomics.notify(flag, 0);
+  };
+  try {
+    Atomics.store(flag, 0, 1);
+    const order: string[] = [];
+    const write = store.transaction((tx) => tx.insert(secret('waits'))).then(() => order.push('committed'));
+    // Well inside the writer's longest wait (200 ms), which also counts from a later turn of the event loop.
+    setTimeout(() => {
+      order.push('flag lowered');
+      lower();
+    }, 20);
+    await write;
+    assert.deepEqual(order, ['flag lowered', 'committed']);
+    // A flag that stays up (a thread stuck in its checkpoint) delays the writer, and does not stop it.
+    Atomics.store(flag, 0, 1);
+    await store.transaction((tx) => tx.insert(secret('goes-on')));
+    assert.ok(await store.get({ org: 'o', kind: 'secret', gvc: '', name: 'goes-on' }));
+  } finally {
+    lower();
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });
