@@ -16,6 +16,21 @@ const item = (name: string, description: string): StoredItem => {
   return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, description, tags: {} } };
 };
 
+test('an in-memory store (one connection for reads and writes) sees its own commits at once', async () => {
+  const store = new SqliteStore(':memory:');
+  try {
+    const key = { org: 'o', kind: 'secret', gvc: '', name: 'alone' };
+    assert.equal(await store.get(key), undefined); // cached as absent
+    await store.transaction((tx) => tx.insert(item('alone', 'first')));
+    const first = await store.get(key);
+    assert.equal(first?.data.description, 'first');
+    await store.transaction((tx) => tx.update({ ...first!, version: 2, data: { ...first!.data, description: 'second' } }, 1));
+    assert.equal((await store.get(key))?.data.description, 'second');
+  } finally {
+    await store.close();
+  }
+});
+
 test('cached reads see their own commits at once and another connection\'s by the next turn', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'keel-cache-'));
   const file = join(dir, 'keel.db');

@@ -341,7 +341,10 @@ export class SqliteStore implements Store {
     const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ?, last_hash = ? WHERE org = ?');
     for (const [org, head] of this.chainHeads) moveHead.run(head.seq, head.hash, org);
     this.stmt(this.writer, 'COMMIT').run();
+    // Cached reads are checked again; and dropped: data_version moves only for other connections'
+    // commits, and an in-memory database reads through its writer.
     this.versionChecked = false;
+    this.cachedAt = -1;
     return outcomes;
   }
 
