@@ -3,7 +3,8 @@
 // - mk8s: provisioning for one step, then serverUrl, oidcProviderUrl, homeLocation and the
 //   status of each enabled add-on (the cluster is ready);
 // - domain: pendingDnsConfig (with the DNS records to create), a step later pendingCertificate,
-//   a step after that ready, with its endpoints and per-location certificate status;
+//   a step after that ready, with its endpoints and per-location certificate status; a pass that
+//   comes late still writes each stage in turn (never more than one past the stored one);
 // - agent: its bootstrap configuration, at once.
 import { deepEqual } from '../json.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
@@ -36,12 +37,15 @@ export async function reconcileMk8s(ctx: ReconcileContext, key: ItemKey): Promis
   return {};
 }
 
+const DOMAIN_STAGES = ['pendingDnsConfig', 'pendingCertificate', 'ready'] as const;
+
 export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const item = await ctx.tx.get(key, 'update');
   if (!item) return {};
   const spec = (item.data.spec ?? {}) as Record<string, any>;
-  const age = ctx.now - Date.parse(item.created);
-  const stage = age >= 2 * ctx.stepMs ? 'ready' : age >= ctx.stepMs ? 'pendingCertificate' : 'pendingDnsConfig';
+  const due = Math.floor((ctx.now - Date.parse(item.created)) / ctx.stepMs);
+  const stored = (item.data.status as { status?: string } | undefined)?.status;
+  const stage = DOMAIN_STAGES[Math.max(0, Math.min(due, 2, DOMAIN_STAGES.findIndex((s) => s === stored) + 1))];
   const gvcName = typeof spec.gvcLink === 'string' ? spec.gvcLink.split('/').pop()! : undefined;
   const gvc = gvcName ? await ctx.tx.get({ org: key.org, kind: 'gvc', gvc: '', name: gvcName }) : undefined;
   const target = gvc ? `${String(gvc.data.alias ?? gvcName)}.cpln.app` : `${key.org}.keel.local`;
