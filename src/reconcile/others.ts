@@ -43,9 +43,11 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
   const item = await ctx.tx.get(key, 'update');
   if (!item) return {};
   const spec = (item.data.spec ?? {}) as Record<string, any>;
-  const due = Math.floor((ctx.now - Date.parse(item.created)) / ctx.stepMs);
-  const stored = (item.data.status as { status?: string } | undefined)?.status;
-  const stage = DOMAIN_STAGES[Math.max(0, Math.min(due, 2, DOMAIN_STAGES.findIndex((s) => s === stored) + 1))];
+  const created = Date.parse(item.created);
+  // The stage the domain's age calls for, but never more than one past the stored one.
+  const stored = (DOMAIN_STAGES as readonly unknown[]).indexOf((item.data.status as { status?: unknown } | undefined)?.status);
+  const index = Math.max(0, Math.min(Math.floor((ctx.now - created) / ctx.stepMs), stored + 1, DOMAIN_STAGES.length - 1));
+  const stage = DOMAIN_STAGES[index];
   const gvcName = typeof spec.gvcLink === 'string' ? spec.gvcLink.split('/').pop()! : undefined;
   const gvc = gvcName ? await ctx.tx.get({ org: key.org, kind: 'gvc', gvc: '', name: gvcName }) : undefined;
   const target = gvc ? `${String(gvc.data.alias ?? gvcName)}.cpln.app` : `${key.org}.keel.local`;
@@ -74,7 +76,7 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
   };
   if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item, { ...item.data, status });
   if (stage === 'ready') return {};
-  return { after: Date.parse(item.created) + (stage === 'pendingDnsConfig' ? 1 : 2) * ctx.stepMs - ctx.now };
+  return { after: created + (index + 1) * ctx.stepMs - ctx.now };
 }
 
 export async function reconcileAgent(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {

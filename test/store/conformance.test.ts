@@ -5,13 +5,9 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../src/errors.js';
 import type { AuditFilter, NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
+import { storedItem as item } from '../support/items.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { openStore } from '../../src/store/open.js';
-
-function item(name: string, extra: Partial<StoredItem> = {}): StoredItem {
-  const now = new Date().toISOString();
-  return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, tags: {} }, ...extra };
-}
 
 const all = (org: string, kind: string, gvc?: string) => ({
   org,

@@ -2,19 +2,16 @@
 // keel command's, is seen by the next read in a later turn of the event loop; this process's own
 // commits at once) and the housekeeping thread that copies the WAL into the database file.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { test } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
+import { storedItem } from '../support/items.js';
 import type { StoredItem } from '../../src/store/types.js';
 
-const item = (name: string, description: string): StoredItem => {
-  const now = new Date().toISOString();
-  return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, description, tags: {} } };
-};
+const item = (name: string, description: string): StoredItem => storedItem(name, { data: { name, description, tags: {} } });
 
 test('an in-memory store (one connection for reads and writes) sees its own commits at once', async () => {
   const store = new SqliteStore(':memory:');

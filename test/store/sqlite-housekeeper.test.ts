@@ -4,7 +4,6 @@
 // The first test is the thread's side of it, the second the store's.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +11,7 @@ import { test } from 'node:test';
 import { Housekeeper } from '../../src/store/sqlite/housekeeper.js';
 import { lookupFileOf } from '../../src/store/sqlite/lookup.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import type { StoredItem } from '../../src/store/types.js';
+import { storedItem } from '../support/items.js';
 
 const PAGE = Buffer.alloc(4000, 7);
 
@@ -72,11 +71,6 @@ test('a RESTART checkpoint gets its turn from a writer that holds the lock, and 
   }
 });
 
-function secret(name: string): StoredItem {
-  const now = new Date().toISOString();
-  return { org: 'o', kind: 'secret', gvc: '', name, id: randomUUID(), version: 1, created: now, lastModified: now, data: { name, tags: {} } };
-}
-
 test("the store's writer holds its next batch while the thread's flag is up, and no longer than its longest wait", { timeout: 30_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'keel-turn-'));
   const store = new SqliteStore(join(dir, 'keel.db'));
@@ -89,7 +83,7 @@ test("the store's writer holds its next batch while the thread's flag is up, and
   try {
     Atomics.store(flag, 0, 1);
     const order: string[] = [];
-    const write = store.transaction((tx) => tx.insert(secret('waits'))).then(() => order.push('committed'));
+    const write = store.transaction((tx) => tx.insert(storedItem('waits'))).then(() => order.push('committed'));
     // Well inside the writer's longest wait (200 ms), which also counts from a later turn of the event loop.
     setTimeout(() => {
       order.push('flag lowered');
@@ -99,7 +93,7 @@ test("the store's writer holds its next batch while the thread's flag is up, and
     assert.deepEqual(order, ['flag lowered', 'committed']);
     // A flag that stays up (a thread stuck in its checkpoint) delays the writer, and does not stop it.
     Atomics.store(flag, 0, 1);
-    await store.transaction((tx) => tx.insert(secret('goes-on')));
+    await store.transaction((tx) => tx.insert(storedItem('goes-on')));
     assert.ok(await store.get({ org: 'o', kind: 'secret', gvc: '', name: 'goes-on' }));
   } finally {
     lower();

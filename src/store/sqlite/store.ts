@@ -341,10 +341,11 @@ export class SqliteStore implements Store {
     const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ?, last_hash = ? WHERE org = ?');
     for (const [org, head] of this.chainHeads) moveHead.run(head.seq, head.hash, org);
     this.stmt(this.writer, 'COMMIT').run();
-    // Cached reads are checked again; and dropped: data_version moves only for other connections'
-    // commits, and an in-memory database reads through its writer.
+    // This commit changed what reads see: drop them here, since data_version moves only for other
+    // connections' commits (and an in-memory database reads through its writer); then look again
+    // for those.
+    this.cache.clear();
     this.versionChecked = false;
-    this.cachedAt = -1;
     return outcomes;
   }
 
