@@ -77,7 +77,7 @@ test('audit verify passes on an intact chain and names the first broken link', (
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /intact: 3 events \(1..3\)/, 'org, its admin account, the added key');
   const db = new Database(join(dataDir, 'keel.db'));
-  db.prepare("UPDATE audit_events SET body = replace(body, 'keel', 'evil') WHERE org = 'cli-org' AND seq = 2").run();
+  assert.equal(db.prepare("UPDATE audit_events SET body = replace(body, 'keel', 'evil') WHERE pos = (SELECT org_no FROM audit_heads WHERE org = 'cli-org') * 1099511627776 + 2").run().changes, 1);
   db.close();
   const broken = keel('audit', 'verify', '--org', 'cli-org');
   assert.equal(broken.code, 1);

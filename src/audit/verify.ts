@@ -4,8 +4,9 @@ import { chainHash } from './chain.js';
 export type ChainReport = { ok: true; events: number; from: number; to: number } | { ok: false; events: number; brokenAt: number; reason: string };
 
 /**
- * Recomputes an org's audit chain from the anchor left by retention (or the start) to the head,
- * and names the first link that does not hold: an edited event, a missing one, or a cut tail.
+ * Recomputes an org's audit chain from the anchor left by retention (or the start) to the head
+ * as it was when called (events appended meanwhile are left for the next check), and names the
+ * first link that does not hold: an edited event, a missing one, or a cut tail.
  */
 export async function verifyChain(store: Store, org: string): Promise<ChainReport> {
   const head = await store.auditHead(org);
@@ -13,7 +14,7 @@ export async function verifyChain(store: Store, org: string): Promise<ChainRepor
   let expected = head.prunedUpTo + 1;
   let events = 0;
   for (;;) {
-    const page = await store.audit({ org, afterSeq: expected - 1, limit: 1000 });
+    const page = await store.audit({ org, afterSeq: expected - 1, throughSeq: head.seq, limit: 1000 });
     if (page.length === 0) break;
     for (const event of page) {
       if (event.seq !== expected) return { ok: false, events, brokenAt: expected, reason: `event ${expected} is missing` };

@@ -192,4 +192,23 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
       postgres: `SELECT 1;`,
     },
   },
+  {
+    version: 9,
+    name: 'SQLite: audit events sealed by the housekeeping thread; event rows hold pos, context and body',
+    // The chain's hashes move from the rows to audit_seals (see sqlite/seals.ts), each event sealed
+    // so far becoming a seal of one; the other fields are read from the bodies into the lookup file.
+    sql: {
+      sqlite: `
+        ALTER TABLE audit_heads ADD COLUMN sealed_seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE audit_heads SET sealed_seq = last_seq;
+        CREATE TABLE audit_seals (pos_to INTEGER PRIMARY KEY, pos_from INTEGER NOT NULL, hashes TEXT NOT NULL);
+        INSERT INTO audit_seals SELECT pos, pos, hash FROM audit_events ORDER BY pos;
+        CREATE TABLE audit_events_slim (pos INTEGER PRIMARY KEY, context TEXT NOT NULL, body TEXT NOT NULL);
+        INSERT INTO audit_events_slim SELECT pos, context, body FROM audit_events ORDER BY pos;
+        DROP TABLE audit_events;
+        ALTER TABLE audit_events_slim RENAME TO audit_events;
+        CREATE INDEX audit_events_custom_context ON audit_events (context, pos) WHERE context <> 'cpln';`,
+      postgres: `SELECT 1;`,
+    },
+  },
 ];

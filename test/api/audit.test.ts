@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { verifyChain } from '../../src/audit/verify.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { rawExec } from '../support/raw-sql.js';
+import { tamperWithEvent } from '../support/raw-sql.js';
 
 forEachBackend('audit', (backend) => {
   let k: TestKeel;
@@ -164,7 +164,7 @@ forEachBackend('audit', (backend) => {
     const intact = await verifyChain(k.store, 'acme');
     assert.equal(intact.ok, true, JSON.stringify(intact));
     const victim = (await events('&resourceName=audit-g2'))[0];
-    await rawExec(k, 'UPDATE audit_events SET body = ? WHERE org = ? AND seq = ?', [JSON.stringify({ ...victim, subject: { name: 'someone-else' } }), 'acme', victim.seq]);
+    await tamperWithEvent(k, 'acme', victim.seq, JSON.stringify({ ...victim, subject: { name: 'someone-else' } }));
     const edited = await verifyChain(k.store, 'acme');
     assert.equal(edited.ok, false);
     assert.equal(!edited.ok && edited.brokenAt, victim.seq);
@@ -180,11 +180,11 @@ forEachBackend('audit', (backend) => {
       const after = await verifyChain(fresh.store, 'retained');
       assert.deepEqual(after, { ok: true, events: 5, from: head.seq - 4, to: head.seq });
       assert.equal(await fresh.store.pruneAudit('retained', { before: '2000-01-01T00:00:00.000Z' }), 0);
-      await rawExec(fresh, 'DELETE FROM audit_events WHERE org = ? AND seq = ?', ['retained', head.seq - 4]);
+      assert.equal(await tamperWithEvent(fresh, 'retained', head.seq - 4), 1);
       const cut = await verifyChain(fresh.store, 'retained');
       assert.equal(cut.ok, false);
       assert.equal(!cut.ok && cut.brokenAt, head.seq - 4);
-      await rawExec(fresh, 'DELETE FROM audit_events WHERE org = ? AND seq = ?', ['retained', head.seq]);
+      assert.equal(await tamperWithEvent(fresh, 'retained', head.seq), 1);
       const tail = await verifyChain(fresh.store, 'retained');
       assert.equal(tail.ok, false);
     } finally {

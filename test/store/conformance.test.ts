@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../src/errors.js';
 import type { AuditFilter, NewAuditEvent, Store, StoredItem, Tx } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
-import { storedItem as item } from '../support/items.js';
+import { auditEvent, storedItem as item } from '../support/items.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { openStore } from '../../src/store/open.js';
 
@@ -178,18 +178,11 @@ forEachBackend('store conformance', (backend) => {
 
   // Read-modify-write transactions: PostgreSQL runs them optimistically first and falls back to
   // locking; whichever path runs, every change and its event land exactly once.
-  const event = (org: string, name: string, n: number): NewAuditEvent => ({
-    org,
-    id: randomUUID(),
-    context: 'cpln',
-    eventTime: new Date().toISOString(),
-    resourceType: 'secret',
-    resourceName: name,
-    resourceId: name,
-    subjectName: 'test',
-    actionType: 'edit',
-    body: JSON.stringify({ n }),
-  });
+  const event = (org: string, name: string, n: number, extra: Partial<NewAuditEvent> = {}): NewAuditEvent =>
+    auditEvent(
+      { org, id: randomUUID(), context: 'cpln', eventTime: new Date().toISOString(), resourceType: 'secret', resourceName: name, resourceId: name, subjectName: 'test', actionType: 'edit', ...extra },
+      { n },
+    );
   const increment = (tx: Tx, current: StoredItem, extra: Record<string, unknown> = {}) =>
     tx.update({ ...current, version: current.version + 1, data: { ...current.data, ...extra, n: Number(current.data.n ?? 0) + 1 } }, current.version);
 
@@ -234,7 +227,7 @@ forEachBackend('store conformance', (backend) => {
   test('audit filters by resource and time see every appended event, before and after pruning by age', async () => {
     const at = (day: number) => `2020-01-0${day}T00:00:00.000Z`;
     const append = (n: number, resourceId: string) =>
-      store.transaction((tx) => tx.appendAudit({ ...event('aged', resourceId, n), resourceId, eventTime: at(n) }));
+      store.transaction((tx) => tx.appendAudit(event('aged', resourceId, n, { resourceId, eventTime: at(n) })));
     for (let n = 1; n <= 6; n++) await append(n, n % 2 ? 'odd' : 'even');
     const seqs = async (filter: Partial<AuditFilter>) => (await store.audit({ org: 'aged', limit: 100, ...filter })).map((e) => e.seq);
     assert.deepEqual(await seqs({ resourceId: 'odd' }), [1, 3, 5]);

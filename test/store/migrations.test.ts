@@ -1,6 +1,7 @@
 // A database made by an earlier Keel is brought up to date on open, keeping every audit event
 // and its chain (migration 5 rebuilds SQLite's audit table; migration 7 moves its lookups by resource
-// and time to audit_lookup).
+// and time to audit_lookup; migration 9 moves the hashes to seals and reads the other fields from
+// the bodies, where every Keel has written them).
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,6 +12,9 @@ import { chainHash } from '../../src/audit/chain.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { migrations } from '../../src/store/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
+import { auditEvent } from '../support/items.js';
+
+const time = (seq: number) => `2026-01-01T00:00:${String(seq).padStart(2, '0')}.000Z`;
 
 test('a SQLite database at schema 4 with audit events migrates with its chain intact, and the new table serves every filter', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'keel-migrate-'));
@@ -26,17 +30,17 @@ test('a SQLite database at schema 4 with audit events migrates with its chain in
     const insert = old.prepare('INSERT INTO audit_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)');
     for (let seq = 1; seq <= 30; seq++) {
       const context = seq % 10 === 0 ? 'deploys' : 'cpln';
-      const body = JSON.stringify({ seq, context });
-      hash = chainHash(hash, seq, body);
-      insert.run('o', seq, `id-${seq}`, context, `2026-01-01T00:00:${String(seq).padStart(2, '0')}.000Z`, 'gvc', `g${seq % 3}`, `r${seq % 3}`, 'admin', 'edit', hash, body);
+      const e = auditEvent({ org: 'o', id: `id-${seq}`, context, eventTime: time(seq), resourceType: 'gvc', resourceName: `g${seq % 3}`, resourceId: `r${seq % 3}`, subjectName: 'admin', actionType: 'edit' });
+      hash = chainHash(hash, seq, e.body);
+      insert.run('o', seq, e.id, context, e.eventTime, 'gvc', e.resourceName, e.resourceId, 'admin', 'edit', hash, e.body);
     }
     old.prepare('INSERT INTO audit_heads VALUES (?, ?, ?)').run('o', 30, hash);
     // A second org, whose events must keep to it once each org has its own range of rows (migration 8).
     let otherHash = '';
     for (let seq = 1; seq <= 5; seq++) {
-      const body = JSON.stringify({ seq, org: 'p' });
-      otherHash = chainHash(otherHash, seq, body);
-      insert.run('p', seq, `p-id-${seq}`, 'cpln', `2026-01-01T00:00:${String(seq).padStart(2, '0')}.000Z`, 'gvc', 'g1', 'r1', 'admin', 'edit', otherHash, body);
+      const e = auditEvent({ org: 'p', id: `p-id-${seq}`, context: 'cpln', eventTime: time(seq), resourceType: 'gvc', resourceName: 'g1', resourceId: 'r1', subjectName: 'admin', actionType: 'edit' });
+      otherHash = chainHash(otherHash, seq, e.body);
+      insert.run('p', seq, e.id, 'cpln', e.eventTime, 'gvc', 'g1', 'r1', 'admin', 'edit', otherHash, e.body);
     }
     old.prepare('INSERT INTO audit_heads VALUES (?, ?, ?)').run('p', 5, otherHash);
     old.close();
@@ -58,7 +62,7 @@ test('a SQLite database at schema 4 with audit events migrates with its chain in
       assert.equal((await verifyChain(store, 'p')).ok, true);
       // Appending continues the chain where the old table left it.
       await store.transaction((tx) =>
-        tx.appendAudit({ org: 'o', id: 'id-31', context: 'cpln', eventTime: new Date().toISOString(), resourceType: 'gvc', resourceName: 'g', resourceId: 'r', subjectName: 'admin', actionType: 'edit', body: '{}' }),
+        tx.appendAudit(auditEvent({ org: 'o', id: 'id-31', context: 'cpln', eventTime: new Date().toISOString(), resourceType: 'gvc', resourceName: 'g', resourceId: 'r', subjectName: 'admin', actionType: 'edit' })),
       );
       assert.equal((await store.auditHead('o')).seq, 31);
       assert.equal((await verifyChain(store, 'o')).ok, true);

@@ -75,7 +75,7 @@ test("the store's writer holds its next batch while the thread's flag is up, and
   const dir = mkdtempSync(join(tmpdir(), 'keel-turn-'));
   const store = new SqliteStore(join(dir, 'keel.db'));
   // The flag the thread raises (it raises none itself here: the WAL is far below its limit).
-  const flag = store['housekeeper']!['restarting'];
+  const flag = store['housekeeper']!['wantsLock'];
   const lower = () => {
     Atomics.store(flag, 0, 0);
     Atomics.notify(flag, 0);

@@ -11,10 +11,10 @@ import { verifyChain } from '../../src/audit/verify.js';
 import { Housekeeper } from '../../src/store/sqlite/housekeeper.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { NewAuditEvent } from '../../src/store/types.js';
+import { auditEvent } from '../support/items.js';
 
-/** An event whose body, like a real one's, holds what its columns say. */
 function event(org: string, n: number, resourceId = `${org}-r${n % 3}`): NewAuditEvent {
-  const fields = {
+  return auditEvent({
     org,
     id: `${org}-event-${n}`,
     context: 'cpln',
@@ -24,8 +24,7 @@ function event(org: string, n: number, resourceId = `${org}-r${n % 3}`): NewAudi
     resourceId,
     subjectName: 'admin',
     actionType: 'edit',
-  };
-  return { ...fields, body: JSON.stringify(fields) };
+  });
 }
 
 /** Ten events in each of two orgs, appended interleaved. */
@@ -85,6 +84,21 @@ test(
     await withStore(file, async (store) => {
       assert.deepEqual(await found(store, 'a'), expected);
       assert.deepEqual(await found(store, 'b'), expected);
+    });
+  }),
+);
+
+test(
+  'a lookup file of an older layout is rebuilt',
+  withFile(async (file) => {
+    await withStore(file, fill);
+    // As an earlier Keel left it: no fields table, and its layout version unset.
+    const lookup = new Database(`${file}-lookup`);
+    lookup.exec('DROP TABLE audit_fields; PRAGMA user_version = 0');
+    lookup.close();
+    await withStore(file, async (store) => {
+      assert.deepEqual(await found(store, 'a'), expected);
+      assert.deepEqual((await store.audit({ org: 'b', resourceName: 'g1', limit: 100 })).map((e) => e.seq), [1, 4, 7, 10]);
     });
   }),
 );

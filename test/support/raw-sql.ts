@@ -23,3 +23,10 @@ export async function rawExec(k: TestKeel, sql: string, params: unknown[] = []):
     db.close();
   }
 }
+
+/** Rewrites the body of an org's event at `seq`, or deletes the event (`body` undefined), as an attacker with the database would. */
+export function tamperWithEvent(k: TestKeel, org: string, seq: number, body?: string): Promise<number> {
+  // SQLite places an event by its org's number (see src/store/sqlite/lookup.ts).
+  const row = k.config.databaseUrl ? 'org = ? AND seq = ?' : 'pos = (SELECT org_no FROM audit_heads WHERE org = ?) * 1099511627776 + ?';
+  return body === undefined ? rawExec(k, `DELETE FROM audit_events WHERE ${row}`, [org, seq]) : rawExec(k, `UPDATE audit_events SET body = ? WHERE ${row}`, [body, org, seq]);
+}

@@ -1,6 +1,8 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { LOOKUP_CATCH_UP } from './lookup.js';
+import { chainHash } from '../../audit/chain.js';
+import { LOOKUP_CATCH_UP, ORG_SPAN } from './lookup.js';
+import { sealNew } from './seals.js';
 
 // Work that would stall every request if it ran on the main thread runs in a worker thread with
 // its own connection (the events file, with the lookup file attached):
@@ -12,42 +14,65 @@ import { LOOKUP_CATCH_UP } from './lookup.js';
 //   again. Under writes that never pause, the lock would seldom be free when the checkpoint looks
 //   for it, so the thread raises a flag the writer reads between batches (writerTurn): the writer
 //   lets the checkpoint have the lock, and waits for it without blocking its thread.
-// - Audit lookups (see lookup.ts) are caught up every `lookupEveryMs`, and whenever the store asks
-//   before a query that needs them.
+// - Audit events are sealed (see seals.ts; the write of their hashes takes the lock the same way)
+//   and their lookups (see lookup.ts) caught up every `lookupEveryMs`, and whenever the store asks
+//   before an audit read.
+// sealNew and chainHash are sent as their source text (they use only their arguments and `hash`).
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
+const { hash } = require('node:crypto');
+const chainHash = ${chainHash.toString()};
+const sealNew = ${sealNew.toString()};
 const Database = require(workerData.driver);
 const db = new Database(workerData.file);
 db.pragma('busy_timeout = 5000');
 db.prepare('ATTACH ? AS lookup').run(workerData.lookupFile);
 // Derived data (rebuilt from the events when it is lost): no sync at each catch-up's commit.
 db.pragma('lookup.synchronous = NORMAL');
+// Seals are committed as the writer commits (a checkpoint syncs them), so the writer never waits
+// on a sync of this thread's.
+db.pragma('main.synchronous = NORMAL');
+// Checkpoints run on this thread's timer only, never inside a seal's commit (the writer waits for that).
+db.pragma('wal_autocheckpoint = 0');
 const statements = workerData.catchUp.map((sql) => db.prepare(sql));
 const transaction = db.transaction(() => { for (const s of statements) s.run(); });
+const wantsLock = new Int32Array(workerData.wantsLock);
+const pause = new Int32Array(new SharedArrayBuffer(4));
+// With the flag up the writer stops at its next batch; this thread, without a busy handler (whose
+// sleeps grow to tens of ms), asks for the lock again every 0.2 ms until it has it or gives up.
+const withWriterStopped = (fn) => {
+  Atomics.store(wantsLock, 0, 1);
+  db.pragma('busy_timeout = 0');
+  try {
+    return fn();
+  } finally {
+    db.pragma('busy_timeout = 5000');
+    Atomics.store(wantsLock, 0, 0);
+    Atomics.notify(wantsLock, 0);
+  }
+};
+const restart = () => withWriterStopped(() => {
+  const until = Date.now() + workerData.restartTurnMs;
+  while (db.pragma('main.wal_checkpoint(RESTART)')[0].busy && Date.now() < until) Atomics.wait(pause, 0, 0, 0.2);
+});
+const busy = (err) => String(err.code).startsWith('SQLITE_BUSY');
+// A seal must be written: it waits for the lock as long as the writer's own busy timeout would.
+const sealWrite = (fn) => withWriterStopped(() => {
+  const until = Date.now() + 5000;
+  for (;;) {
+    try { db.exec('BEGIN IMMEDIATE'); break; } catch (err) { if (!busy(err) || Date.now() >= until) throw err; Atomics.wait(pause, 0, 0, 0.2); }
+  }
+  try { fn(); db.exec('COMMIT'); } catch (err) { db.exec('ROLLBACK'); throw err; }
+});
+const seal = { span: workerData.span, chainHash, write: sealWrite };
 // Another process's thread (the keel command's) may catch up at the same time: its commit makes
 // this one's snapshot stale, and the catch-up is simply run again.
 const catchUp = () => {
   for (let attempt = 1; ; attempt++) {
-    try { return transaction(); } catch (err) { if (attempt >= 5 || !String(err.code).startsWith('SQLITE_BUSY')) throw err; }
+    try { sealNew(db, seal); return transaction(); } catch (err) { if (attempt >= 5 || !busy(err)) throw err; }
   }
 };
 const report = (err) => parentPort.postMessage({ error: String(err) });
-const restarting = new Int32Array(workerData.restarting);
-const pause = new Int32Array(new SharedArrayBuffer(4));
-// With the flag up the writer stops at its next batch; the checkpoint, without a busy handler
-// (whose sleeps grow to tens of ms), asks for the lock again every 0.2 ms until it has it.
-const restart = () => {
-  Atomics.store(restarting, 0, 1);
-  db.pragma('busy_timeout = 0');
-  try {
-    const until = Date.now() + workerData.restartTurnMs;
-    while (db.pragma('main.wal_checkpoint(RESTART)')[0].busy && Date.now() < until) Atomics.wait(pause, 0, 0, 0.2);
-  } finally {
-    db.pragma('busy_timeout = 5000');
-    Atomics.store(restarting, 0, 0);
-    Atomics.notify(restarting, 0);
-  }
-};
 let previous = 0;
 const checkpoints = setInterval(() => {
   try {
@@ -93,12 +118,15 @@ export class Housekeeper {
   /** Why the thread is gone, once it is: catch-ups asked of it then fail at once instead of waiting forever. */
   private gone?: Error;
   private readonly exited: Promise<unknown>;
-  /** 1 while the thread runs a RESTART checkpoint (see writerTurn). */
-  private readonly restarting = new Int32Array(new SharedArrayBuffer(4));
+  /** 1 while the thread wants or holds the write lock, for a RESTART checkpoint or a seal (see writerTurn). */
+  private readonly wantsLock = new Int32Array(new SharedArrayBuffer(4));
+  /** The catch-up under way, and the one that callers during it share, which starts after it. */
+  private current?: Promise<void>;
+  private following?: Promise<void>;
 
   constructor(file: string, options: HousekeeperOptions, onError: (message: string) => void) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, driver, catchUp: LOOKUP_CATCH_UP, restarting: this.restarting.buffer, ...options } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file, driver, catchUp: LOOKUP_CATCH_UP, span: ORG_SPAN, wantsLock: this.wantsLock.buffer, ...options } });
     this.worker.on('message', (message: { caughtUp?: number; error?: string }) => {
       const waiter = message.caughtUp === undefined ? undefined : this.waiting.get(message.caughtUp);
       if (!waiter) return void onError(message.error ?? 'unknown');
@@ -123,12 +151,12 @@ export class Housekeeper {
   }
 
   /**
-   * Resolves at once, or, while a RESTART checkpoint wants or holds the write lock, once it is done
-   * (at most `maxMs` later): the writer asks before each batch, so the checkpoint gets its turn.
+   * Resolves at once, or, while the thread wants or holds the write lock, once it is done (at most
+   * `maxMs` later): the writer asks before each batch, so the checkpoint or seal gets its turn.
    */
   writerTurn(maxMs: number): Promise<void> | undefined {
-    if (Atomics.load(this.restarting, 0) === 0) return undefined;
-    const wait = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.restarting, 0, 1, maxMs);
+    if (Atomics.load(this.wantsLock, 0) === 0) return undefined;
+    const wait = (Atomics as unknown as AtomicsWaitAsync).waitAsync(this.wantsLock, 0, 1, maxMs);
     if (!wait.async) return undefined;
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, maxMs); // a pending waitAsync alone would not keep the process alive
@@ -139,9 +167,25 @@ export class Housekeeper {
     });
   }
 
-  /** Resolves once the lookups hold every event committed before it was called. */
+  /** Resolves once every event committed before it was called is sealed and in the lookups. */
   catchUp(): Promise<void> {
     if (this.gone) return Promise.reject(this.gone);
+    if (!this.current) {
+      const run = this.request();
+      const done = () => {
+        if (this.current === run) this.current = undefined;
+      };
+      run.then(done, done);
+      return (this.current = run);
+    }
+    const after = () => {
+      this.following = undefined;
+      return this.catchUp();
+    };
+    return (this.following ??= this.current.then(after, after));
+  }
+
+  private request(): Promise<void> {
     const id = ++this.requests;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });

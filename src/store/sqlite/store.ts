@@ -6,9 +6,10 @@ import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
-import { LOOKUP_CATCH_UP, LOOKUP_SCHEMA, lookupFileOf, ORG_SPAN } from './lookup.js';
+import { LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } from './lookup.js';
+import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
-import { auditQuery, AUDIT_COLUMNS, fromAuditRow, usesLookup, type AuditRow } from '../audit-sql.js';
+import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
 
 // One writer connection (transactions serialized by a mutex, so an open transaction never
@@ -18,11 +19,11 @@ const OPTIMIZE_EVERY_MS = 60 * 60 * 1000;
 const CHECKPOINT_EVERY_MS = 250;
 /** WAL frames (pages) a passive checkpoint may leave behind before a RESTART one (about 16 MB). */
 const RESTART_FRAMES = 4000;
-/** How often the events appended since are added to the audit lookups (queries that need them add them first). */
+/** How often the events appended since are sealed and added to the audit lookups (audit reads do it first). */
 const LOOKUP_EVERY_MS = 1000;
 /** How long the writer waits before trying again for a write lock another connection holds. */
 const BUSY_RETRY_MS = 2;
-/** The longest the writer gives a RESTART checkpoint of its own thread before it competes for the lock again. */
+/** The longest the writer gives its housekeeping thread (a RESTART checkpoint, a seal) before it competes for the lock again. */
 const RESTART_TURN_MS = 200;
 const CACHE_ENTRIES = 10_000;
 /** Transactions committed together at most (bounds how long one batch holds the writer). */
@@ -31,13 +32,14 @@ const MAX_BATCH = 64;
 const GET_ITEM = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
 /** Audit events inserted by one statement at most. */
 const EVENTS_PER_INSERT = 16;
-const AUDIT_VALUES = AUDIT_COLUMNS.split(',').length + 1;
+/** An event's row: pos, context, body (its hash and fields come later, see seals.ts and lookup.ts). */
+const AUDIT_VALUES = 3;
 /** The statement inserting n + 1 events (each placed at its pos, see lookup.ts). */
-const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (pos, ${AUDIT_COLUMNS}) VALUES ${Array(n + 1).fill(`(${Array(AUDIT_VALUES).fill('?').join(', ')})`).join(', ')}`);
+const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (pos, context, body) VALUES ${Array(n + 1).fill('(?, ?, ?)').join(', ')}`);
 
 interface ChainHead {
+  /** The org's last seq given out. */
   seq: number;
-  hash: string;
   /** The org's number: its events are at pos = no * ORG_SPAN + seq. */
   no: number;
 }
@@ -50,10 +52,10 @@ export class SqliteStore implements Store {
   private readonly writerStatements = new Map<string, Database.Statement>();
   private readonly readerStatements = new Map<string, Database.Statement>();
   private readonly optimizer: NodeJS.Timeout;
-  /** Checkpoints and audit lookups in a worker thread; an in-memory database keeps its lookups itself. */
+  /** Checkpoints, seals and audit lookups in a worker thread; an in-memory database keeps them itself. */
   private readonly housekeeper?: Housekeeper;
   private readonly lookupKeeper?: NodeJS.Timeout;
-  /** Brings the audit lookups up to date with every committed event. */
+  /** Seals every committed event and brings the audit lookups up to date with them. */
   private readonly catchUpLookup: () => Promise<void>;
   /** Org numbers never change once given (see ChainHead.no). */
   private readonly orgNumbers = new Map<string, number>();
@@ -81,7 +83,7 @@ export class SqliteStore implements Store {
     const lookupFile = lookupFileOf(file);
     this.stmt(this.writer, 'ATTACH ? AS lookup').run(lookupFile);
     this.writer.pragma('lookup.journal_mode = WAL');
-    this.writer.exec(LOOKUP_SCHEMA);
+    prepareLookup(this.writer);
     if (file === ':memory:') {
       this.reader = this.writer;
     } else {
@@ -97,8 +99,13 @@ export class SqliteStore implements Store {
     this.optimizer = setInterval(() => void this.mutex.run(async () => void this.writer.pragma('optimize')).catch(() => {}), OPTIMIZE_EVERY_MS);
     this.optimizer.unref();
     if (file === ':memory:') {
-      const catchUp = this.writer.transaction(() => LOOKUP_CATCH_UP.forEach((sql) => this.stmt(this.writer, sql).run()));
-      this.catchUpLookup = () => this.mutex.run(async () => catchUp());
+      const lookups = this.writer.transaction(() => LOOKUP_CATCH_UP.forEach((sql) => this.stmt(this.writer, sql).run()));
+      const seal = { span: ORG_SPAN, chainHash, write: (fn: () => void) => this.writer.transaction(fn)() };
+      this.catchUpLookup = () =>
+        this.mutex.run(async () => {
+          sealNew(this.writer, seal);
+          lookups();
+        });
       this.lookupKeeper = setInterval(() => void this.catchUpLookup().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
       this.lookupKeeper.unref();
     } else {
@@ -202,7 +209,7 @@ export class SqliteStore implements Store {
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
     const no = this.orgNumber(filter.org);
     if (no === undefined) return [];
-    if (usesLookup(filter)) await this.catchUpLookup();
+    await this.catchUpLookup();
     const { sql, values } = auditQuery('sqlite', filter, no * ORG_SPAN);
     return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
   }
@@ -217,10 +224,22 @@ export class SqliteStore implements Store {
     return no;
   }
 
+  /**
+   * The org's sealed head, which every event committed before the call is behind; or, when an
+   * event is missing so that the seals stop short of those, the last seq given out (and no hash).
+   */
   async auditHead(org: string) {
-    const head = this.stmt(this.reader, 'SELECT last_seq, last_hash FROM audit_heads WHERE org = ?').get(org) as { last_seq: number; last_hash: string } | undefined;
+    const read = () =>
+      this.stmt(this.reader, 'SELECT last_seq, sealed_seq, last_hash FROM audit_heads WHERE org = ?').get(org) as { last_seq: number; sealed_seq: number; last_hash: string } | undefined;
+    let head = read();
+    const committed = head?.last_seq ?? 0;
+    if (head && head.sealed_seq < committed) {
+      await this.catchUpLookup();
+      head = read()!;
+      if (head.sealed_seq < committed) head = { ...head, sealed_seq: committed, last_hash: '' };
+    }
     const pruned = this.stmt(this.reader, 'SELECT up_to_seq, hash FROM audit_prunes WHERE org = ?').get(org) as { up_to_seq: number; hash: string } | undefined;
-    return { seq: head?.last_seq ?? 0, hash: head?.last_hash ?? '', prunedUpTo: pruned?.up_to_seq ?? 0, prunedHash: pruned?.hash ?? '' };
+    return { seq: head?.sealed_seq ?? 0, hash: head?.last_hash ?? '', prunedUpTo: pruned?.up_to_seq ?? 0, prunedHash: pruned?.hash ?? '' };
   }
 
   async auditOrgs(): Promise<string[]> {
@@ -231,17 +250,26 @@ export class SqliteStore implements Store {
     const no = this.orgNumber(org);
     if (no === undefined) return 0;
     const base = no * ORG_SPAN;
+    // Only sealed events are pruned, and a time is found through the lookups.
+    await this.catchUpLookup();
     let oldSeq = 0;
     if (options.before !== undefined) {
-      await this.catchUpLookup();
       const old = this.stmt(this.reader, "SELECT MAX(pos) FROM lookup.audit_lookup WHERE org = ? AND key >= 't:' AND key < ?").pluck().get(org, `t:${options.before}`) as number | null;
       oldSeq = old === null ? 0 : old - base;
     }
     return this.transaction(async () => {
-      const cutoff = options.keep === undefined ? oldSeq : Math.max(oldSeq, this.headOf(org).seq - options.keep);
-      const anchor = this.stmt(this.writer, 'SELECT hash FROM audit_events WHERE pos = ?').pluck().get(base + cutoff) as string | undefined;
-      if (anchor === undefined) return 0;
+      const head = this.stmt(this.writer, 'SELECT last_seq, sealed_seq, COALESCE(p.up_to_seq, 0) AS pruned FROM audit_heads h LEFT JOIN audit_prunes p ON p.org = h.org WHERE h.org = ?').get(org) as {
+        last_seq: number;
+        sealed_seq: number;
+        pruned: number;
+      };
+      const cutoff = Math.min(head.sealed_seq, options.keep === undefined ? oldSeq : Math.max(oldSeq, head.last_seq - options.keep));
+      if (cutoff <= head.pruned) return 0;
+      const anchor = this.stmt(this.writer, `SELECT ${sealHashAt('at.pos')} FROM (SELECT ? AS pos) at`).pluck().get(base + cutoff) as string | null;
+      if (anchor === null) return 0;
       const removed = this.stmt(this.writer, 'DELETE FROM audit_events WHERE pos > ? AND pos <= ?').run(base, base + cutoff).changes;
+      // Seals of removed events only: a seal that also covers events kept stays.
+      this.stmt(this.writer, 'DELETE FROM audit_seals WHERE pos_to > ? AND pos_to <= ?').run(base, base + cutoff);
       this.stmt(this.writer, 'INSERT INTO audit_prunes VALUES (?, ?, ?) ON CONFLICT (org) DO UPDATE SET up_to_seq = excluded.up_to_seq, hash = excluded.hash').run(org, cutoff, anchor);
       return removed;
     });
@@ -302,7 +330,7 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Events are chained as they are appended. */
+  /** An event has its seq once appended; reads seal what came before them first (seals.ts). */
   async chained(): Promise<void> {}
 
   /** Takes the write lock; false when another connection holds it. */
@@ -338,8 +366,8 @@ export class SqliteStore implements Store {
       }
     }
     this.insertAppended();
-    const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ?, last_hash = ? WHERE org = ?');
-    for (const [org, head] of this.chainHeads) moveHead.run(head.seq, head.hash, org);
+    const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ? WHERE org = ?');
+    for (const [org, head] of this.chainHeads) moveHead.run(head.seq, org);
     this.stmt(this.writer, 'COMMIT').run();
     // This commit changed what reads see: drop them here, since data_version moves only for other
     // connections' commits (and an in-memory database reads through its writer); then look again
@@ -353,12 +381,12 @@ export class SqliteStore implements Store {
   private headOf(org: string): ChainHead {
     const pending = this.chainHeads.get(org);
     if (pending) return pending;
-    const stored = (this.stmt(this.writer, 'SELECT last_seq, last_hash, org_no FROM audit_heads WHERE org = ?').get(org) ??
+    const stored = (this.stmt(this.writer, 'SELECT last_seq, org_no FROM audit_heads WHERE org = ?').get(org) ??
       this.stmt(
         this.writer,
-        "INSERT INTO audit_heads (org, last_seq, last_hash, org_no) VALUES (?, 0, '', (SELECT COALESCE(MAX(org_no), 0) + 1 FROM audit_heads)) RETURNING last_seq, last_hash, org_no",
-      ).get(org)) as { last_seq: number; last_hash: string; org_no: number };
-    return { seq: stored.last_seq, hash: stored.last_hash, no: stored.org_no };
+        "INSERT INTO audit_heads (org, last_seq, last_hash, org_no) VALUES (?, 0, '', (SELECT COALESCE(MAX(org_no), 0) + 1 FROM audit_heads)) RETURNING last_seq, org_no",
+      ).get(org)) as { last_seq: number; org_no: number };
+    return { seq: stored.last_seq, no: stored.org_no };
   }
 
   private readonly tx: Tx = {
@@ -422,9 +450,8 @@ export class SqliteStore implements Store {
     appendAudit: async (event) => {
       const head = this.headOf(event.org);
       const seq = head.seq + 1;
-      const hash = chainHash(head.hash, seq, event.body);
-      this.chainHeads.set(event.org, { seq, hash, no: head.no });
-      this.appendedRows.push(head.no * ORG_SPAN + seq, event.org, seq, event.id, event.context, event.eventTime, event.resourceType, event.resourceName, event.resourceId, event.subjectName, event.actionType, hash, event.body);
+      this.chainHeads.set(event.org, { seq, no: head.no });
+      this.appendedRows.push(head.no * ORG_SPAN + seq, event.context, event.body);
       event.seq = seq;
     },
   };
