@@ -5,6 +5,7 @@
 // filtered scans read instead of the bodies) and adds sorted audit_lookup entries by resource, time
 // and id. Everything here is derived from the events: a lookup file that is missing, that belongs
 // to another copy of the events, or that an older Keel made, is rebuilt from them.
+import type Database from 'better-sqlite3';
 import { sealHashAt } from './seals.js';
 
 /** Events of one org own the rowids [org_no * ORG_SPAN, (org_no + 1) * ORG_SPAN): pos = org_no * ORG_SPAN + seq. */
@@ -26,7 +27,7 @@ const TABLES = `
   CREATE TABLE IF NOT EXISTS lookup.lookup_through (org TEXT PRIMARY KEY, org_no INTEGER NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, pruned INTEGER NOT NULL);`;
 
 /** Creates the attached lookup file's tables, first dropping those of another layout. */
-export function prepareLookup(db: { pragma(sql: string, options: { simple: true }): unknown; exec(sql: string): unknown }): void {
+export function prepareLookup(db: Database.Database): void {
   if (db.pragma('lookup.user_version', { simple: true }) === LOOKUP_VERSION) return void db.exec(TABLES);
   db.exec(`DROP TABLE IF EXISTS lookup.audit_lookup; DROP TABLE IF EXISTS lookup.audit_fields; DROP TABLE IF EXISTS lookup.lookup_through;
     ${TABLES} PRAGMA lookup.user_version = ${LOOKUP_VERSION};`);
