@@ -151,7 +151,7 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
     // Keeping (org, resource_id, seq) and (org, event_time) indexes cost every SQLite change about
     // as much again as the change itself (random b-tree pages written at each commit). Their
     // entries now go to audit_lookup in sorted batches ('r:' resource id, 't:' event time), for
-    // the events appended after audit_lookup_through's rowid (see SqliteStore.catchUpLookup).
+    // the events appended after audit_lookup_through's rowid (see sqlite/lookup.ts).
     sql: {
       sqlite: `
         CREATE TABLE audit_lookup (org TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (org, key, seq)) WITHOUT ROWID;

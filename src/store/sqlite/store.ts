@@ -56,7 +56,7 @@ export class SqliteStore implements Store {
   private readonly housekeeper?: Housekeeper;
   private readonly lookupKeeper?: NodeJS.Timeout;
   /** Seals every committed event and brings the audit lookups up to date with them. */
-  private readonly catchUpLookup: () => Promise<void>;
+  private readonly catchUpAudit: () => Promise<void>;
   /** Org numbers never change once given (see ChainHead.no). */
   private readonly orgNumbers = new Map<string, number>();
   private readonly cache = new Map<string, StoredItem | null>();
@@ -101,12 +101,12 @@ export class SqliteStore implements Store {
     if (file === ':memory:') {
       const lookups = this.writer.transaction(() => LOOKUP_CATCH_UP.forEach((sql) => this.stmt(this.writer, sql).run()));
       const seal = { span: ORG_SPAN, chainHash, write: (fn: () => void) => this.writer.transaction(fn)() };
-      this.catchUpLookup = () =>
+      this.catchUpAudit = () =>
         this.mutex.run(async () => {
           sealNew(this.writer, seal);
           lookups();
         });
-      this.lookupKeeper = setInterval(() => void this.catchUpLookup().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
+      this.lookupKeeper = setInterval(() => void this.catchUpAudit().catch((err) => process.emitWarning(`audit lookup: ${(err as Error).message}`)), LOOKUP_EVERY_MS);
       this.lookupKeeper.unref();
     } else {
       const housekeeper = new Housekeeper(
@@ -115,7 +115,7 @@ export class SqliteStore implements Store {
         (message) => process.emitWarning(`SQLite housekeeping failed: ${message}`),
       );
       this.housekeeper = housekeeper;
-      this.catchUpLookup = () => housekeeper.catchUp();
+      this.catchUpAudit = () => housekeeper.catchUp();
     }
     // From here on a held write lock (a RESTART checkpoint, another process) is waited for in drain(), off the event loop.
     this.writer.pragma('busy_timeout = 0');
@@ -209,7 +209,7 @@ export class SqliteStore implements Store {
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
     const no = this.orgNumber(filter.org);
     if (no === undefined) return [];
-    await this.catchUpLookup();
+    await this.catchUpAudit();
     const { sql, values } = auditQuery('sqlite', filter, no * ORG_SPAN);
     return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
   }
@@ -234,7 +234,7 @@ export class SqliteStore implements Store {
     let head = read();
     const committed = head?.last_seq ?? 0;
     if (head && head.sealed_seq < committed) {
-      await this.catchUpLookup();
+      await this.catchUpAudit();
       head = read()!;
       if (head.sealed_seq < committed) head = { ...head, sealed_seq: committed, last_hash: '' };
     }
@@ -251,7 +251,7 @@ export class SqliteStore implements Store {
     if (no === undefined) return 0;
     const base = no * ORG_SPAN;
     // Only sealed events are pruned, and a time is found through the lookups.
-    await this.catchUpLookup();
+    await this.catchUpAudit();
     let oldSeq = 0;
     if (options.before !== undefined) {
       const old = this.stmt(this.reader, "SELECT MAX(pos) FROM lookup.audit_lookup WHERE org = ? AND key >= 't:' AND key < ?").pluck().get(org, `t:${options.before}`) as number | null;
