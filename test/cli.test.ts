@@ -9,6 +9,7 @@ import Database from 'better-sqlite3';
 import { buildApp } from '../src/server/app.js';
 import { configFromEnv } from '../src/config.js';
 import { openStore } from '../src/store/open.js';
+import { SQLITE_EVENT_AT } from './support/raw-sql.js';
 
 const CLI = join(import.meta.dirname, '..', 'src', 'cli.ts');
 let dataDir: string;
@@ -77,7 +78,7 @@ test('audit verify passes on an intact chain and names the first broken link', (
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /intact: 3 events \(1..3\)/, 'org, its admin account, the added key');
   const db = new Database(join(dataDir, 'keel.db'));
-  assert.equal(db.prepare("UPDATE audit_events SET body = replace(body, 'keel', 'evil') WHERE pos = (SELECT org_no FROM audit_heads WHERE org = 'cli-org') * 1099511627776 + 2").run().changes, 1);
+  assert.equal(db.prepare(`UPDATE audit_events SET body = replace(body, 'keel', 'evil') WHERE ${SQLITE_EVENT_AT}`).run('cli-org', 2).changes, 1);
   db.close();
   const broken = keel('audit', 'verify', '--org', 'cli-org');
   assert.equal(broken.code, 1);

@@ -74,7 +74,7 @@ test('a RESTART checkpoint gets its turn from a writer that holds the lock, and 
 test("the store's writer holds its next batch while the thread's flag is up, and no longer than its longest wait", { timeout: 30_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'keel-turn-'));
   const store = new SqliteStore(join(dir, 'keel.db'));
-  // The flag the thread raises (it raises none itself here: the WAL is far below its limit).
+  // The flag the thread raises (it raises none itself here: the WAL is far below its limit, and no event waits for its seal).
   const flag = store['housekeeper']!['wantsLock'];
   const lower = () => {
     Atomics.store(flag, 0, 0);

@@ -186,3 +186,35 @@ test('a query that needs the lookups fails, and does not wait forever, when the 
     await housekeeper.stop();
   }
 });
+
+test(
+  'a read that comes while a catch-up runs waits for one that starts after it, and sees what was committed before it',
+  { timeout: 30_000 },
+  withFile((file) =>
+    withStore(file, async (store) => {
+      await store.transaction(async (tx) => {
+        for (let n = 1; n <= 2000; n++) await tx.appendAudit(event('a', n));
+      });
+      // The thread raises its flag to write the seals it computed, after reading the events it seals.
+      const flag = store['housekeeper']!['wantsLock'];
+      const raised = (Atomics as unknown as { waitAsync(a: Int32Array, i: number, v: number, ms: number): { value: unknown } }).waitAsync(flag, 0, 0, 20_000).value;
+      const first = store.audit({ org: 'a', limit: 1 });
+      await raised;
+      await store.transaction((tx) => tx.appendAudit(event('a', 2001)));
+      assert.deepEqual((await store.audit({ org: 'a', afterSeq: 2000, limit: 10 })).map((e) => e.seq), [2001]);
+      assert.equal((await first).length, 1);
+    }),
+  ),
+);
+
+test(
+  'a read sees events another process appended after this one had caught up',
+  withFile((file) =>
+    withStore(file, async (store) => {
+      await fill(store);
+      assert.equal((await store.audit({ org: 'a', limit: 100 })).length, 10);
+      await withStore(file, (other) => other.transaction((tx) => tx.appendAudit(event('a', 11))));
+      assert.deepEqual((await store.audit({ org: 'a', resourceId: 'a-r2', limit: 100 })).map((e) => e.seq), [2, 5, 8, 11]);
+    }),
+  ),
+);

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { verifyChain } from '../../src/audit/verify.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { auditEvent } from '../support/items.js';
+import { SQLITE_EVENT_AT } from '../support/raw-sql.js';
 
 const event = (n: number) =>
   auditEvent({ org: 'o', id: `e${n}`, context: 'cpln', eventTime: new Date().toISOString(), resourceType: 'gvc', resourceName: `g${n}`, resourceId: `r${n}`, subjectName: 'admin', actionType: 'edit' });
@@ -64,7 +65,7 @@ test('an unsealed event that goes missing stops the seals, and verification repo
   try {
     const file = join(dir, 'keel.db');
     await fiveEventsThen(file, (db) => {
-      const removed = db.prepare('DELETE FROM audit_events WHERE pos = (SELECT org_no FROM audit_heads WHERE org = ?) * 1099511627776 + 4').run('o');
+      const removed = db.prepare(`DELETE FROM audit_events WHERE ${SQLITE_EVENT_AT}`).run('o', 4);
       assert.equal(removed.changes, 1);
     });
     await withReopened(file, async (store) => {

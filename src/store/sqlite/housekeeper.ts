@@ -25,7 +25,8 @@ const chainHash = ${chainHash.toString()};
 const sealNew = ${sealNew.toString()};
 const Database = require(workerData.driver);
 const db = new Database(workerData.file);
-db.pragma('busy_timeout = 5000');
+const BUSY_TIMEOUT_MS = 5000;
+db.pragma(\`busy_timeout = \${BUSY_TIMEOUT_MS}\`);
 db.prepare('ATTACH ? AS lookup').run(workerData.lookupFile);
 // Derived data (rebuilt from the events when it is lost): no sync at each catch-up's commit.
 db.pragma('lookup.synchronous = NORMAL');
@@ -38,32 +39,37 @@ const statements = workerData.catchUp.map((sql) => db.prepare(sql));
 const transaction = db.transaction(() => { for (const s of statements) s.run(); });
 const wantsLock = new Int32Array(workerData.wantsLock);
 const pause = new Int32Array(new SharedArrayBuffer(4));
+const busy = (err) => String(err.code).startsWith('SQLITE_BUSY');
 // With the flag up the writer stops at its next batch; this thread, without a busy handler (whose
-// sleeps grow to tens of ms), asks for the lock again every 0.2 ms until it has it or gives up.
-const withWriterStopped = (fn) => {
+// sleeps grow to tens of ms), runs \`got\` every 0.2 ms until it reports the lock was had (true) or
+// \`ms\` have passed; it returns what \`got\` last returned.
+const withWriterStopped = (ms, got) => {
   Atomics.store(wantsLock, 0, 1);
   db.pragma('busy_timeout = 0');
   try {
-    return fn();
+    const until = Date.now() + ms;
+    for (;;) {
+      const had = got();
+      if (had || Date.now() >= until) return had;
+      Atomics.wait(pause, 0, 0, 0.2);
+    }
   } finally {
-    db.pragma('busy_timeout = 5000');
+    db.pragma(\`busy_timeout = \${BUSY_TIMEOUT_MS}\`);
     Atomics.store(wantsLock, 0, 0);
     Atomics.notify(wantsLock, 0);
   }
 };
-const restart = () => withWriterStopped(() => {
-  const until = Date.now() + workerData.restartTurnMs;
-  while (db.pragma('main.wal_checkpoint(RESTART)')[0].busy && Date.now() < until) Atomics.wait(pause, 0, 0, 0.2);
-});
-const busy = (err) => String(err.code).startsWith('SQLITE_BUSY');
+// A checkpoint that does not get the lock in its turn is left for the next one.
+const restart = () => withWriterStopped(workerData.restartTurnMs, () => !db.pragma('main.wal_checkpoint(RESTART)')[0].busy);
 // A seal must be written: it waits for the lock as long as the writer's own busy timeout would.
-const sealWrite = (fn) => withWriterStopped(() => {
-  const until = Date.now() + 5000;
-  for (;;) {
-    try { db.exec('BEGIN IMMEDIATE'); break; } catch (err) { if (!busy(err) || Date.now() >= until) throw err; Atomics.wait(pause, 0, 0, 0.2); }
-  }
-  try { fn(); db.exec('COMMIT'); } catch (err) { db.exec('ROLLBACK'); throw err; }
-});
+const sealWrite = (fn) => {
+  const written = withWriterStopped(BUSY_TIMEOUT_MS, () => {
+    try { db.exec('BEGIN IMMEDIATE'); } catch (err) { if (busy(err)) return false; throw err; }
+    try { fn(); db.exec('COMMIT'); } catch (err) { db.exec('ROLLBACK'); throw err; }
+    return true;
+  });
+  if (!written) throw Object.assign(new Error('no write lock for the audit seals'), { code: 'SQLITE_BUSY' });
+};
 const seal = { span: workerData.span, chainHash, write: sealWrite };
 // Another process's thread (the keel command's) may catch up at the same time: its commit makes
 // this one's snapshot stale, and the catch-up is simply run again.

@@ -57,6 +57,7 @@ export class SqliteStore implements Store {
   private readonly lookupKeeper?: NodeJS.Timeout;
   /** Seals every committed event and brings the audit lookups up to date with them. */
   private readonly catchUpAudit: () => Promise<void>;
+  private caughtUpSinceOpen = false;
   /** Org numbers never change once given (see ChainHead.no). */
   private readonly orgNumbers = new Map<string, number>();
   private readonly cache = new Map<string, StoredItem | null>();
@@ -209,9 +210,23 @@ export class SqliteStore implements Store {
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
     const no = this.orgNumber(filter.org);
     if (no === undefined) return [];
-    await this.catchUpAudit();
+    await this.lookupsThroughLast(filter.org);
     const { sql, values } = auditQuery('sqlite', filter, no * ORG_SPAN);
     return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
+  }
+
+  /**
+   * Catches up unless the org's lookups already hold its last committed event: a read while no one
+   * writes costs no round trip to the housekeeping thread. The first read after opening always
+   * catches up, which also rebuilds lookups made from other events (see lookup.ts).
+   */
+  private async lookupsThroughLast(org: string): Promise<void> {
+    if (this.caughtUpSinceOpen) {
+      const through = this.stmt(this.reader, 'SELECT h.last_seq = t.seq FROM audit_heads h JOIN lookup.lookup_through t ON t.org = h.org WHERE h.org = ?').pluck().get(org);
+      if (through === 1) return;
+    }
+    await this.catchUpAudit();
+    this.caughtUpSinceOpen = true;
   }
 
   /** The org's number (see ChainHead.no), once it has one. */
