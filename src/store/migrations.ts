@@ -211,4 +211,23 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
       postgres: `SELECT 1;`,
     },
   },
+  {
+    version: 10,
+    name: 'PostgreSQL: audit seals hash with a running aggregate and take pending events by one index',
+    // chainHash (audit/chain.ts) as an aggregate's step, so a seal hashes its events in one pass
+    // over them in seq order (a window with an unbounded start) instead of by a recursive CTE,
+    // whose join scanned the whole batch at every step. `head` is the hash before the first event.
+    // audit_pending is a queue: one index in (org, pending_id) order serves both the insert and the
+    // seal's ordered scan, which steps over the entries of rows already taken instead of fetching them.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `
+        ALTER TABLE audit_pending DROP CONSTRAINT audit_pending_pkey, ADD PRIMARY KEY (org, pending_id);
+        DROP INDEX audit_pending_org;
+        CREATE FUNCTION keel_chain_step(previous TEXT, head TEXT, seq BIGINT, body TEXT) RETURNS TEXT
+          LANGUAGE sql IMMUTABLE PARALLEL SAFE
+          AS $$ SELECT encode(sha256(convert_to(COALESCE(previous, head) || E'\\n' || seq::text || E'\\n' || body, 'UTF8')), 'hex') $$;
+        CREATE AGGREGATE keel_chain(TEXT, BIGINT, TEXT) (SFUNC = keel_chain_step, STYPE = TEXT);`,
+    },
+  },
 ];

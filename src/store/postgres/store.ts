@@ -348,28 +348,25 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
   };
 }
 
-// chainHash (audit/chain.ts) in SQL: sha256(previous hash + "\n" + seq + "\n" + body), hex.
+// Takes an org's oldest pending events, numbers them after the head and chains them with
+// keel_chain (chainHash as an aggregate, migration 10) in that order.
 const SEAL_STATEMENT = `
-  WITH RECURSIVE
+  WITH
   head AS (SELECT last_seq, last_hash FROM audit_heads WHERE org = $1 FOR UPDATE),
   taken AS (
-    DELETE FROM audit_pending WHERE EXISTS (SELECT 1 FROM head) AND pending_id IN (SELECT pending_id FROM audit_pending WHERE org = $1 ORDER BY pending_id LIMIT $2)
+    DELETE FROM audit_pending WHERE EXISTS (SELECT 1 FROM head) AND org = $1
+      AND pending_id < COALESCE((SELECT pending_id FROM audit_pending WHERE org = $1 ORDER BY pending_id OFFSET $2 LIMIT 1), 9223372036854775807)
     RETURNING pending_id, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body),
-  ordered AS (SELECT row_number() OVER (ORDER BY pending_id) AS n, * FROM taken),
-  chain (n, seq, hash) AS (
-    SELECT 0::bigint, last_seq, last_hash FROM head
-    UNION ALL
-    SELECT o.n, c.seq + 1, encode(sha256(convert_to(c.hash || E'\\n' || (c.seq + 1)::text || E'\\n' || o.body, 'UTF8')), 'hex')
-    FROM chain c JOIN ordered o ON o.n = c.n + 1),
+  numbered AS (SELECT h.last_seq + row_number() OVER (ORDER BY t.pending_id) AS seq, h.last_hash AS head_hash, t.* FROM taken t, head h),
+  chained AS (SELECT keel_chain(head_hash, seq, body) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS hash, n.* FROM numbered n),
   appended AS (
     INSERT INTO audit_events (${AUDIT_COLUMNS})
-    SELECT $1, c.seq, o.id, o.context, o.event_time, o.resource_type, o.resource_name, o.resource_id, o.subject_name, o.action_type, c.hash, o.body
-    FROM ordered o JOIN chain c ON c.n = o.n),
+    SELECT $1, seq, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, hash, body FROM chained),
   moved AS (
     UPDATE audit_heads h SET last_seq = tip.seq, last_hash = tip.hash
-    FROM (SELECT seq, hash FROM chain WHERE n > 0 ORDER BY n DESC LIMIT 1) tip WHERE h.org = $1)
+    FROM (SELECT seq, hash FROM chained ORDER BY seq DESC LIMIT 1) tip WHERE h.org = $1)
   SELECT (SELECT count(*) FROM taken)::int AS sealed, EXISTS (SELECT 1 FROM head) AS chained,
-    (SELECT last_seq FROM head) AS base, (SELECT array_agg(id ORDER BY n) FROM ordered) AS ids`;
+    (SELECT last_seq FROM head) AS base, (SELECT array_agg(id ORDER BY seq) FROM numbered) AS ids`;
 
 /**
  * Gives committed pending events their place in each org's hash chain. One seal runs per org at a
@@ -385,6 +382,8 @@ class Sealer {
   private readonly started = new Map<string, number>();
   /** Events of this process's transactions waiting for their seq, by id. */
   private readonly watched = new Map<string, NewAuditEvent>();
+  /** Pending events this process's seals took since its last sweep. */
+  private takenSinceSweep = 0;
 
   constructor(private readonly pool: pg.Pool) {}
 
@@ -424,9 +423,18 @@ class Sealer {
     return run;
   }
 
+  /**
+   * Seals what any process left pending, then vacuums audit_pending if this process took events
+   * from it since the last sweep. The queue's rows are all deleted within moments of their insert;
+   * between vacuums every seal and sweep steps over what was deleted, and autovacuum (if enabled)
+   * comes to a table this small only after a minute or more. SKIP_LOCKED: one process's vacuum is enough.
+   */
   async sweep(): Promise<void> {
     const { rows } = await this.pool.query('SELECT DISTINCT org FROM audit_pending');
     await Promise.all(rows.map((r) => this.seal(r.org as string)));
+    if (this.takenSinceSweep === 0) return;
+    this.takenSinceSweep = 0;
+    await this.pool.query('VACUUM (SKIP_LOCKED) audit_pending');
   }
 
   async idle(): Promise<void> {
@@ -446,6 +454,7 @@ class Sealer {
   private async sealBatch(org: string): Promise<number> {
     const { rows } = await this.pool.query(prepared(SEAL_STATEMENT, [org, SEAL_BATCH]));
     const { sealed, chained, base, ids } = rows[0] as { sealed: number; chained: boolean; base: string | null; ids: string[] | null };
+    this.takenSinceSweep += sealed;
     for (const [i, id] of (ids ?? []).entries()) {
       const event = this.watched.get(id);
       if (event) event.seq = Number(base) + i + 1;
