@@ -1,12 +1,16 @@
 // PostgreSQL's seals: events wait in audit_pending until a seal numbers them, hashes them with the
-// keel_chain aggregate (migration 10) and moves them into audit_events.
+// keel_chain aggregate (migration 10) and moves them into audit_events; a database made before
+// migration 10 keeps its chain.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { chainHash } from '../../src/audit/chain.js';
 import { verifyChain } from '../../src/audit/verify.js';
+import { migrations } from '../../src/store/migrations.js';
+import { PostgresStore } from '../../src/store/postgres/store.js';
 import type { Store } from '../../src/store/types.js';
 import { forEachBackend, storeFor } from '../support/keel.js';
+import { createTestSchema } from '../support/postgres.js';
 
 forEachBackend('PostgreSQL seals', (backend) => {
   let store: Store;
@@ -74,5 +78,48 @@ forEachBackend('PostgreSQL seals', (backend) => {
       await new Promise((resolve) => setTimeout(resolve, 50)); // poll interval, bounded by the deadline
     }
     assert.ok((await vacuums()) > before, 'audit_pending was vacuumed');
+  });
+
+  test('a database at schema 9 with sealed and pending events migrates, and its pending events join the same chain', async () => {
+    const schema = await createTestSchema();
+    const old = new pg.Client({ connectionString: schema.url });
+    await old.connect();
+    try {
+      await old.query('CREATE TABLE keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)');
+      for (const step of migrations.filter((m) => m.version <= 9)) {
+        await old.query(step.sql.postgres);
+        await old.query('INSERT INTO keel_migrations VALUES ($1, $2, $3)', [step.version, step.name, 'then']);
+      }
+      let hash = '';
+      for (let seq = 1; seq <= 3; seq++) {
+        const body = JSON.stringify({ n: seq });
+        hash = chainHash(hash, seq, body);
+        await old.query(
+          `INSERT INTO audit_events (org, seq, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, hash, body)
+           VALUES ('o', $1, $2, 'cpln', now()::text, 'gvc', 'g', 'r', 'admin', 'edit', $3, $4)`,
+          [seq, `sealed-${seq}`, hash, body],
+        );
+      }
+      await old.query("INSERT INTO audit_heads VALUES ('o', 3, $1)", [hash]);
+      // Left pending by the Keel that made this database, in the order its writers committed them.
+      for (const n of [4, 5]) {
+        await old.query(
+          `INSERT INTO audit_pending (org, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body)
+           VALUES ('o', $1, 'cpln', now()::text, 'gvc', 'g', 'r', 'admin', 'edit', $2)`,
+          [`pending-${n}`, JSON.stringify({ n })],
+        );
+      }
+    } finally {
+      await old.end();
+    }
+    const migrated = await PostgresStore.open(schema.url);
+    try {
+      const events = await migrated.audit({ org: 'o', limit: 10 });
+      assert.deepEqual(events.map((e) => [e.seq, e.id]), [[1, 'sealed-1'], [2, 'sealed-2'], [3, 'sealed-3'], [4, 'pending-4'], [5, 'pending-5']]);
+      assert.deepEqual(await verifyChain(migrated, 'o'), { ok: true, events: 5, from: 1, to: 5 });
+    } finally {
+      await migrated.close();
+      await schema.drop();
+    }
   });
 }, ['postgres']);
