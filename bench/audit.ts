@@ -1,17 +1,36 @@
 // What the audit log costs: the same PATCH load against Keel with KEEL_AUDIT=on and =off.
-import { load, loadTable, PG_URL, startKeel, type LoadResult, type RunningKeel, type Section } from './harness.js';
+import { cpuSeconds, load, loadTable, PG_URL, postgresCpuSeconds, startKeel, type LoadResult, type RunningKeel, type Section } from './harness.js';
 import { withBenchSchema } from './pg-schema.js';
 
 const ITEMS = 200;
 
+/** CPU per change, µs: Keel's main thread (where requests run), its other threads, and PostgreSQL's processes when it is the store. */
+interface Cpu {
+  main: number;
+  helpers: number;
+  postgres: number;
+}
+
+interface Run {
+  load: LoadResult;
+  cpu: Cpu;
+}
+
+/** CPU seconds used so far by the parts Cpu names. */
+function cpuNow(keel: RunningKeel, postgres: boolean): Cpu {
+  const main = cpuSeconds(keel.pid, true);
+  return { main, helpers: cpuSeconds(keel.pid) - main, postgres: postgres ? postgresCpuSeconds() : 0 };
+}
+
 /** Every request changes a different group's tag to a new value, so each one is a real change (and event). */
-async function patchLoad(keel: RunningKeel, name: string): Promise<LoadResult> {
+async function patchLoad(keel: RunningKeel, name: string, postgres: boolean): Promise<Run> {
   for (let i = 0; i < ITEMS; i++) {
     const res = await keel.call('POST', `/org/${keel.org}/gvc`, { name: `audit-${i}` });
     if (res.status !== 201) throw new Error(`setup failed: ${res.status}`);
   }
   let n = 0;
-  return load(name, {
+  const before = cpuNow(keel, postgres);
+  const result = await load(name, {
     url: keel.base,
     requests: [
       {
@@ -24,6 +43,10 @@ async function patchLoad(keel: RunningKeel, name: string): Promise<LoadResult> {
       },
     ],
   });
+  const after = cpuNow(keel, postgres);
+  // Per request sent: the count and the CPU read around load() both take in its warm-up.
+  const perChange = (part: keyof Cpu) => ((after[part] - before[part]) / n) * 1e6;
+  return { load: result, cpu: { main: perChange('main'), helpers: perChange('helpers'), postgres: perChange('postgres') } };
 }
 
 /** Audit off and on, each run ROUNDS times, alternating which goes first (a run can slow the next: the host writes back its files). */
@@ -34,21 +57,28 @@ interface Pair {
   on: LoadResult;
   /** Each round's cost (1 - on/off). */
   rounds: number[];
+  /** Mean CPU per change. */
+  cpu: Record<'off' | 'on', Cpu>;
 }
 
 async function pair(label: string, databaseUrl: () => Promise<string | undefined>): Promise<Pair> {
-  const runs: Record<string, LoadResult[]> = { off: [], on: [] };
+  const runs: Record<'off' | 'on', Run[]> = { off: [], on: [] };
   for (let round = 0; round < ROUNDS; round++) {
-    for (const audit of round % 2 === 0 ? ['off', 'on'] : ['on', 'off']) {
-      const keel = await startKeel({ databaseUrl: await databaseUrl(), env: { KEEL_AUDIT: audit } });
+    for (const audit of round % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+      const url = await databaseUrl();
+      const keel = await startKeel({ databaseUrl: url, env: { KEEL_AUDIT: audit } });
       try {
-        runs[audit].push(await patchLoad(keel, `PATCH, ${label}, audit ${audit}`));
+        runs[audit].push(await patchLoad(keel, `PATCH, ${label}, audit ${audit}`, url !== undefined));
       } finally {
         await keel.stop();
       }
     }
   }
-  return { off: mean(runs.off), on: mean(runs.on), rounds: runs.on.map((on, i) => cost(runs.off[i], on)) };
+  const off = runs.off.map((r) => r.load);
+  const on = runs.on.map((r) => r.load);
+  const average = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
+  const cpu = (rs: Run[]): Cpu => ({ main: average(rs.map((r) => r.cpu.main)), helpers: average(rs.map((r) => r.cpu.helpers)), postgres: average(rs.map((r) => r.cpu.postgres)) });
+  return { off: mean(off), on: mean(on), rounds: on.map((r, i) => cost(off[i], r)), cpu: { off: cpu(runs.off), on: cpu(runs.on) } };
 }
 
 /** The rounds' results as one: mean throughput, median latencies, all non-2xx answers. */
@@ -79,6 +109,18 @@ export async function benchAudit(): Promise<Section> {
       `Each backend runs audit off and on ${ROUNDS} times, alternating which goes first; the table gives mean req/s and median latencies.`,
       `Audit cost: SQLite **${percent(cost(sqliteOff, sqliteOn))}** (rounds: ${sqlite.rounds.map(percent).join(', ')}), ` +
         `PostgreSQL **${percent(cost(pgOff, pgOn))}** (rounds: ${postgres.rounds.map(percent).join(', ')}) of throughput (goal ≤ 20%).`,
+      '',
+      'CPU per change in µs (from /proc; mean of the rounds, warm-up included), off → on: steadier than throughput on this shared machine.',
+      "Keel's main thread runs every request and bounds SQLite's throughput; its other threads are SQLite's housekeeping (seals, lookups) and V8's.",
+      '',
+      '| Backend | Keel main thread | Keel other threads | PostgreSQL processes | all, extra with audit |',
+      '|---|---|---|---|---|',
+      ...([['SQLite', sqlite], ['PostgreSQL', postgres]] as const).map(([name, { cpu }]) => {
+        const span = (part: keyof Cpu) => `${cpu.off[part].toFixed(0)} → ${cpu.on[part].toFixed(0)}`;
+        const total = (c: Cpu) => c.main + c.helpers + c.postgres;
+        const extra = total(cpu.on) - total(cpu.off);
+        return `| ${name} | ${span('main')} | ${span('helpers')} | ${name === 'SQLite' ? '–' : span('postgres')} | +${extra.toFixed(0)} (${percent(extra / total(cpu.off))}) |`;
+      }),
     ],
     figures: {
       sqliteAuditOff: sqliteOff.requestsPerSecond,
@@ -87,6 +129,12 @@ export async function benchAudit(): Promise<Section> {
       postgresAuditOn: pgOn.requestsPerSecond,
       sqliteAuditCost: cost(sqliteOff, sqliteOn),
       postgresAuditCost: cost(pgOff, pgOn),
+      sqliteMainThreadUsOff: sqlite.cpu.off.main,
+      sqliteMainThreadUsOn: sqlite.cpu.on.main,
+      postgresMainThreadUsOff: postgres.cpu.off.main,
+      postgresMainThreadUsOn: postgres.cpu.on.main,
+      postgresServerUsOff: postgres.cpu.off.postgres,
+      postgresServerUsOn: postgres.cpu.on.postgres,
     },
     charts: [
       {

@@ -2,7 +2,7 @@
 // section shape every benchmark returns for the report.
 import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -127,4 +127,37 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
       if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** CPU seconds (user + system) a process has used so far, or with `mainThread` its main thread alone; 0 where /proc cannot be read (not Linux). */
+export function cpuSeconds(pid: number | string, mainThread = false): number {
+  try {
+    const stat = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+/** USER_HZ: 100 on every Linux this runs on. */
+const CLOCK_TICKS = 100;
+
+/** CPU seconds used so far by every process named postgres on this machine (the server and its backends). */
+export function postgresCpuSeconds(): number {
+  let total = 0;
+  let entries: string[] = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += cpuSeconds(entry);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return total;
 }
