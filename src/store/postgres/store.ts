@@ -348,8 +348,9 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
   };
 }
 
-// Takes an org's oldest pending events, numbers them after the head and chains them with
-// keel_chain (chainHash as an aggregate, migration 10) in that order.
+// Takes an org's oldest $2 pending events (all of them when there are fewer: no $2+1-th to stop
+// before), numbers them after the head and chains them with keel_chain (chainHash as an
+// aggregate, migration 10) in that order.
 const SEAL_STATEMENT = `
   WITH
   head AS (SELECT last_seq, last_hash FROM audit_heads WHERE org = $1 FOR UPDATE),
