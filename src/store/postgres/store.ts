@@ -426,9 +426,10 @@ class Sealer {
 
   /**
    * Seals what any process left pending, then vacuums audit_pending if this process took events
-   * from it since the last sweep. The queue's rows are all deleted within moments of their insert;
-   * between vacuums every seal and sweep steps over what was deleted, and autovacuum (if enabled)
-   * comes to a table this small only after a minute or more. SKIP_LOCKED: one process's vacuum is enough.
+   * from it since the last sweep. The queue's rows are all deleted within moments of their insert,
+   * and their space is reused only after a vacuum: without one (autovacuum off) the table grows
+   * without end, and autovacuum, where it is on, comes only every minute or more. SKIP_LOCKED: one
+   * process's vacuum is enough.
    */
   async sweep(): Promise<void> {
     const { rows } = await this.pool.query('SELECT DISTINCT org FROM audit_pending');
