@@ -217,8 +217,8 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
     // chainHash (audit/chain.ts) as an aggregate's step, so a seal hashes its events in one pass
     // over them in seq order (a window with an unbounded start) instead of by a recursive CTE,
     // whose join scanned the whole batch at every step. `head` is the hash before the first event.
-    // audit_pending is a queue: one index in (org, pending_id) order serves both the insert and the
-    // seal's ordered scan, which steps over the entries of rows already taken instead of fetching them.
+    // audit_pending is a queue: one index, in (org, pending_id) order, serves both the insert and the
+    // seal's scan for an org's oldest events (the org index and the pending_id key were two).
     sql: {
       sqlite: `SELECT 1;`,
       postgres: `
