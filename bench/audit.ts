@@ -82,17 +82,18 @@ async function pair(label: string, databaseUrl: () => Promise<string | undefined
   }
   const off = runs.off.map((r) => r.load);
   const on = runs.on.map((r) => r.load);
-  const average = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
   const cpu = (rs: Run[]): Cpu => ({ main: average(rs.map((r) => r.cpu.main)), helpers: average(rs.map((r) => r.cpu.helpers)), postgres: average(rs.map((r) => r.cpu.postgres)) });
   return { off: mean(off), on: mean(on), rounds: on.map((r, i) => cost(off[i], r)), cpu: { off: cpu(runs.off), on: cpu(runs.on) } };
 }
+
+const average = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
 
 /** The rounds' results as one: mean throughput, median latencies, all non-2xx answers. */
 function mean(results: LoadResult[]): LoadResult {
   const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
   return {
     name: `${results[0].name} (${results.length} runs)`,
-    requestsPerSecond: results.reduce((sum, r) => sum + r.requestsPerSecond, 0) / results.length,
+    requestsPerSecond: average(results.map((r) => r.requestsPerSecond)),
     p50: median(results.map((r) => r.p50)),
     p99: median(results.map((r) => r.p99)),
     non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),

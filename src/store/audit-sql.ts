@@ -1,8 +1,6 @@
 import { PLATFORM_CONTEXT } from '../audit/events.js';
 import type { AuditFilter, AuditRecord } from './types.js';
 import { SqlParams, type Dialect } from './sql.js';
-import { ORG_SPAN } from './sqlite/lookup.js';
-import { sealHashAt } from './sqlite/seals.js';
 
 export const AUDIT_COLUMNS =
   'org, seq, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, hash, body';
@@ -39,31 +37,32 @@ export function fromAuditRow(row: AuditRow): AuditRecord {
   };
 }
 
-/** The columns of an SQLite event row joined with its fields (lookup.ts) and seal (seals.ts); `base` is the org's first pos. */
-function sqliteColumns(p: SqlParams, org: string, base: number): string {
-  return `${p.add(org)} AS org, e.pos - ${p.add(base)} AS seq, f.id, e.context, f.event_time, f.resource_type, f.resource_name, f.resource_id,
-    f.subject_name, f.action_type, ${sealHashAt('e.pos')} AS hash, e.body`;
+/**
+ * Where a backend keeps its audit events, as far as a filter needs to know: the shared conditions
+ * below are written against it. Parameters are added in the order their SQL appears (SQLite's are
+ * positional): the columns', the seq range's, the shared conditions', then `narrow`'s.
+ */
+export interface AuditLayout {
+  dialect: Dialect;
+  /** The SELECT list, with AuditRow's names. */
+  columns(p: SqlParams, filter: AuditFilter): string;
+  from: string;
+  /** A filter field's column (AuditRow's name) as this layout's expression. */
+  column(name: string): string;
+  /** Conditions for the filter's org and its seq range (afterSeq, throughSeq). */
+  range(p: SqlParams, filter: AuditFilter): string[];
+  /** Conditions that only name candidates through an index of this layout's own: the shared ones still hold every row to the filter. */
+  narrow(p: SqlParams, filter: AuditFilter): string[];
+  /** The expression that orders events by seq. */
+  order: string;
 }
 
-/**
- * The SELECT of an audit filter, in seq order. On SQLite, `base` is the org's first pos (its
- * number times ORG_SPAN): the org's events are the rowids after it, and their fields are in the
- * lookup file, which holds sealed events only (the store brings it up to date first).
- */
-export function auditQuery(dialect: Dialect, filter: AuditFilter, base = 0): { sql: string; values: unknown[] } {
-  const p = new SqlParams(dialect);
-  const sqlite = dialect === 'sqlite';
-  const columns = sqlite ? sqliteColumns(p, filter.org, base) : AUDIT_COLUMNS;
-  // On SQLite every field but the context is audit_fields' (f), joined to the event row (e) by pos.
-  const col = (name: string) => (!sqlite ? name : name === 'context' ? 'e.context' : `f.${name}`);
-  const where: string[] = [];
-  if (sqlite) {
-    where.push(`f.pos > ${p.add(base + (filter.afterSeq ?? 0))}`, `f.pos <= ${p.add(base + (filter.throughSeq ?? ORG_SPAN - 1))}`);
-  } else {
-    where.push(`org = ${p.add(filter.org)}`);
-    if (filter.afterSeq !== undefined) where.push(`seq > ${p.add(filter.afterSeq)}`);
-    if (filter.throughSeq !== undefined) where.push(`seq <= ${p.add(filter.throughSeq)}`);
-  }
+/** The SELECT of an audit filter over `layout`, in seq order. */
+export function auditQuery(layout: AuditLayout, filter: AuditFilter): { sql: string; values: unknown[] } {
+  const p = new SqlParams(layout.dialect);
+  const col = layout.column;
+  const columns = layout.columns(p, filter);
+  const where = layout.range(p, filter);
   const eq: Array<[keyof AuditFilter, string]> = [
     ['id', 'id'],
     ['context', 'context'],
@@ -79,19 +78,7 @@ export function auditQuery(dialect: Dialect, filter: AuditFilter, base = 0): { s
   if (filter.resourceId !== undefined) where.push(`${col('resource_id')} = ${p.add(filter.resourceId)}`);
   if (filter.from !== undefined) where.push(`${col('event_time')} >= ${p.add(filter.from)}`);
   if (filter.to !== undefined) where.push(`${col('event_time')} <= ${p.add(filter.to)}`);
-  if (sqlite) {
-    // The lookups name the candidates; the conditions above still hold each row to the filter.
-    // `range` adds its parameters after the org's (SQLite's are positional).
-    const lookup = (range: () => string) => `f.pos IN (SELECT pos FROM lookup.audit_lookup WHERE org = ${p.add(filter.org)} AND ${range()})`;
-    const { id, resourceId, from, to } = filter;
-    if (id !== undefined) where.push(lookup(() => `key = ${p.add(`i:${id}`)}`));
-    else if (resourceId !== undefined) where.push(lookup(() => `key = ${p.add(`r:${resourceId}`)}`));
-    else if (from !== undefined || to !== undefined) {
-      // Keys of times sort between 't:' and 't;' (the next character after ':').
-      where.push(lookup(() => `key >= ${p.add(`t:${from ?? ''}`)} AND key ${to === undefined ? `< 't;'` : `<= ${p.add(`t:${to}`)}`}`));
-    }
-  }
-  const from = sqlite ? 'lookup.audit_fields f JOIN audit_events e ON e.pos = f.pos' : 'audit_events';
-  const sql = `SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ORDER BY ${sqlite ? 'f.pos' : 'seq'} LIMIT ${p.add(filter.limit)}`;
+  where.push(...layout.narrow(p, filter));
+  const sql = `SELECT ${columns} FROM ${layout.from} WHERE ${where.join(' AND ')} ORDER BY ${layout.order} LIMIT ${p.add(filter.limit)}`;
   return { sql, values: p.values };
 }

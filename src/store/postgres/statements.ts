@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { fromRow, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { AUDIT_COLUMNS, type AuditLayout } from '../audit-sql.js';
 import type { ItemKey, NewAuditEvent, StoredItem } from '../types.js';
 
 // SQL shared by the store's locking transactions and its optimistic ones.
@@ -92,3 +93,18 @@ export function pendingInsert(events: NewAuditEvent[], firstParam: number, guard
     values: fields.map((f) => events.map((e) => e[f])),
   };
 }
+
+/** Audit events as filters read them: sealed rows of audit_events, keyed (org, seq), with an index per filter that needs one. */
+export const AUDIT_LAYOUT: AuditLayout = {
+  dialect: 'postgres',
+  columns: () => AUDIT_COLUMNS,
+  from: 'audit_events',
+  column: (name) => name,
+  range: (p, filter) => [
+    `org = ${p.add(filter.org)}`,
+    ...(filter.afterSeq === undefined ? [] : [`seq > ${p.add(filter.afterSeq)}`]),
+    ...(filter.throughSeq === undefined ? [] : [`seq <= ${p.add(filter.throughSeq)}`]),
+  ],
+  narrow: () => [],
+  order: 'seq',
+};

@@ -4,7 +4,7 @@ import { alreadyExists, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
-import { getOn, pendingInsert, prepared, updateCtes } from './statements.js';
+import { AUDIT_LAYOUT, getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
@@ -117,7 +117,7 @@ export class PostgresStore implements Store {
   async audit(filter: AuditFilter): Promise<AuditRecord[]> {
     // Up to a seq read from the head, everything is sealed already.
     if (filter.throughSeq === undefined) await this.sealPending(filter.org);
-    const { sql, values } = auditQuery('postgres', filter);
+    const { sql, values } = auditQuery(AUDIT_LAYOUT, filter);
     const { rows } = await this.reads.query<AuditRow>(prepared(sql, values));
     return rows.map(fromAuditRow);
   }

@@ -6,7 +6,7 @@ import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
-import { LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } from './lookup.js';
+import { auditLayout, LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } from './lookup.js';
 import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
@@ -211,7 +211,7 @@ export class SqliteStore implements Store {
     const no = this.orgNumber(filter.org);
     if (no === undefined) return [];
     await this.lookupsThroughLast(filter.org);
-    const { sql, values } = auditQuery('sqlite', filter, no * ORG_SPAN);
+    const { sql, values } = auditQuery(auditLayout(no * ORG_SPAN), filter);
     return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
   }
 
