@@ -211,7 +211,7 @@ export function printableConfig(config: Config): Record<string, unknown> {
   return out;
 }
 
-/** The settings table of `--help` and the README. */
+/** The settings table of `--help` (docs/configuration.md has the same settings). */
 export function optionsHelp(): string {
   return OPTIONS.map((o) => `  ${o.flag.padEnd(24)} ${o.env.padEnd(26)} ${o.describe} (default: ${JSON.stringify(DEFAULTS[o.key] ?? '')})`).join('\n');
 }
