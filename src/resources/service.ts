@@ -138,7 +138,7 @@ export class Resources {
     assertSameName(def, name, patch.name);
     await this.requireScope(principal, def, place);
     const item = await this.change(principal, 'edit', def, place, name, expected, options, async (tx, hooks, locked) => {
-      const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def));
+      const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def), { link: (link) => resolveLink(link, place, isGvcScoped) });
       next.name = name;
       this.normalize(def, place, next);
       validateResource(def, next);
