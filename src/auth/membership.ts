@@ -1,4 +1,5 @@
 import jmespath from 'jmespath';
+import user from '../kinds/user.js';
 import { matchesQuery, parseQuery, type Query } from '../query/index.js';
 import type { StoredItem } from '../store/types.js';
 import type { Principal } from './principal.js';
@@ -18,7 +19,7 @@ export function toGroup(row: StoredItem): Group {
   let memberQuery: Query | undefined;
   if (d.memberQuery) {
     try {
-      memberQuery = parseQuery(d.memberQuery, 'user');
+      memberQuery = parseQuery(d.memberQuery, user);
     } catch {
       memberQuery = undefined; // a stored query that no longer parses matches no one
     }

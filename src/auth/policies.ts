@@ -215,11 +215,12 @@ export class PolicyAuthorizer implements Authorizer {
 function toPolicy(row: StoredItem): Policy | undefined {
   const d = row.data;
   const targetKind = typeof d.targetKind === 'string' ? d.targetKind : undefined;
-  if (!targetKind || !findKind(targetKind)) return undefined;
+  const def = targetKind ? findKind(targetKind) : undefined;
+  if (!targetKind || !def) return undefined;
   let targetQuery: Query | undefined;
   if (d.targetQuery) {
     try {
-      targetQuery = parseQuery(d.targetQuery, targetKind);
+      targetQuery = parseQuery(d.targetQuery, def);
     } catch {
       targetQuery = undefined; // a stored query that no longer parses grants nothing
     }

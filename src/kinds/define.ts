@@ -1,3 +1,5 @@
+import { ApiError, type FieldError } from '../errors.js';
+import { parseQuery, type QueryKind } from '../query/index.js';
 import { anyObject, readOnly } from './schema.js';
 import type { KindDef } from './types.js';
 
@@ -34,4 +36,22 @@ export function opaqueKind(kind: string, summary: string, options: Pick<KindDef,
     ],
     ...options,
   });
+}
+
+/**
+ * Refuses a stored query (a policy's targetQuery) that a -query on `kind` would refuse, hidden
+ * fields included, with error paths under `field`: one that does not parse would silently grant
+ * nothing.
+ */
+export function checkQuery(body: unknown, kind: QueryKind, field: string): void {
+  try {
+    parseQuery(body, kind);
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    const errors = ((err.details.errors as FieldError[] | undefined) ?? [{ path: '', message: err.message }]).map((e) => ({
+      path: e.path ? `${field}.${e.path}` : field,
+      message: e.message,
+    }));
+    throw ApiError.badRequest(`invalid ${field}: ${errors[0].path}: ${errors[0].message}`, errors);
+  }
 }

@@ -1,6 +1,6 @@
 import { ApiError } from '../errors.js';
 import { refuseBuiltinDelete, refuseBuiltinUpdate } from './builtin.js';
-import { defineKind, standardPermissions } from './define.js';
+import { checkQuery, defineKind, standardPermissions } from './define.js';
 import { arr, link, obj, oneOf, querySchema, readOnly, str } from './schema.js';
 
 // api-semantics §9.1: one targetKind; target all, links or a query; up to 50 bindings of
@@ -41,8 +41,10 @@ export default defineKind({
   defaults(item) {
     item.origin ??= 'default';
   },
-  check(item, _ctx, previous) {
+  check(item, ctx, previous) {
     refuseBuiltinUpdate(previous);
+    const targetKind = item.targetKind as string;
+    if (item.targetQuery !== undefined) checkQuery(item.targetQuery, ctx.kind(targetKind) ?? { kind: targetKind }, 'targetQuery');
     const bindings = (item.bindings ?? []) as Array<{ permissions: string[] }>;
     const seen = new Map<string, number>();
     bindings.forEach((binding, index) => {

@@ -1,7 +1,6 @@
 import { ApiError } from '../errors.js';
 import { defineKind, standardPermissions } from './define.js';
 import { immutable, oneOf, type JsonSchema } from './schema.js';
-import type { Resource } from './types.js';
 
 // Secret types and data shapes from the public types (types-ts secret.ts). `data` is an object
 // or a string depending on the type; its shape per type is checked in `check`, where the type
@@ -98,8 +97,5 @@ export default defineKind({
     checkData(item.type as SecretType, item.data);
     if (JSON.stringify(item.data ?? null).length > MAX_DATA) throw bad('data', 'is larger than 1 MiB');
   },
-  hidden(item) {
-    const { data: _data, ...rest } = item;
-    return rest as Resource;
-  },
+  hidden: ['data'],
 });

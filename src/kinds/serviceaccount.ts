@@ -1,14 +1,15 @@
 import { refuseBuiltinDelete, refuseBuiltinUpdate } from './builtin.js';
 import { defineKind, standardPermissions } from './define.js';
 import { keyed, obj, oneOf, readOnly, str } from './schema.js';
-import type { Resource } from './types.js';
 
 // api-semantics §10: keys are minted by POST …/-addKey (which writes this list and the key's
 // hash), listed here as {name, created, description}, and revoked by removing them from the
 // list (`$drop/keys`, as `cpln serviceaccount remove-key` and Terraform send). `keys` is
 // therefore not read-only: the patch engine ignores directives on read-only fields. Listing a
 // key grants nothing (only the key store authenticates); afterWrite revokes every stored key
-// that is no longer listed, and all of them when the service account is deleted.
+// that is no longer listed, and all of them when the service account is deleted. A key entry is a
+// closed object (name, created, description): the hashes live only in the key store, which no
+// read or query touches.
 
 interface KeyEntry {
   name: string;
@@ -55,17 +56,5 @@ export default defineKind({
   },
   beforeDelete(item) {
     refuseBuiltinDelete(item);
-  },
-  hidden(item) {
-    // Only the listing fields of each key are shown, whatever else a key entry holds.
-    if (!Array.isArray(item.keys)) return item;
-    return {
-      ...item,
-      keys: (item.keys as KeyEntry[]).map(({ name, created, description }) => ({
-        name,
-        ...(created !== undefined ? { created } : {}),
-        ...(description !== undefined ? { description } : {}),
-      })),
-    } as Resource;
   },
 });

@@ -43,6 +43,8 @@ export interface HookContext {
   countInGvc(kind: string, gvc: string): Promise<number>;
   /** Revokes every key of a service account whose name is not in `keep`. */
   revokeKeysExcept(serviceAccount: string, keep: string[]): Promise<void>;
+  /** The registry's definition of a kind (kind modules do not import the registry). */
+  kind(kind: string): KindDef | undefined;
 }
 
 export interface KindDef {
@@ -71,6 +73,9 @@ export interface KindDef {
   afterWrite?(name: string, item: Record<string, unknown> | undefined, ctx: HookContext): Promise<void>;
   /** Kind-specific links added to self/org/gvc. */
   links?(item: Resource, self: string): Link[];
-  /** Fields removed from ordinary reads (secret data, key hashes). */
-  hidden?(item: Resource): Resource;
+  /**
+   * Dotted paths of fields that a plain read never shows (secret `data`: only GET …/-reveal does).
+   * Reads leave them out, and queries may neither name, match nor sort on them (src/query/paths.ts).
+   */
+  hidden?: readonly string[];
 }

@@ -4,13 +4,22 @@ import { at, fail } from './errors.js';
 import { keepImmutable } from './immutable.js';
 import { clone, isPlainObject, own, setOwn, type JsonObject } from '../json.js';
 import { literal } from './literal.js';
-import { fieldSchema, isArraySchema, isObjectSchema, isReplaceable, isRequired, itemKey, itemsOf, type ItemKey } from './schema.js';
+import { fieldSchema, isArraySchema, isLinkSchema, isObjectSchema, isReplaceable, isRequired, itemKey, itemsOf, type ItemKey } from './schema.js';
 
 // The order in which one object level of a patch is applied (DESIGN.md, "Patch directive order").
 const ORDER = ['$drop', 'plain', 'replace', 'drop', 'retain', 'patch', 'append'] as const;
 type Op = (typeof ORDER)[number];
 
 const DIRECTIVE = /^\$(replace|drop|retain|patch|append)\/(.+)$/s;
+
+export interface PatchOptions {
+  /**
+   * The full form of a link as it would be stored (relative links expanded). `$drop/x`, `$retain/x`
+   * and `$append/x` on a list of links compare links in this form, so that `//serviceaccount/a`
+   * finds the stored `/org/o/serviceaccount/a`. Without it links compare as sent.
+   */
+  link?: (link: string) => string;
+}
 
 interface Step {
   /** The key as written in the patch, for error paths. */
@@ -30,26 +39,27 @@ export function applyPatch(
   current: Record<string, unknown>,
   patch: Record<string, unknown>,
   schema: JsonSchema,
+  options: PatchOptions = {},
 ): Record<string, unknown> {
   if (!isPlainObject(patch)) fail('', 'must be a JSON object');
   checkDepth(patch);
   const result = clone(current) as JsonObject;
-  patchLevel(result, patch, schema, '');
+  patchLevel(result, patch, schema, '', options);
   keepImmutable(current, result, schema, '');
   return result;
 }
 
 /** Applies one object level of a patch to `obj`, a private copy that is changed in place. */
-function patchLevel(obj: JsonObject, patch: JsonObject, schema: JsonSchema, path: string): void {
+function patchLevel(obj: JsonObject, patch: JsonObject, schema: JsonSchema, path: string, options: PatchOptions): void {
   const steps = plan(patch, path);
   for (const op of ORDER) {
     for (const step of steps[op]) {
       if (op === '$drop') dropFields(obj, step, schema, path);
-      else if (op === 'plain') setField(obj, step, schema, path);
+      else if (op === 'plain') setField(obj, step, schema, path, options);
       else if (op === 'replace') replaceField(obj, step, schema, path);
-      else if (op === 'drop' || op === 'retain') filterItems(obj, step, schema, path, op === 'retain');
-      else if (op === 'patch') patchItems(obj, step, schema, path);
-      else appendItems(obj, step, schema, path);
+      else if (op === 'drop' || op === 'retain') filterItems(obj, step, schema, path, op === 'retain', options);
+      else if (op === 'patch') patchItems(obj, step, schema, path, options);
+      else appendItems(obj, step, schema, path, options);
     }
   }
 }
@@ -96,7 +106,7 @@ function dropFields(obj: JsonObject, step: Step, schema: JsonSchema, path: strin
   });
 }
 
-function setField(obj: JsonObject, step: Step, schema: JsonSchema, path: string): void {
+function setField(obj: JsonObject, step: Step, schema: JsonSchema, path: string, options: PatchOptions): void {
   const field = fieldOf(schema, step, path);
   if (!field) return;
   const fieldPath = at(path, step.key);
@@ -105,7 +115,7 @@ function setField(obj: JsonObject, step: Step, schema: JsonSchema, path: string)
   } else if (isPlainObject(step.value) && isObjectSchema(field)) {
     const stored = own(obj, step.field);
     const merged = isPlainObject(stored) ? stored : {};
-    patchLevel(merged, step.value, field, fieldPath);
+    patchLevel(merged, step.value, field, fieldPath, options);
     setOwn(obj, step.field, merged);
   } else {
     setOwn(obj, step.field, literal(step.value, field, own(obj, step.field), fieldPath));
@@ -142,8 +152,14 @@ function storedList(obj: JsonObject, field: string): unknown[] {
   return Array.isArray(stored) ? stored : [];
 }
 
+/** How a directive compares a list's plain values: links in their stored (full) form, others as they are. */
+function comparable(field: JsonSchema, options: PatchOptions): (value: unknown) => unknown {
+  const { link } = options;
+  return link && isLinkSchema(itemsOf(field)) ? (value) => (typeof value === 'string' ? link(value) : value) : (value) => value;
+}
+
 /** `$drop/x` removes the listed items, `$retain/x` keeps only them: values, or identities of objects. */
-function filterItems(obj: JsonObject, step: Step, schema: JsonSchema, path: string, keep: boolean): void {
+function filterItems(obj: JsonObject, step: Step, schema: JsonSchema, path: string, keep: boolean, options: PatchOptions): void {
   const field = arrayTarget(schema, step, path);
   if (!field) return;
   const key = keyOf(field, step, path);
@@ -154,12 +170,14 @@ function filterItems(obj: JsonObject, step: Step, schema: JsonSchema, path: stri
   });
   const stored = own(obj, step.field);
   if (!Array.isArray(stored)) return;
-  const kept = stored.filter((item) => listed.includes(key ? key.of(item) : item) === keep);
+  const form = comparable(field, options);
+  const wanted = new Set(listed.map(form));
+  const kept = stored.filter((item) => wanted.has(key ? key.of(item) : form(item)) === keep);
   setOwn(obj, step.field, kept);
 }
 
 /** `$patch/x`: each partial item patches the stored items with its identity, or is appended. */
-function patchItems(obj: JsonObject, step: Step, schema: JsonSchema, path: string): void {
+function patchItems(obj: JsonObject, step: Step, schema: JsonSchema, path: string, options: PatchOptions): void {
   const field = arrayTarget(schema, step, path);
   if (!field) return;
   const key = keyOf(field, step, path);
@@ -175,23 +193,30 @@ function patchItems(obj: JsonObject, step: Step, schema: JsonSchema, path: strin
     // A missing identity appends: the CLI sets a new env var with `$patch/env`.
     if (matches.length === 0) {
       const added: JsonObject = {};
-      patchLevel(added, partial, items, itemPath);
+      patchLevel(added, partial, items, itemPath, options);
       list.push(added);
     }
-    for (const item of matches) patchLevel(item, partial, items, itemPath);
+    for (const item of matches) patchLevel(item, partial, items, itemPath, options);
   });
   setOwn(obj, step.field, list);
 }
 
 /** `$append/x`: adds items, skipping primitives already present; a named item must be new. */
-function appendItems(obj: JsonObject, step: Step, schema: JsonSchema, path: string): void {
+function appendItems(obj: JsonObject, step: Step, schema: JsonSchema, path: string, options: PatchOptions): void {
   const field = arrayTarget(schema, step, path);
   if (!field) return;
   const key = itemKey(field);
   const list = storedList(obj, step.field);
+  const form = comparable(field, options);
+  const present = new Set(list.map(form));
   (step.value as unknown[]).forEach((item, i) => {
     if (typeof item !== 'object' || item === null) {
-      if (!list.includes(item)) list.push(item);
+      // A link is appended in its full form, the form it is stored in.
+      const value = form(item);
+      if (!present.has(value)) {
+        present.add(value);
+        list.push(value);
+      }
       return;
     }
     const itemPath = `${at(path, step.key)}[${i}]`;

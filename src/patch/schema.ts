@@ -13,6 +13,11 @@ export function isArraySchema(schema: JsonSchema): boolean {
   return schema.type === 'array';
 }
 
+/** A link to a resource (kinds/schema.ts link()): relative forms name the same item as full ones. */
+export function isLinkSchema(schema: JsonSchema): boolean {
+  return schema.format === 'keel-link';
+}
+
 /** The schema of `key` at an object level, or undefined when a closed object has no such field. */
 export function fieldSchema(schema: JsonSchema, key: string): JsonSchema | undefined {
   if (schema.properties && Object.hasOwn(schema.properties, key)) return schema.properties[key];

@@ -3,7 +3,7 @@
 import type { SqlParams } from '../store/sql.js';
 import { decodeCursor, invalidCursor } from './cursor.js';
 import { DIALECTS, type Slot, type SqlDialect } from './dialects.js';
-import { checkedSegments, COLUMNS } from './paths.js';
+import { checkedSegments, COLUMNS, hiddenTopLevel } from './paths.js';
 import type { Position } from './sort.js';
 import { sortOf, type Op, type PropertyTerm, type Query, type RelTerm, type TagTerm, type Term } from './types.js';
 import { operandOf, type Operand } from './values.js';
@@ -128,15 +128,17 @@ class Compiler {
 
   private property(term: PropertyTerm): string {
     if (term.property === '*') {
-      const { from, slot } = this.d.each;
-      if (term.op === '!exists') return `NOT EXISTS (SELECT 1 FROM ${from} WHERE ${slot.present})`;
-      return `EXISTS (SELECT 1 FROM ${from} WHERE ${this.value(slot, term)})`;
+      const { from, key, slot } = this.d.each;
+      const skip = hiddenTopLevel(this.query.hidden);
+      const shown = skip.length ? `${key} NOT IN (${skip.map((k) => this.p(k)).join(', ')}) AND ` : '';
+      if (term.op === '!exists') return `NOT EXISTS (SELECT 1 FROM ${from} WHERE ${shown}${slot.present})`;
+      return `EXISTS (SELECT 1 FROM ${from} WHERE ${shown}${this.value(slot, term)})`;
     }
     return this.value(this.slot(term.property), term);
   }
 
   private slot(property: string): Slot {
-    const column = COLUMNS[property];
+    const column = COLUMNS.get(property);
     return column ? this.d.column(column.column, column.type) : this.d.path(checkedSegments(property));
   }
 
@@ -167,7 +169,7 @@ class Compiler {
   /** The sort key as SQL: a real column, or (rank, num, str) of a JSON value as in sort.ts. */
   private sortKey(): { column: string; type: 'string' | 'number' } | { rank: string; num: string; str: string } {
     const { by } = sortOf(this.query);
-    const column = COLUMNS[by];
+    const column = COLUMNS.get(by);
     if (column) return { column: column.type === 'string' ? this.d.bytewise(column.column) : column.column, type: column.type };
     const slot = this.d.path(checkedSegments(by));
     return {

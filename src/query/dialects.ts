@@ -19,8 +19,8 @@ export interface Slot {
 export interface SqlDialect {
   /** The value at a path of r.data. */
   path(segments: string[]): Slot;
-  /** A FROM item over r.data's top-level members, aliased j, and the slot of one member. */
-  each: { from: string; slot: Slot };
+  /** A FROM item over r.data's top-level members, aliased j: a member's key and its slot. */
+  each: { from: string; key: string; slot: Slot };
   column(column: string, type: 'string' | 'number'): Slot;
   /** A text compared bytewise (UTF-8 order), whatever the column's collation; equality needs no such help. */
   bytewise(text: string): string;
@@ -58,7 +58,7 @@ const sqlite: SqlDialect = {
     return sqliteSlot(`json_type(r.data, ${path})`, `json_extract(r.data, ${path})`);
   },
   // json_each's atom is the SQL value of a scalar (1/0 for true/false, like json_extract).
-  each: { from: 'json_each(r.data) j', slot: sqliteSlot('j.type', 'j.atom') },
+  each: { from: 'json_each(r.data) j', key: 'j.key', slot: sqliteSlot('j.type', 'j.atom') },
   column: columnSlot,
   // Text without a declared collation compares with BINARY.
   bytewise: (text) => text,
@@ -89,7 +89,7 @@ function postgresSlot(json: string): Slot {
 const postgres: SqlDialect = {
   // `->` with a text key never indexes arrays, matching SQLite's $."key" and the evaluator.
   path: (segments) => postgresSlot(`(r.data${segments.map((s) => ` -> '${s}'`).join('')})`),
-  each: { from: 'jsonb_each(r.data) j', slot: postgresSlot('j.value') },
+  each: { from: 'jsonb_each(r.data) j', key: 'j.key', slot: postgresSlot('j.value') },
   column: columnSlot,
   // An explicit collation on `=` would keep PostgreSQL off the column's index, so only ordering gets it.
   bytewise: (text) => `(${text}) COLLATE "C"`,

@@ -1,17 +1,17 @@
 // In-memory evaluation (group memberQuery, policy targetQuery), with exactly the semantics of compile.ts.
-import { checkedSegments, isObject, relLink, topLevelValues, valueAt } from './paths.js';
+import { checkedSegments, hiddenTopLevel, isObject, relLink, topLevelValues, valueAt } from './paths.js';
 import type { Op, Query, QueryPlace, Term } from './types.js';
 import { compareStrings, isNumericString, lastSegment, lowerAscii, operandOf, type Operand } from './values.js';
 
 export function matchesQuery(query: Query, item: Record<string, unknown>, place: QueryPlace = {}): boolean {
   const { match, terms } = query.spec;
-  const hit = (term: Term) => matchesTerm(term, item, place);
+  const hit = (term: Term) => matchesTerm(query, term, item, place);
   if (match === 'all') return terms.every(hit);
   if (match === 'any') return terms.length === 0 || terms.some(hit);
   return !terms.some(hit);
 }
 
-function matchesTerm(term: Term, item: Record<string, unknown>, place: QueryPlace): boolean {
+function matchesTerm(query: Query, term: Term, item: Record<string, unknown>, place: QueryPlace): boolean {
   if ('tag' in term) {
     const tags = isObject(item.tags) ? item.tags : {};
     const values = term.tag === '*' ? Object.values(tags) : Object.hasOwn(tags, term.tag) ? [tags[term.tag]] : [];
@@ -26,7 +26,7 @@ function matchesTerm(term: Term, item: Record<string, unknown>, place: QueryPlac
       matchesText(o.text.includes('/') ? v : lastSegment(v), op, o),
     );
   }
-  const values = term.property === '*' ? topLevelValues(item) : [valueAt(item, checkedSegments(term.property))];
+  const values = term.property === '*' ? topLevelValues(item, hiddenTopLevel(query.hidden)) : [valueAt(item, checkedSegments(term.property))];
   return someMatches(values.filter(present), term, matchesValue);
 }
 

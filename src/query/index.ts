@@ -5,4 +5,4 @@ export { compileQuery, type CompileOptions, type CompiledQuery } from './compile
 export { cursorOf } from './cursor.js';
 export { sortItems } from './sort.js';
 export { sortOf, DEFAULT_SORT, OPS } from './types.js';
-export type { Match, Op, PropertyTerm, Query, QueryPlace, RelTerm, Sort, TagTerm, Term, TermValue } from './types.js';
+export type { Match, Op, PropertyTerm, Query, QueryKind, QueryPlace, RelTerm, Sort, TagTerm, Term, TermValue } from './types.js';

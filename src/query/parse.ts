@@ -1,7 +1,7 @@
 // Validates and normalizes a query body (seed 2.3, api-semantics §8.1).
 import { ApiError, type FieldError } from '../errors.js';
-import { pathSegments, isObject, validRel } from './paths.js';
-import { OPS, type Match, type Op, type Query, type Sort, type Term, type TermValue } from './types.js';
+import { hiddenPathAt, pathSegments, isObject, validRel } from './paths.js';
+import { OPS, type Match, type Op, type Query, type QueryKind, type Sort, type Term, type TermValue } from './types.js';
 
 const TOP_FIELDS = new Set(['kind', 'fetch', 'context', 'spec']);
 const SPEC_FIELDS = new Set(['match', 'terms', 'sort']);
@@ -13,14 +13,17 @@ const MAX_TAG_LENGTH = 256;
 const MAX_VALUE_LENGTH = 4096;
 
 /**
- * The query a body asks for. An absent, null, empty-string or `{}` body matches everything (the CLI
- * sends an empty form-encoded body for a query without terms). `kind` in the body must name the URL's
- * kind; the literal "string" (sent by some clients) counts as absent. `context` is ignored.
+ * The query a body asks for on `target`'s kind. An absent, null, empty-string or `{}` body matches
+ * everything (the CLI sends an empty form-encoded body for a query without terms). `kind` in the body
+ * must name the URL's kind; the literal "string" (sent by some clients) counts as absent. `context`
+ * is ignored. A term or sort that meets one of the kind's hidden paths is refused (see paths.ts).
  */
-export function parseQuery(body: unknown, kind: string): Query {
+export function parseQuery(body: unknown, target: QueryKind): Query {
+  const { kind } = target;
   const errors: FieldError[] = [];
   const fail = (path: string, message: string) => errors.push({ path, message });
   const query: Query = { kind, fetch: 'items', spec: { match: 'all', terms: [] } };
+  if (target.hidden?.length) query.hidden = target.hidden;
 
   if (body === undefined || body === null || (typeof body === 'string' && body.trim() === '')) return query;
   if (!isObject(body)) throw ApiError.badRequest('the query must be a JSON object', [{ path: '', message: 'must be an object' }]);
@@ -61,18 +64,37 @@ function parseSpec(spec: Record<string, unknown>, query: Query, fail: Fail): voi
     else if (spec.terms.length > MAX_TERMS) fail('spec.terms', `must have at most ${MAX_TERMS} terms`);
     else {
       spec.terms.forEach((raw, i) => {
-        const term = parseTerm(raw, `spec.terms[${i}]`, fail);
+        const term = parseTerm(raw, `spec.terms[${i}]`, query, fail);
         if (term) query.spec.terms.push(term);
       });
     }
   }
   if (spec.sort !== undefined && spec.sort !== null) {
-    const sort = parseSort(spec.sort, fail);
+    const sort = parseSort(spec.sort, query, fail);
     if (sort) query.spec.sort = sort;
   }
 }
 
-function parseTerm(raw: unknown, path: string, fail: Fail): Term | undefined {
+/** Fails when reading any of `reads` (paths as segments) would look at a hidden field. */
+function refuseHidden(query: Query, reads: string[][], path: string, fail: Fail): boolean {
+  for (const segments of reads) {
+    const hidden = hiddenPathAt(segments, query.hidden);
+    if (hidden !== undefined) {
+      fail(path, `cannot be used: ${query.kind} '${hidden}' is not shown by reads, so queries cannot look at it`);
+      return true;
+    }
+  }
+  return false;
+}
+
+/** The stored paths a term reads (`*` reads none by name: it skips hidden fields itself). */
+function readsOf(term: Term): string[][] {
+  if ('tag' in term) return [term.tag === '*' ? ['tags'] : ['tags', term.tag]];
+  if ('rel' in term) return term.rel === 'gvc' ? [] : [[`${term.rel}Link`], ['spec', `${term.rel}Link`]];
+  return term.property === '*' ? [] : [term.property.split('.')];
+}
+
+function parseTerm(raw: unknown, path: string, query: Query, fail: Fail): Term | undefined {
   if (!isObject(raw)) {
     fail(path, 'must be an object');
     return undefined;
@@ -116,11 +138,12 @@ function parseTerm(raw: unknown, path: string, fail: Fail): Term | undefined {
   }
 
   if (!target || !ok) return undefined;
+  if (refuseHidden(query, readsOf(target), `${path}.${targets[0]}`, fail)) return undefined;
   if (value !== undefined) target.value = value;
   return target;
 }
 
-function parseSort(raw: unknown, fail: Fail): Sort | undefined {
+function parseSort(raw: unknown, query: Query, fail: Fail): Sort | undefined {
   if (!isObject(raw)) {
     fail('spec.sort', 'must be an object');
     return undefined;
@@ -131,6 +154,8 @@ function parseSort(raw: unknown, fail: Fail): Sort | undefined {
   let ok = true;
   if (typeof by !== 'string' || !pathSegments(by)) {
     fail('spec.sort.by', 'must be a dotted property path of [A-Za-z0-9_-] segments, at most 10 deep');
+    ok = false;
+  } else if (refuseHidden(query, [by.split('.')], 'spec.sort.by', fail)) {
     ok = false;
   }
   if (order !== 'asc' && order !== 'desc') {

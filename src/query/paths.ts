@@ -25,14 +25,17 @@ export function validRel(rel: string): boolean {
   return rel.length <= 64 && SEGMENT.test(rel);
 }
 
-/** Common properties that live in real columns of `resources` (same values as in `data`). */
-export const COLUMNS: Record<string, { column: string; type: 'string' | 'number' }> = {
-  name: { column: 'r.name', type: 'string' },
-  id: { column: 'r.id', type: 'string' },
-  version: { column: 'r.version', type: 'number' },
-  created: { column: 'r.created', type: 'string' },
-  lastModified: { column: 'r.last_modified', type: 'string' },
-};
+/**
+ * Common properties that live in real columns of `resources` (same values as in `data`). A Map:
+ * a property named `constructor` or `toString` must not find Object.prototype's members.
+ */
+export const COLUMNS: ReadonlyMap<string, { column: string; type: 'string' | 'number' }> = new Map([
+  ['name', { column: 'r.name', type: 'string' }],
+  ['id', { column: 'r.id', type: 'string' }],
+  ['version', { column: 'r.version', type: 'number' }],
+  ['created', { column: 'r.created', type: 'string' }],
+  ['lastModified', { column: 'r.last_modified', type: 'string' }],
+]);
 
 export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -52,11 +55,31 @@ export function valueAt(item: Record<string, unknown>, segments: string[]): unkn
   return current;
 }
 
-/** The top-level values `property: '*'` looks at. */
-export function topLevelValues(item: Record<string, unknown>): unknown[] {
+/** The top-level values `property: '*'` looks at: all but `links` and those in `skip` (hiddenTopLevel). */
+export function topLevelValues(item: Record<string, unknown>, skip: readonly string[] = []): unknown[] {
   return Object.entries(item)
-    .filter(([key]) => key !== 'links')
+    .filter(([key]) => key !== 'links' && !skip.includes(key))
     .map(([, value]) => value);
+}
+
+// What queries may see. A kind's hidden paths (secret `data`) are fields a plain read never shows;
+// a query that could look at one would be an oracle on it (a right guess lists the item, a wrong
+// one does not), so it may not look at all: parse.ts refuses every term and sort whose path meets a
+// hidden one, and `property: '*'` (here and in compile.ts) skips the top-level fields that hold one.
+
+/** The hidden path that reading `segments` would touch (the field itself, a part of it, or a field holding it). */
+export function hiddenPathAt(segments: readonly string[], hidden: readonly string[] = []): string | undefined {
+  return hidden.find((path) => {
+    const parts = path.split('.');
+    const n = Math.min(parts.length, segments.length);
+    for (let i = 0; i < n; i++) if (parts[i] !== segments[i]) return false;
+    return true;
+  });
+}
+
+/** The top-level fields `property: '*'` skips. */
+export function hiddenTopLevel(hidden: readonly string[] = []): string[] {
+  return [...new Set(hidden.map((path) => path.split('.')[0]))];
 }
 
 /** The link a rel names: `<rel>Link` at the top level, else in spec. */

@@ -26,6 +26,14 @@ export interface Query {
   kind: string;
   fetch: 'items' | 'links';
   spec: { match: Match; terms: Term[]; sort?: Sort };
+  /** The kind's hidden paths (KindDef.hidden): no term or sort names them, and `*` skips them. */
+  hidden?: readonly string[];
+}
+
+/** What a query needs to know of the kind it runs on (a KindDef is one). */
+export interface QueryKind {
+  kind: string;
+  hidden?: readonly string[];
 }
 
 /** Where an item lives, as far as queries care: its GVC ('' or absent for org-scoped kinds). */

@@ -1,3 +1,4 @@
+import { setOwn } from '../json.js';
 import type { JsonSchema } from '../kinds/schema.js';
 import type { Place, Scope } from '../kinds/types.js';
 
@@ -52,8 +53,8 @@ export function resolveLinksIn(value: unknown, schema: JsonSchema | undefined, r
   if (typeof value === 'object') {
     const obj = value as Record<string, unknown>;
     for (const key of Object.keys(obj)) {
-      const sub = schema.properties?.[key] ?? (typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined);
-      obj[key] = resolveLinksIn(obj[key], sub, resolve);
+      const sub = schema.properties && Object.hasOwn(schema.properties, key) ? schema.properties[key] : typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined;
+      setOwn(obj, key, resolveLinksIn(obj[key], sub, resolve));
     }
   }
   return value;

@@ -35,7 +35,24 @@ export function present(def: KindDef, item: StoredItem, options: { reveal?: bool
   }
   const resource = out as Resource;
   links.push(...(def.links?.(resource, self) ?? []));
-  return !options.reveal && def.hidden ? def.hidden(resource) : resource;
+  return options.reveal ? resource : withoutHidden(resource, def.hidden ?? []);
+}
+
+/** A copy without the kind's hidden paths (copied along each path, so nothing shared is changed). */
+function withoutHidden(resource: Resource, hidden: readonly string[]): Resource {
+  let out = resource;
+  for (const path of hidden) out = without(out, path.split('.')) as Resource;
+  return out;
+}
+
+function without(value: Record<string, unknown>, [head, ...rest]: string[]): Record<string, unknown> {
+  if (!Object.hasOwn(value, head)) return value;
+  const inner = value[head];
+  if (rest.length > 0 && (typeof inner !== 'object' || inner === null || Array.isArray(inner))) return value;
+  // fromEntries defines own properties, so a key such as `__proto__` stays data, in its place.
+  return Object.fromEntries(
+    Object.entries(value).flatMap(([key, v]) => (key !== head ? [[key, v]] : rest.length > 0 ? [[key, without(inner as Record<string, unknown>, rest)]] : [])),
+  );
 }
 
 /**

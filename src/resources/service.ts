@@ -16,7 +16,7 @@ import { announce, type AppendedEvent } from '../audit/changes.js';
 import { createOrg } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
-import { deepEqual } from '../json.js';
+import { deepEqual, setOwn } from '../json.js';
 
 export interface WriteOptions {
   dryRun?: boolean;
@@ -138,7 +138,7 @@ export class Resources {
     assertSameName(def, name, patch.name);
     await this.requireScope(principal, def, place);
     const item = await this.change(principal, 'edit', def, place, name, expected, options, async (tx, hooks, locked) => {
-      const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def));
+      const next = applyPatch(locked.data, withoutPrecondition(patch), resourceSchema(def), { link: (link) => resolveLink(link, place, isGvcScoped) });
       next.name = name;
       this.normalize(def, place, next);
       validateResource(def, next);
@@ -420,6 +420,7 @@ function hookContext(tx: Tx, place: Place, principal: Principal): HookContext {
     },
     countInGvc: (kind, gvc) => tx.countInGvc(place.org, kind, gvc),
     revokeKeysExcept: (serviceAccount, keep) => tx.deleteKeys(place.org, serviceAccount, keep),
+    kind: findKind,
   };
 }
 
@@ -486,9 +487,9 @@ export function stripReadOnly(value: unknown, schema: JsonSchema | undefined, de
   if (!value || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(value)) {
-    const sub = schema?.properties?.[key] ?? (typeof schema?.additionalProperties === 'object' ? schema.additionalProperties : undefined);
+    const sub = schema?.properties && Object.hasOwn(schema.properties, key) ? schema.properties[key] : typeof schema?.additionalProperties === 'object' ? schema.additionalProperties : undefined;
     if (v === null || sub?.readOnly) continue;
-    out[key] = stripReadOnly(v, sub, depth + 1);
+    setOwn(out, key, stripReadOnly(v, sub, depth + 1));
   }
   return out;
 }

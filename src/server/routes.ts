@@ -93,13 +93,13 @@ function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, ur
   mount(app, url, {
     POST: async (request) => {
       const place = placeFor(request);
-      const query = parseQuery(emptyToUndefined(request.body), def.kind);
+      const query = parseQuery(emptyToUndefined(request.body), def);
       return queryPage(resources, def, place, request, query, echoOf(request.body, def, place));
     },
     GET: async (request) => {
       const place = placeFor(request);
       const token = decodeNext((request.query as QueryString).next, request.server.maxPageSize);
-      const query = parseQuery(token.query, def.kind);
+      const query = parseQuery(token.query, def);
       return queryPage(resources, def, place, request, query, token.echo, token.after, token.limit);
     },
   });
@@ -167,7 +167,7 @@ function pageSize(request: FastifyRequest): number {
 async function list(resources: Resources, def: KindDef, place: Place, request: FastifyRequest) {
   const limit = pageSize(request);
   const after = (request.query as QueryString).cursor;
-  const page = await resources.query(request.principal, def, place, parseQuery(undefined, def.kind), { limit, after });
+  const page = await resources.query(request.principal, def, place, parseQuery(undefined, def), { limit, after });
   const path = request.url.split('?')[0];
   const links = [{ rel: 'self', href: path }];
   if (page.next) links.push({ rel: 'next', href: `${path}?limit=${limit}&cursor=${page.next}` });

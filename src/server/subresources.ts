@@ -124,7 +124,7 @@ export function mountSubresources(app: FastifyInstance, store: Store, auth: Auth
         const params = request.params as Params;
         await parentOf(request.principal, kind, params, 'view');
         const body = request.body === '' || request.body === null ? undefined : request.body;
-        const query = parseQuery(body, 'command');
+        const query = parseQuery(body, findKind('command')!);
         const items = (await list(params)).filter((c) => matchesQuery(query, c as Record<string, unknown>, { gvc: params.gvc })).slice(0, LIST_LIMIT);
         const sent = (body ?? {}) as Record<string, unknown>;
         return {

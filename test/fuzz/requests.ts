@@ -319,6 +319,20 @@ export function kindBody(def: KindDef): fc.Arbitrary<unknown> {
   );
 }
 
+/** Names of Object.prototype members: as property, sort, tag or rel names they are plain names. */
+const PROTO_NAMES = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', '__defineGetter__'];
+
+/** Links in relative and absolute forms, and broken ones, as directive values. */
+const linkForm = fc.oneof(
+  fc.tuple(fc.constantFrom('serviceaccount', 'group', 'user', 'location', 'secret', 'policy'), fc.oneof(word, fc.constantFrom(...PROTO_NAMES))).chain(([kind, name]) =>
+    fc.constantFrom(`//${kind}/${name}`, `/org/${ORG}/${kind}/${name}`),
+  ),
+  fc.tuple(fc.constantFrom('workload', 'identity', 'volumeset'), word).chain(([kind, name]) =>
+    fc.constantFrom(`//${kind}/${name}`, `//gvc/${GVC}/${kind}/${name}`, `/org/${ORG}/gvc/${GVC}/${kind}/${name}`),
+  ),
+  fc.constantFrom('//', '///', '//gvc', `//gvc/${GVC}`, '//serviceaccount/', '/org/', '/org//serviceaccount/x', '//a/b/c/d/e'),
+);
+
 const DIRECTIVES = ['$drop', '$replace', '$append', '$patch', '$retain', '$merge', '$set', '$', '$$', '$drop/', '$append/', '$patch/__proto__', '$replace/constructor'];
 
 /** Patch directives, valid and nonsense, at the top level or nested under a schema field. */
@@ -330,7 +344,10 @@ export function directiveBody(def: KindDef): fc.Arbitrary<unknown> {
     fc.constantFrom(...DIRECTIVES),
     fc.constant('$drop'),
   );
-  const one = fc.tuple(directive, fc.oneof(nastyValue, fc.array(fc.oneof(word, fc.constantFrom(...fields)), { maxLength: 3 }), fc.array(fc.record({ name: word }), { maxLength: 2 })));
+  const one = fc.tuple(
+    directive,
+    fc.oneof(nastyValue, fc.array(fc.oneof(word, fc.constantFrom(...fields)), { maxLength: 3 }), fc.array(fc.record({ name: word }), { maxLength: 2 }), fc.array(linkForm, { maxLength: 3 })),
+  );
   return fc.tuple(fc.array(one, { minLength: 1, maxLength: 3 }), fc.option(fc.constantFrom(...fields.filter((f) => f !== 'name')), { nil: undefined })).map(([pairs, under]) => {
     const patch = entriesToObject(pairs);
     return under ? entriesToObject([[under, patch]]) : patch;
@@ -338,10 +355,15 @@ export function directiveBody(def: KindDef): fc.Arbitrary<unknown> {
 }
 
 const op = fc.oneof(fc.constantFrom('=', '>', '<', '>=', '<=', '!=', '~', 'exists', '!exists'), fc.constantFrom('==', 'like', '', 'EXISTS', '~*'), word);
+const propertyName = fc.oneof(
+  word,
+  fc.constantFrom('name', 'description', 'spec.type', 'id', 'version', 'created', 'a.b.c', 'spec.__proto__.x', '', '*', 'data', 'data.payload', 'type'),
+  fc.constantFrom(...PROTO_NAMES, ...PROTO_NAMES.map((p) => `spec.${p}`), ...PROTO_NAMES.map((p) => `tags.${p}`)),
+);
 const term = fc.oneof(
-  fc.record({ op, property: fc.oneof(word, fc.constantFrom('name', 'description', 'spec.type', 'id', 'version', 'created', 'a.b.c', '__proto__', 'spec.__proto__.x', '')), value: nastyValue }, { requiredKeys: ['op'] }),
-  fc.record({ op, tag: fc.oneof(word, fc.constantFrom('*', '', '__proto__', 'team')), value: nastyValue }, { requiredKeys: ['op'] }),
-  fc.record({ op, rel: fc.oneof(word, fc.constantFrom('gvc', 'location', 'self')), value: nastyValue }, { requiredKeys: ['op'] }),
+  fc.record({ op, property: propertyName, value: nastyValue }, { requiredKeys: ['op'] }),
+  fc.record({ op, tag: fc.oneof(word, fc.constantFrom('*', '', 'team', ...PROTO_NAMES)), value: nastyValue }, { requiredKeys: ['op'] }),
+  fc.record({ op, rel: fc.oneof(word, fc.constantFrom('gvc', 'location', 'self', ...PROTO_NAMES)), value: nastyValue }, { requiredKeys: ['op'] }),
   nastyValue,
 );
 
@@ -350,7 +372,10 @@ export const queryBody: fc.Arbitrary<unknown> = fc.oneof(
   fc.record(
     {
       kind: fc.oneof(fc.constantFrom('workload', 'gvc', 'query'), word),
-      spec: fc.record({ match: fc.oneof(fc.constantFrom('all', 'any', 'none'), nastyValue), terms: fc.array(term, { maxLength: 4 }), sort: fc.record({ by: word, order: fc.constantFrom('asc', 'desc', 'up') }) }, { requiredKeys: [] }),
+      spec: fc.record(
+        { match: fc.oneof(fc.constantFrom('all', 'any', 'none'), nastyValue), terms: fc.array(term, { maxLength: 4 }), sort: fc.record({ by: propertyName, order: fc.constantFrom('asc', 'desc', 'up') }) },
+        { requiredKeys: [] },
+      ),
       fetch: fc.constantFrom('items', 'links', 'bogus'),
     },
     { requiredKeys: [] },

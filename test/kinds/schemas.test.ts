@@ -7,6 +7,7 @@ import { LOCATIONS_CATALOG } from '../../src/kinds/locations-catalog.js';
 import type { HookContext, KindDef, Resource } from '../../src/kinds/types.js';
 import { ApiError } from '../../src/errors.js';
 import { applyPatch } from '../../src/patch/index.js';
+import { present } from '../../src/resources/present.js';
 
 const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false });
 addFormats.default(ajv);
@@ -136,6 +137,7 @@ const noCtx: HookContext = {
   lookup: async () => undefined,
   countInGvc: async () => 0,
   revokeKeysExcept: async () => {},
+  kind: findKind,
 };
 
 const keyNamesOf = (item: Record<string, unknown>) => (item.keys as Array<{ name: string }>).map((k) => k.name);
@@ -561,11 +563,13 @@ describe('secret', () => {
     rejects('secret', { name: 's1', type: 'password' });
   });
   it('hides data from plain reads without touching the stored item', () => {
-    const item = resource('secret', { type: 'opaque', data: { payload: 'x' } });
-    const shown = def.hidden!(item);
+    const data = { name: 's1', type: 'opaque', data: { payload: 'x' } };
+    const item = { org: 'acme', kind: 'secret', gvc: '', name: 's1', id: 'i', version: 1, created: 't', lastModified: 't', data };
+    const shown = present(def, item);
     assert.equal('data' in shown, false);
     assert.equal(shown.type, 'opaque');
-    assert.deepEqual(item.data, { payload: 'x' });
+    assert.deepEqual(data.data, { payload: 'x' });
+    assert.deepEqual(present(def, item, { reveal: true }).data, { payload: 'x' });
   });
   it('implies view from reveal and use', () => {
     const implied = impliedPermissions(def);
@@ -583,8 +587,8 @@ describe('service accounts, audit contexts, groups: built-ins', () => {
     const builtin = resource('serviceaccount', { name: 'controlplane', origin: 'builtin', keys: [] });
     assert.equal((await thrown(() => def.beforeDelete!(builtin, noCtx)))?.status, 403);
     assert.equal((await thrown(() => def.check!({ name: 'controlplane' }, noCtx, builtin)))?.status, 400);
-    const withHash = resource('serviceaccount', { keys: [{ name: 'k', created: 't', description: 'd', secretHash: 'h' }] });
-    assert.deepEqual(def.hidden!(withHash).keys, [{ name: 'k', created: 't', description: 'd' }]);
+    // A key entry holds its listing fields only: a hash has no place to be stored and shown.
+    rejects('serviceaccount', { name: 'ci', keys: [{ name: 'k', description: 'd', secretHash: 'h' }] });
   });
   it('serviceaccount keys: $drop/keys removes a key and afterWrite revokes what is no longer listed', async () => {
     const def = findKind('serviceaccount')!;

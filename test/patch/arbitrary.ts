@@ -32,7 +32,7 @@ const name = fc.stringMatching(/^[a-z][a-z0-9-]{0,8}[a-z0-9]$/);
 const TERM_SELECTORS = ['property', 'tag', 'rel'];
 
 function mapKey(opts: ValueOptions): fc.Arbitrary<string> {
-  const odd = ['__proto__', 'constructor', 'a/b', 'a.b', ...(opts.patchSafe ? [] : ['$x'])];
+  const odd = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', 'a/b', 'a.b', ...(opts.patchSafe ? [] : ['$x'])];
   return fc.oneof({ weight: 6, arbitrary: word }, { weight: 1, arbitrary: fc.constantFrom(...odd) });
 }
 
@@ -40,7 +40,8 @@ function stringArb(schema: JsonSchema): fc.Arbitrary<string> {
   const min = schema.minLength ?? 0;
   const max = schema.maxLength ?? 12;
   if (schema.format === 'keel-link') {
-    return fc.tuple(fc.constantFrom('user', 'group', 'serviceaccount', 'location'), word).map(([k, n]) => `/org/acme/${k}/${n}`);
+    // Full and relative forms: the server stores the full one either way.
+    return fc.tuple(fc.constantFrom('user', 'group', 'serviceaccount', 'location'), word, fc.boolean()).map(([k, n, full]) => (full ? `/org/acme/${k}/${n}` : `//${k}/${n}`));
   }
   if (schema.pattern === NAME_PATTERN) return name;
   if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern)).filter((s) => s.length >= min && s.length <= max);

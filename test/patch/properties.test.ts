@@ -4,7 +4,9 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { ApiError } from '../../src/errors.js';
 import type { JsonSchema } from '../../src/kinds/schema.js';
+import { KINDS, findKind, resourceSchema } from '../../src/kinds/index.js';
 import { applyPatch, diffPatch } from '../../src/patch/index.js';
+import { resolveLink } from '../../src/resources/links.js';
 import { carryOver, patchArb, valueArb } from './arbitrary.js';
 import { deepFreeze, groupSchema, validationErrors, volumesetSchema, workloadSchema, type Doc } from './fixtures.js';
 
@@ -104,3 +106,74 @@ for (const [kind, schema] of kinds) {
     });
   });
 }
+
+// ---- links in directives ------------------------------------------------------------------------
+
+/** The object paths of every list of links in a schema: where `$drop/x`, `$retain/x`, `$append/x` apply. */
+function linkLists(schema: JsonSchema, path: string[] = []): string[][] {
+  const out: string[][] = [];
+  for (const [key, sub] of Object.entries(schema.properties ?? {})) {
+    if (sub.readOnly) continue;
+    if (sub.type === 'array' && sub.items?.format === 'keel-link') out.push([...path, key]);
+    else if (sub.type === 'object') out.push(...linkLists(sub, [...path, key]));
+  }
+  return out;
+}
+
+/** Nests `leaf` under `path` (all but the last segment). */
+function nest(path: string[], leaf: Doc): Doc {
+  return path.slice(0, -1).reduceRight<Doc>((inner, key) => ({ [key]: inner }), leaf);
+}
+
+function listAt(doc: Doc, path: string[]): unknown {
+  return path.reduce<unknown>((v, key) => (v && typeof v === 'object' ? (v as Doc)[key] : undefined), doc);
+}
+
+// Full links (the stored form), with names that are Object.prototype members among them.
+const FULL = [
+  '/org/acme/serviceaccount/a', '/org/acme/serviceaccount/constructor', '/org/acme/user/x@y.io', '/org/acme/group/toString',
+  '/org/acme/location/aws-us-west-2', '/org/acme/secret/hasOwnProperty', '/org/acme/gvc/g1/workload/w', '/org/acme/gvc/g1/workload/__proto__',
+  '/org/acme/gvc/g2/workload/w', '/org/acme/gvc/g1/identity/i',
+];
+
+/** Every form a client may write `full` in, inside `gvc` (if the item lives in one). */
+function formsOf(full: string, gvc: string | undefined): string[] {
+  const rest = full.slice('/org/acme/'.length);
+  const forms = [full, `//${rest}`];
+  const inGvc = /^gvc\/([^/]+)\/(.+)$/.exec(rest);
+  if (inGvc && inGvc[1] === gvc) forms.push(`//${inGvc[2]}`);
+  return forms;
+}
+
+describe('properties: links in directives compare in full form', () => {
+  const targets = KINDS.flatMap((def) => linkLists(resourceSchema(def)).map((path) => ({ def, path })));
+  test('every kind with link lists is covered', () => {
+    const kinds = new Set(targets.map((t) => t.def.kind));
+    for (const kind of ['group', 'policy', 'gvc', 'workload']) assert.ok(kinds.has(kind), kind);
+  });
+
+  for (const { def, path } of targets) {
+    test(`${def.kind} ${path.join('.')}: relative and absolute forms drop, retain and append the same links`, () => {
+      const place = { org: 'acme', gvc: def.scope === 'gvc' ? 'g1' : undefined };
+      const link = (l: string) => resolveLink(l, place, (kind) => findKind(kind)?.scope === 'gvc');
+      const sent = fc.array(fc.constantFrom(...FULL).chain((full) => fc.constantFrom(...formsOf(full, place.gvc)).map((form) => ({ full, form }))), { maxLength: 4 });
+      fc.assert(
+        fc.property(fc.uniqueArray(fc.constantFrom(...FULL), { maxLength: 5 }), sent, fc.constantFrom('drop', 'retain', 'append'), (stored, values, op) => {
+          const field = path[path.length - 1];
+          const doc = nest(path, { [field]: stored });
+          const patch = nest(path, { [`$${op}/${field}`]: values.map((v) => v.form) });
+          const result = listAt(applyPatch(doc, patch, resourceSchema(def), { link }), path);
+          const named = values.map((v) => v.full);
+          const expected =
+            op === 'drop'
+              ? stored.filter((l) => !named.includes(l))
+              : op === 'retain'
+                ? stored.filter((l) => named.includes(l))
+                : [...stored, ...named.filter((l, i) => !stored.includes(l) && named.indexOf(l) === i)];
+          assert.deepEqual(result, expected);
+        }),
+        { numRuns: 100 },
+      );
+    });
+  }
+});

@@ -18,6 +18,11 @@ const scalar = fc.oneof(
 );
 const stored = fc.oneof({ weight: 6, arbitrary: scalar }, fc.constant(null), fc.constant([1]), fc.constant({ a: 1 }));
 const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined, freq: 3 });
+// Names of Object.prototype members: as keys, tags, properties and sorts they are plain names.
+const PROTO = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf'];
+/** An object whose keys may be prototype member names, all own data properties (as JSON.parse makes them). */
+const ownRecord = (keys: string[], value: fc.Arbitrary<unknown>) =>
+  fc.dictionary(fc.constantFrom(...keys), value, { maxKeys: 3 }).map((d) => JSON.parse(JSON.stringify(d)) as Record<string, unknown>);
 
 const itemArb = fc.record({
   gvc: fc.constantFrom('g1', 'g2'),
@@ -25,12 +30,23 @@ const itemArb = fc.record({
   version: fc.integer({ min: 1, max: 4 }),
   created: fc.constantFrom('2024-12-31T23:00:00.000Z', '2025-01-01T00:00:00.000Z', '2025-06-01T12:00:00.000Z'),
   description: maybe(fc.constantFrom('Hello', 'hello world', 'ABC', '')),
-  tags: fc.dictionary(fc.constantFrom('a', 'b', 'c'), scalar, { maxKeys: 3 }),
+  tags: ownRecord(['a', 'b', 'c', ...PROTO], scalar),
   spec: fc.record(
-    { n: stored, s: stored, nested: fc.record({ v: stored }, { requiredKeys: [] }), identityLink: fc.constantFrom('/org/acme/gvc/g1/identity/web', '/org/acme/gvc/g2/identity/api') },
+    {
+      n: stored,
+      s: stored,
+      nested: fc.record({ v: stored }, { requiredKeys: [] }),
+      identityLink: fc.constantFrom('/org/acme/gvc/g1/identity/web', '/org/acme/gvc/g2/identity/api'),
+      proto: ownRecord(PROTO, stored),
+    },
     { requiredKeys: [] },
   ),
+  // Hidden (the query kind below declares it): a string like the shown ones, or an object.
+  data: maybe(fc.oneof(fc.constantFrom(...STRINGS), fc.record({ v: stored }, { requiredKeys: [] }))),
 });
+
+/** The kind queries run on: `data` is hidden, as secret data is. */
+const KIND = { kind: 'workload', hidden: ['data'] };
 
 // Names are unique per GVC, as in the store.
 const itemsArb = fc.uniqueArray(itemArb, { maxLength: 14, selector: (i) => `${i.gvc}/${i.name}` });
@@ -42,11 +58,14 @@ const termValue = fc.oneof(
   fc.boolean(),
 );
 const op = fc.constantFrom('=', '!=', '>', '>=', '<', '<=', '~', 'exists', '!exists');
-const PROPERTIES = ['name', 'version', 'created', 'lastModified', 'id', 'description', 'spec.n', 'spec.s', 'spec.nested.v', 'spec.nested', 'tags.a', 'spec', '*', 'missing.x'];
+const PROPERTIES = [
+  'name', 'version', 'created', 'lastModified', 'id', 'description', 'spec.n', 'spec.s', 'spec.nested.v', 'spec.nested', 'tags.a', 'spec', '*', 'missing.x',
+  ...PROTO, ...PROTO.map((p) => `spec.proto.${p}`), ...PROTO.map((p) => `tags.${p}`), 'spec.proto', 'spec.constructor.name',
+];
 const termArb = fc.oneof(
   fc.record({ op, property: fc.constantFrom(...PROPERTIES), value: termValue }),
-  fc.record({ op, tag: fc.constantFrom('a', 'b', 'c', 'z', '*'), value: termValue }),
-  fc.record({ op, rel: fc.constantFrom('gvc', 'identity', 'nothing'), value: termValue }),
+  fc.record({ op, tag: fc.constantFrom('a', 'b', 'c', 'z', '*', ...PROTO), value: termValue }),
+  fc.record({ op, rel: fc.constantFrom('gvc', 'identity', 'nothing', ...PROTO), value: termValue }),
 );
 const queryArb = fc.record({
   spec: fc.record(
@@ -59,11 +78,17 @@ const queryArb = fc.record({
   ),
 });
 
-function toRows(items: Array<{ gvc: string; created: string; description?: string }>): Row[] {
-  return items.map(({ gvc, description, ...rest }, i) => ({
+function toRows(items: Array<{ gvc: string; created: string; description?: string; data?: unknown }>): Row[] {
+  return items.map(({ gvc, description, data, ...rest }, i) => ({
     gvc,
-    item: { id: `id${i}`, kind: 'workload', lastModified: rest.created, ...rest, ...(description === undefined ? {} : { description }) },
+    item: { id: `id${i}`, kind: 'workload', lastModified: rest.created, ...rest, ...(description === undefined ? {} : { description }), ...(data === undefined ? {} : { data }) },
   }));
+}
+
+/** The item as a plain read shows it: without the hidden field. */
+function shown(item: Record<string, unknown>): Record<string, unknown> {
+  const { data: _data, ...rest } = item;
+  return rest;
 }
 
 for (const backend of BACKENDS) {
@@ -80,13 +105,16 @@ for (const backend of BACKENDS) {
           const rows = toRows(items);
           await db.clear();
           await db.insert('workload', rows);
-          const query = parseQuery(body, 'workload');
+          const query = parseQuery(body, KIND);
           const gvcs = new Map(rows.map((r) => [r.item, r.gvc]));
           const expected = sortItems(
             query,
             rows.filter((r) => matchesQuery(query, r.item, r)).map((r) => r.item),
             (item) => ({ gvc: gvcs.get(item) }),
           ).map((item) => `${gvcs.get(item)}/${item.name}`);
+          // The hidden field changes nothing: the same items as if it were not stored at all.
+          const withoutHidden = rows.filter((r) => matchesQuery(query, shown(r.item), r)).map((r) => `${r.gvc}/${r.item.name}`);
+          assert.deepEqual([...expected].sort(), withoutHidden.sort());
 
           const whole = (await db.run(query)).map((r) => `${r.gvc}/${r.item.name}`);
           assert.deepEqual(whole, expected);

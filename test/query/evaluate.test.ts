@@ -7,7 +7,7 @@ const gvcOf = new Map(ROWS.map((r) => [r.item, r.gvc ?? '']));
 
 for (const [title, body, expected] of CASES) {
   test(`in memory: ${title}`, () => {
-    const query = parseQuery(body, 'workload');
+    const query = parseQuery(body, { kind: 'workload' });
     const hits = ROWS.filter((r) => matchesQuery(query, r.item, { gvc: r.gvc }));
     const names = sortItems(query, hits.map((r) => r.item), (item) => ({ gvc: gvcOf.get(item) })).map((i) => i.name);
     assert.deepEqual(names, expected);
@@ -16,12 +16,12 @@ for (const [title, body, expected] of CASES) {
 
 test('org-scoped items have no gvc rel', () => {
   const item = { name: 'x', tags: {} };
-  assert.equal(matchesQuery(parseQuery({ spec: { terms: [{ rel: 'gvc', op: '!exists' }] } }, 'policy'), item, {}), true);
-  assert.equal(matchesQuery(parseQuery({ spec: { terms: [{ rel: 'gvc', op: '=', value: '' }] } }, 'policy'), item, { gvc: '' }), false);
+  assert.equal(matchesQuery(parseQuery({ spec: { terms: [{ rel: 'gvc', op: '!exists' }] } }, { kind: 'policy' }), item, {}), true);
+  assert.equal(matchesQuery(parseQuery({ spec: { terms: [{ rel: 'gvc', op: '=', value: '' }] } }, { kind: 'policy' }), item, { gvc: '' }), false);
 });
 
 test('sortItems breaks ties by name, then gvc', () => {
-  const query = parseQuery({ spec: { sort: { by: 'version', order: 'asc' } } }, 'workload');
+  const query = parseQuery({ spec: { sort: { by: 'version', order: 'asc' } } }, { kind: 'workload' });
   const a = { name: 'a', version: 1 };
   const b1 = { name: 'b', version: 1 };
   const b2 = { name: 'b', version: 1 };
@@ -34,6 +34,6 @@ test('sortItems breaks ties by name, then gvc', () => {
 });
 
 test('cursorOf is opaque base64url', () => {
-  const query = parseQuery(undefined, 'workload');
+  const query = parseQuery(undefined, { kind: 'workload' });
   assert.match(cursorOf(query, { name: 'a' }, { gvc: 'g' }), /^[A-Za-z0-9_-]+$/);
 });

@@ -6,7 +6,7 @@ import { parseQuery } from '../../src/query/index.js';
 import { BACKENDS, ORG, type TestDb } from './db.js';
 
 const N = 100_000;
-const tagQuery = (op: string, tag: string, value?: string) => parseQuery({ spec: { terms: [{ op, tag, value }] } }, 'workload');
+const tagQuery = (op: string, tag: string, value?: string) => parseQuery({ spec: { terms: [{ op, tag, value }] } }, { kind: 'workload' });
 
 async function fill(db: TestDb): Promise<void> {
   const org = `'${ORG}'`;

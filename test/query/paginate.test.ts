@@ -66,7 +66,7 @@ for (const backend of BACKENDS) {
 
     for (const body of QUERIES) {
       test(`pages of 25 = one page = memory: ${JSON.stringify(body)}`, async () => {
-        const query = parseQuery(body, 'workload');
+        const query = parseQuery(body, { kind: 'workload' });
         const paged = (await allPages(db, query, 25)).map(key);
         const whole = (await db.run(query, { limit: 1000 })).map(key);
         const gvcs = new Map(initial.map((r) => [r.item, r.gvc]));
@@ -83,7 +83,7 @@ for (const backend of BACKENDS) {
 
     test('inserts between pages: nothing skipped or repeated, order kept', async () => {
       for (const body of [undefined, { spec: { sort: { by: 'spec.score', order: 'desc' } } }, { spec: { sort: { by: 'version' } } }]) {
-        const query = parseQuery(body, 'workload');
+        const query = parseQuery(body, { kind: 'workload' });
         const prefix = `x${Math.random().toString(36).slice(2, 6)}`;
         const extra = rows(120, prefix);
         const seen = await allPages(db, query, 20, async (page) => {

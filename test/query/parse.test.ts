@@ -7,7 +7,7 @@ const matchAll = { kind: 'gvc', fetch: 'items', spec: { match: 'all', terms: [] 
 
 test('absent, null, empty-string and {} bodies match everything', () => {
   for (const body of [undefined, null, '', '  ', {}, { spec: null }, { spec: {} }, { spec: { terms: null } }]) {
-    assert.deepEqual(parseQuery(body, 'gvc'), matchAll, JSON.stringify(body));
+    assert.deepEqual(parseQuery(body, { kind: 'gvc' }), matchAll, JSON.stringify(body));
   }
 });
 
@@ -19,7 +19,7 @@ test('normalizes defaults and keeps terms and sort as sent', () => {
       context: { org: 'ignored' },
       spec: { match: 'any', terms: [{ property: 'spec.x', value: 3 }, { op: 'exists', tag: 'a' }, { op: '~', rel: 'gvc', value: 'p' }], sort: { by: 'created' } },
     },
-    'workload',
+    { kind: 'workload' },
   );
   assert.deepEqual(q, {
     kind: 'workload',
@@ -33,16 +33,16 @@ test('normalizes defaults and keeps terms and sort as sent', () => {
 });
 
 test('a body kind of "string" (CPF) counts as absent', () => {
-  assert.equal(parseQuery({ kind: 'string', spec: {} }, 'gvc').kind, 'gvc');
+  assert.equal(parseQuery({ kind: 'string', spec: {} }, { kind: 'gvc' }).kind, 'gvc');
 });
 
 test('every op is accepted', () => {
   for (const op of ['=', '!=', '>', '>=', '<', '<=', '~', 'exists', '!exists']) {
-    assert.equal(parseQuery({ spec: { terms: [{ op, tag: 't', value: 'v' }] } }, 'gvc').spec.terms[0].op, op);
+    assert.equal(parseQuery({ spec: { terms: [{ op, tag: 't', value: 'v' }] } }, { kind: 'gvc' }).spec.terms[0].op, op);
   }
 });
 
-function errorsOf(body: unknown, kind = 'gvc'): Array<{ path: string; message: string }> {
+function errorsOf(body: unknown, kind: { kind: string; hidden?: string[] } = { kind: 'gvc' }): Array<{ path: string; message: string }> {
   try {
     parseQuery(body, kind);
   } catch (err) {
@@ -109,4 +109,33 @@ test('all term errors are reported, each with its index', () => {
     errors.map((e) => e.path),
     ['spec.terms[0].op', 'spec.terms[2].property'],
   );
+});
+
+test('a term or sort that meets a hidden field is refused, wherever it stands', () => {
+  const secret = { kind: 'secret', hidden: ['data'] };
+  const cases: Array<[unknown, string]> = [
+    [term({ op: '~', property: 'data.payload', value: 'x' }, 1), 'spec.terms[1].property'],
+    [term({ op: 'exists', property: 'data' }), 'spec.terms[0].property'],
+    [{ spec: { sort: { by: 'data.password' } } }, 'spec.sort.by'],
+    [{ spec: { sort: { by: 'data' } } }, 'spec.sort.by'],
+  ];
+  for (const [body, path] of cases) {
+    const errors = errorsOf(body, secret);
+    assert.ok(errors.some((e) => e.path === path && /data/.test(e.message)), `${JSON.stringify(body)}: ${JSON.stringify(errors)}`);
+  }
+  // Nested hidden paths: the field itself, what lies under it and what holds it.
+  const nested = { kind: 'x', hidden: ['spec.token', 'tags.private', 'authLink'] };
+  for (const [body, path] of [
+    [term({ op: 'exists', property: 'spec' }), 'spec.terms[0].property'],
+    [term({ op: '=', property: 'spec.token.part', value: 1 }), 'spec.terms[0].property'],
+    [term({ op: '=', tag: 'private', value: 1 }), 'spec.terms[0].tag'],
+    [term({ op: 'exists', tag: '*' }), 'spec.terms[0].tag'],
+    [term({ op: '=', rel: 'auth', value: 'a' }), 'spec.terms[0].rel'],
+  ] as Array<[unknown, string]>) {
+    assert.ok(errorsOf(body, nested).some((e) => e.path === path), JSON.stringify(body));
+  }
+  // Fields beside a hidden one stay queryable; `*` is allowed (it skips hidden fields).
+  const q = parseQuery({ spec: { terms: [{ property: 'spec.other', value: 1 }, { tag: 'public', value: 1 }, { op: '~', property: '*', value: 'x' }], sort: { by: 'type' } } }, nested);
+  assert.equal(q.spec.terms.length, 3);
+  assert.deepEqual(q.hidden, nested.hidden);
 });

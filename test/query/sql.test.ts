@@ -20,7 +20,7 @@ for (const backend of BACKENDS) {
 
     for (const [title, body, expected] of CASES) {
       test(title, async () => {
-        const rows = await db.run(parseQuery(body, 'workload'));
+        const rows = await db.run(parseQuery(body, { kind: 'workload' }));
         assert.deepEqual(
           rows.map((r) => r.item.name),
           expected,
@@ -29,14 +29,14 @@ for (const backend of BACKENDS) {
     }
 
     test('rows do not carry links, and the query reads them back whole', async () => {
-      const [row] = await db.run(parseQuery({ spec: { terms: [{ property: 'name', value: 'alpha' }] } }, 'workload'));
+      const [row] = await db.run(parseQuery({ spec: { terms: [{ property: 'name', value: 'alpha' }] } }, { kind: 'workload' }));
       const { links: _links, ...stored } = ROWS[0].item;
       assert.deepEqual(row, { item: stored, gvc: 'prod' });
     });
 
     test('an invalid cursor is a 400', () => {
-      const query = parseQuery(undefined, 'workload');
-      const other = parseQuery({ spec: { sort: { by: 'version' } } }, 'workload');
+      const query = parseQuery(undefined, { kind: 'workload' });
+      const other = parseQuery({ spec: { sort: { by: 'version' } } }, { kind: 'workload' });
       const bad = [
         'not base64!',
         Buffer.from('{"a":1}').toString('base64url'),
