@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { alreadyExists, staleVersion } from '../conflicts.js';
+import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
@@ -37,6 +37,9 @@ const AUDIT_VALUES = 3;
 /** The statement inserting n + 1 events (each placed at its pos, see lookup.ts). */
 const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (pos, context, body) VALUES ${Array(n + 1).fill('(?, ?, ?)').join(', ')}`);
 
+/** Thrown by keel_within_budget() to stop a statement past its deadline. */
+class BudgetSpent extends Error {}
+
 interface ChainHead {
   /** The org's last seq given out. */
   seq: number;
@@ -70,6 +73,9 @@ export class SqliteStore implements Store {
    */
   private appendedRows: unknown[] = [];
   private versionChecked = false;
+  /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
+  private deadline = 0;
+  private budgetMs = Infinity;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
   constructor(file: string) {
@@ -94,6 +100,15 @@ export class SqliteStore implements Store {
       this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
     }
     this.reader.pragma('busy_timeout = 5000');
+    // better-sqlite3 has no progress handler: a list statement calls this once per row it looks at
+    // instead, and throwing from it aborts the statement.
+    // The clock starts at the first row, so waiting for a lock (a checkpoint) does not count.
+    this.reader.function('keel_within_budget', { deterministic: false }, () => {
+      const now = Date.now();
+      if (this.deadline === 0) this.deadline = now + this.budgetMs;
+      else if (now > this.deadline) throw new BudgetSpent();
+      return 1;
+    });
     // The planner needs statistics to choose between the tag index and a name-ordered scan.
     this.writer.pragma('optimize = 0x10002');
     // Skipped, not waited for, when another connection holds the write lock: the next hour's run will do.
@@ -187,8 +202,21 @@ export class SqliteStore implements Store {
     const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
     if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
     const { where, orderBy } = request.build(params);
-    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-    return (this.stmt(this.reader, sql).all(...params.values) as ResourceRow[]).map(fromRow);
+    if (request.budgetMs === undefined) {
+      const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+      return (this.stmt(this.reader, sql).all(...params.values) as ResourceRow[]).map(fromRow);
+    }
+    // The check comes after the scope (which the index answers) and before the terms, so it runs once per candidate row.
+    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND keel_within_budget() AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    const statement = this.stmt(this.reader, sql);
+    this.deadline = 0;
+    this.budgetMs = request.budgetMs;
+    try {
+      return (statement.all(...params.values) as ResourceRow[]).map(fromRow);
+    } catch (err) {
+      if (err instanceof BudgetSpent) throw overBudget(request.budgetMs);
+      throw err;
+    }
   }
 
   async findKey(keyName: string): Promise<KeyRecord | undefined> {
