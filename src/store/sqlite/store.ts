@@ -6,6 +6,7 @@ import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
+import { ListWorker } from './lists.js';
 import { auditLayout, LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } from './lookup.js';
 import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
@@ -73,6 +74,8 @@ export class SqliteStore implements Store {
    */
   private appendedRows: unknown[] = [];
   private versionChecked = false;
+  /** Where lists with a budget run (an in-memory database has no file a second connection could open: they run on the reader). */
+  private readonly lists?: ListWorker;
   /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
   private deadline = 0;
   private budgetMs = Infinity;
@@ -97,11 +100,11 @@ export class SqliteStore implements Store {
       // Detached again: a write transaction of a connection locks every database attached to it.
       this.writer.exec('DETACH lookup');
       this.reader = new Database(file, { readonly: true });
+      this.lists = new ListWorker(file);
       this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
     }
     this.reader.pragma('busy_timeout = 5000');
-    // better-sqlite3 has no progress handler: a list statement calls this once per row it looks at
-    // instead, and throwing from it aborts the statement.
+    // Lists of an in-memory database run here (see lists.ts for the same check in the list worker).
     // The clock starts at the first row, so waiting for a lock (a checkpoint) does not count.
     this.reader.function('keel_within_budget', { deterministic: false }, () => {
       const now = Date.now();
@@ -208,6 +211,7 @@ export class SqliteStore implements Store {
     }
     // The check comes after the scope (which the index answers) and before the terms, so it runs once per candidate row.
     const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND keel_within_budget() AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    if (this.lists) return (await this.lists.all(sql, params.values, request.budgetMs)).map(fromRow);
     const statement = this.stmt(this.reader, sql);
     this.deadline = 0;
     this.budgetMs = request.budgetMs;
@@ -518,6 +522,7 @@ export class SqliteStore implements Store {
     clearInterval(this.optimizer);
     clearInterval(this.lookupKeeper);
     await this.housekeeper?.stop();
+    await this.lists?.close();
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
       this.writer.close();
