@@ -182,7 +182,8 @@ export async function benchAdversarial(): Promise<Section> {
       lines.push(`| ${r.backend} | ${phase} | ${f1(p.lag.p50)} | ${f1(p.lag.p99)} | ${f1(p.lag.max)} | ${p.getP50} | ${p.getP99} | ${p.getRps.toFixed(0)} | ${p.getNon2xx} | ${p.getErrors} | ${p.lag.rssMiB.toFixed(0)} |`);
     }
     const key = r.backend === 'SQLite' ? 'sqlite' : 'postgres';
-    const ratio = r.attacked.getP99 / Math.max(1, r.quiet.getP99);
+    // No GET answered at all under attack is the worst case, not a ratio of 0.
+    const ratio = r.attacked.getRps > 0 ? r.attacked.getP99 / Math.max(1, r.quiet.getP99) : Infinity;
     Object.assign(figures, {
       [`${key}LagP99Quiet`]: r.quiet.lag.p99,
       [`${key}LagP99Attacked`]: r.attacked.lag.p99,
