@@ -82,7 +82,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     app.addHook('onSend', (request, reply, payload, done) => {
       // An answer given before the body has all arrived (a refusal) also ends the connection: the
       // rest of the body would otherwise keep it, and the client, waiting.
-      if (closing || !request.raw.complete) reply.header('connection', 'close');
+      if (closing || request.raw.complete === false) reply.header('connection', 'close');
       done(null, payload);
     });
     await installDocs(app, docs);
