@@ -82,12 +82,12 @@ export interface RunningKeel {
 }
 
 /** Starts `keel serve` (built) on a fresh SQLite directory (or `dataDir`, kept on stop), or on PostgreSQL when `databaseUrl` is given. */
-export async function startKeel(options: { databaseUrl?: string; env?: Record<string, string>; dataDir?: string } = {}): Promise<RunningKeel> {
+export async function startKeel(options: { databaseUrl?: string; env?: Record<string, string>; dataDir?: string; nodeArgs?: string[] } = {}): Promise<RunningKeel> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'keel-bench-'));
   const port = await freePort();
   const org = 'bench';
   // BENCH_NODE_ARGS (say `--cpu-prof --cpu-prof-dir=/tmp/prof`) profiles the server under load.
-  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...(options.nodeArgs ?? [])];
   const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', 'src', 'cli.js'), 'serve'], {
     env: {
       ...process.env,

@@ -19,6 +19,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   audit: benchAudit,
   auth: benchAuth,
   query: () => import('./query.js').then((m) => m.benchQuery()),
+  adversarial: () => import('./adversarial.js').then((m) => m.benchAdversarial()),
 };
 
 function postgresVersion(): string {

@@ -27,6 +27,18 @@ export interface Config {
   requestTimeoutMs: number;
   /** On SIGTERM, how long in-flight requests get to finish. */
   shutdownTimeoutMs: number;
+  /** A request whose headers and body have not all arrived after this long gets 408 and its connection is closed. */
+  bodyTimeoutMs: number;
+  /** Requests one principal (or, before authentication, one address) may have in flight at once. */
+  maxInFlightPerPrincipal: number;
+  /** Longest a list or query may run in the database before it is refused (400). */
+  queryBudgetMs: number;
+  /** Failed authentications per minute each source address may make (429 above); 0 turns it off. */
+  authFailureLimit: number;
+  /** Who may create orgs through the API: `superusers` (of the first org), `anyone`, principal links and emails. */
+  orgCreators: string[];
+  /** Orgs one principal may hold as a superuser and still create another through the API (0 = no limit). */
+  maxOrgsPerPrincipal: number;
   /** Record an audit event with every change (off only to measure its cost). */
   audit: boolean;
   /** Audit retention: events older than this many days, or beyond this many per org, are pruned (0 = keep). */
@@ -67,6 +79,13 @@ const databaseUrl: Parser<string> = (v, name) => {
   if (s !== '' && !/^postgres(ql)?:\/\//.test(s)) throw new Error(`${name} must be a postgres:// URL (or empty for SQLite), got '${s}'`);
   return s;
 };
+/** A comma-separated list (or a config file's array) of `superusers`, `anyone`, principal links (/org/O/serviceaccount/S) and emails. */
+const creators: Parser<string[]> = (v, name) => {
+  const items = (Array.isArray(v) ? v : text(v, name).split(',')).map((x) => String(x).trim()).filter(Boolean);
+  const bad = items.find((x) => x !== 'superusers' && x !== 'anyone' && !/^\/org\/[^/]+\/(serviceaccount|user)\/[^/]+$/.test(x) && !/^[^@\s/]+@[^@\s/]+$/.test(x));
+  if (items.length === 0 || bad !== undefined) throw new Error(`${name} must list superusers, anyone, principal links (/org/ORG/serviceaccount/NAME) or emails, got '${bad ?? String(v)}'`);
+  return items;
+};
 const issuers: Parser<TrustedIssuer[]> = (v, name) => parseIssuers(typeof v === 'string' ? v : JSON.stringify(v), name);
 
 interface Option<K extends keyof Config = keyof Config> {
@@ -97,6 +116,12 @@ export const OPTIONS: Option[] = [
   option('maxInFlight', 'KEEL_MAX_IN_FLIGHT', '--max-in-flight', whole(1, 1_000_000), 'requests handled at once (503 above)'),
   option('requestTimeoutMs', 'KEEL_REQUEST_TIMEOUT_MS', '--request-timeout-ms', whole(100, 3_600_000), 'a request unanswered after this gets 503'),
   option('shutdownTimeoutMs', 'KEEL_SHUTDOWN_TIMEOUT_MS', '--shutdown-timeout-ms', whole(0, 600_000), 'on SIGTERM, time given to in-flight requests'),
+  option('bodyTimeoutMs', 'KEEL_BODY_TIMEOUT_MS', '--body-timeout-ms', whole(100, 3_600_000), 'a request whose headers and body take longer to arrive gets 408'),
+  option('maxInFlightPerPrincipal', 'KEEL_MAX_IN_FLIGHT_PER_PRINCIPAL', '--max-in-flight-per-principal', whole(1, 1_000_000), 'requests one key, user or address may have in flight (503 above)'),
+  option('queryBudgetMs', 'KEEL_QUERY_BUDGET_MS', '--query-budget-ms', whole(10, 3_600_000), 'a list or query running longer in the database is refused (400)'),
+  option('authFailureLimit', 'KEEL_AUTH_FAILURE_LIMIT', '--auth-failure-limit', whole(0, 1_000_000), 'failed authentications per minute per address (0 = unlimited; 429 above)'),
+  option('orgCreators', 'KEEL_ORG_CREATORS', '--org-creators', creators, 'who may POST /org: superusers (of the first org), anyone, principal links, emails'),
+  option('maxOrgsPerPrincipal', 'KEEL_MAX_ORGS_PER_PRINCIPAL', '--max-orgs-per-principal', whole(0, 1_000_000), 'a principal superuser of this many orgs may create no more (0 = no limit)'),
   option('audit', 'KEEL_AUDIT', '--audit', onOff, 'on/off: record an audit event with every change'),
   option('auditMaxAgeDays', 'KEEL_AUDIT_MAX_AGE_DAYS', '--audit-max-age-days', whole(0, 100_000), 'prune audit events older than this (0 = keep)'),
   option('auditMaxEvents', 'KEEL_AUDIT_MAX_EVENTS', '--audit-max-events', whole(0, 1_000_000_000), 'keep at most this many audit events per org (0 = all)'),
@@ -119,6 +144,12 @@ export const DEFAULTS: Config = {
   maxInFlight: 1024,
   requestTimeoutMs: 30_000,
   shutdownTimeoutMs: 10_000,
+  bodyTimeoutMs: 30_000,
+  maxInFlightPerPrincipal: 64,
+  queryBudgetMs: 250,
+  authFailureLimit: 120,
+  orgCreators: ['superusers'],
+  maxOrgsPerPrincipal: 20,
   audit: true,
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,

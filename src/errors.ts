@@ -7,10 +7,12 @@ export type ErrorCode =
   | 'forbidden'
   | 'not_found'
   | 'method_not_allowed'
+  | 'request_timeout'
   | 'already_exists'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'headers_too_large'
   | 'quota_exceeded'
   | 'rate_limited'
   | 'service_unavailable'
@@ -22,10 +24,12 @@ const STATUS: Record<ErrorCode, number> = {
   forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   already_exists: 409,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  headers_too_large: 431,
   quota_exceeded: 429,
   rate_limited: 429,
   service_unavailable: 503,

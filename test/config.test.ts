@@ -64,3 +64,18 @@ test('the printable configuration masks a database password', () => {
   assert.ok(!printed.includes('s3cret'));
   assert.match(printed, /postgres:\/\/keel:\*\*\*\*@db:5432\/keel/);
 });
+
+test('the limits against hostile callers are settings with defaults, checked like the others', () => {
+  const defaults = loadConfig({ env: {}, argv: [] });
+  assert.deepEqual(defaults.orgCreators, ['superusers']);
+  assert.ok(defaults.queryBudgetMs > 0 && defaults.bodyTimeoutMs > 0 && defaults.maxInFlightPerPrincipal < defaults.maxInFlight && defaults.authFailureLimit > 0);
+  const set = loadConfig({
+    env: { KEEL_ORG_CREATORS: 'superusers, /org/acme/serviceaccount/ci,alice@example.com', KEEL_QUERY_BUDGET_MS: '500' },
+    argv: ['--max-orgs-per-principal', '3', '--body-timeout-ms=2000', '--auth-failure-limit', '0', '--max-in-flight-per-principal', '8'],
+  });
+  assert.deepEqual(set.orgCreators, ['superusers', '/org/acme/serviceaccount/ci', 'alice@example.com']);
+  assert.deepEqual([set.queryBudgetMs, set.maxOrgsPerPrincipal, set.bodyTimeoutMs, set.authFailureLimit, set.maxInFlightPerPrincipal], [500, 3, 2000, 0, 8]);
+  assert.deepEqual(loadConfig({ env: {}, argv: ['--config', file('creators.json', '{"orgCreators": ["anyone"]}')] }).orgCreators, ['anyone']);
+  assert.throws(() => loadConfig({ env: { KEEL_ORG_CREATORS: 'everybody' } }), /KEEL_ORG_CREATORS must list superusers, anyone, principal links .* got 'everybody'/);
+  assert.throws(() => loadConfig({ env: { KEEL_QUERY_BUDGET_MS: '5' } }), /KEEL_QUERY_BUDGET_MS must be a whole number from 10/);
+});

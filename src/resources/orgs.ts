@@ -6,6 +6,49 @@ import type { Store, StoredItem, Tx } from '../store/types.js';
 import { validateResource } from './validate.js';
 import { changeEvent, type Actor } from '../audit/events.js';
 import { present } from './present.js';
+import { ApiError } from '../errors.js';
+import type { Principal } from '../auth/principal.js';
+
+/** Who may create orgs through the API (the `keel org create` command, run by the operator, is not bound by it). */
+export interface OrgCreationRule {
+  /** `superusers` (members of the first org's superusers group), `anyone`, principal links, emails. */
+  creators: readonly string[];
+  /** The org created on first start, whose superusers `superusers` means. */
+  firstOrg: string;
+  /** A principal already superuser of this many orgs may create no more (0: no limit). */
+  maxPerPrincipal: number;
+}
+
+/**
+ * Throws 403 unless the rule lets this principal create one more org. Every API route that creates
+ * an org goes through Resources.createOrg, which asks this first.
+ */
+export async function requireOrgCreator(store: Store, principal: Principal, rule: OrgCreationRule): Promise<void> {
+  const email = principal.kind === 'user' ? principal.name : undefined;
+  const listed = rule.creators.some((c) => {
+    if (c === 'anyone') return true;
+    if (c === 'superusers') return false;
+    if (email !== undefined) return c === email || c.endsWith(`/user/${email}`);
+    return c === principal.link;
+  });
+  if (!listed && !(rule.creators.includes('superusers') && (await isSuperuser(store, principal, rule.firstOrg)))) {
+    throw ApiError.forbidden(`this principal may not create orgs; the operator decides who may (orgCreators, KEEL_ORG_CREATORS: now ${rule.creators.join(',')})`);
+  }
+  if (rule.maxPerPrincipal <= 0) return;
+  const candidates = email !== undefined ? await store.orgs() : await store.orgsNaming(principal.link);
+  let held = 0;
+  for (const org of candidates) if (await isSuperuser(store, principal, org)) held++;
+  if (held >= rule.maxPerPrincipal) {
+    throw new ApiError('quota_exceeded', `this principal is a superuser of ${held} orgs, the most it may hold to create another (maxOrgsPerPrincipal, KEEL_MAX_ORGS_PER_PRINCIPAL: ${rule.maxPerPrincipal})`);
+  }
+}
+
+/** Whether the org's superusers group names the principal (a user by the link of its email in that org). */
+async function isSuperuser(store: Store, principal: Principal, org: string): Promise<boolean> {
+  const group = await store.get({ org, kind: 'group', gvc: '', name: 'superusers' });
+  const members = (group?.data.memberLinks as string[] | undefined) ?? [];
+  return members.includes(principal.kind === 'user' ? `/org/${org}/user/${principal.name}` : principal.link);
+}
 
 export interface NewOrg {
   name: string;

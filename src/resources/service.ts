@@ -13,7 +13,7 @@ import { resolveLink, resolveLinksIn } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { announce, type AppendedEvent } from '../audit/changes.js';
-import { createOrg } from './orgs.js';
+import { createOrg, requireOrgCreator, type OrgCreationRule } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
 import { deepEqual, setOwn } from '../json.js';
@@ -38,7 +38,16 @@ interface Change {
 export interface ResourceSettings {
   /** Record an audit event with every change (off only to measure what auditing costs). */
   audit: boolean;
+  /** Longest a list or query may run in the database (unbounded when absent). */
+  queryBudgetMs?: number;
+  /** Who may create orgs through the API (anyone authenticated when absent). */
+  orgCreation?: OrgCreationRule;
 }
+
+/** `property: "*"` terms look at every top-level value of every candidate: the costliest kind of term. */
+const MAX_WILDCARD_TERMS = 10;
+/** All of a query's term values together, in characters. */
+const MAX_TERM_TEXT = 16 * 1024;
 
 /** Thrown inside a transaction to roll back a dry run while keeping its result. */
 class DryRun {
@@ -83,10 +92,12 @@ export class Resources {
     query: Query,
     page: { limit: number; after?: string },
   ): Promise<Page> {
+    assertAffordable(query);
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
     const rows = await this.store.list({
+      budgetMs: this.settings.queryBudgetMs,
       org: place.org,
       kind: def.kind,
       gvc: def.scope === 'gvc' ? place.gvc : def.kind === 'org' ? undefined : '',
@@ -167,17 +178,35 @@ export class Resources {
     if (typeof input.name !== 'string') throw ApiError.badRequest('name is required', [{ path: 'name', message: 'is required' }]);
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
-    const existing = await this.store.get(keyOf(def, place, input.name));
-    if (!existing) {
-      return { resource: await this.create(principal, def, place, input, options), created: true };
-    }
-    assertAllowed(def, 'update');
     const expected = preconditionOf(input);
-    const item = await this.change(principal, 'edit', def, place, input.name, expected, options, async (tx, hooks, locked) => {
-      const next = this.prepare(def, place, input, locked);
-      return this.update(tx, hooks, def, locked, next);
-    });
-    return { resource: presented(def, item), created: false };
+    // An item created or deleted by someone else between the read and the write sends the apply
+    // the other way (a create that finds the name taken updates, an update that finds it gone
+    // creates), so racing creates and deletes end in 200 or 201, never in 404 or 409.
+    let exists = (await this.store.get(keyOf(def, place, input.name))) !== undefined;
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt >= APPLY_ATTEMPTS;
+      if (!exists) {
+        try {
+          return { resource: await this.create(principal, def, place, input, options), created: true };
+        } catch (err) {
+          if (last || !(err instanceof ApiError && err.code === 'already_exists')) throw err;
+          exists = true;
+          continue;
+        }
+      }
+      assertAllowed(def, 'update');
+      let missing = false;
+      try {
+        const item = await this.change(principal, 'edit', def, place, input.name, expected, options, async (tx, hooks, locked) => {
+          const next = this.prepare(def, place, input, locked);
+          return this.update(tx, hooks, def, locked, next);
+        }, () => (missing = true));
+        return { resource: presented(def, item), created: false };
+      } catch (err) {
+        if (last || !missing) throw err;
+        exists = false;
+      }
+    }
   }
 
   async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
@@ -240,11 +269,13 @@ export class Resources {
   }
 
   /**
-   * POST /org: any authenticated principal may create an org and becomes one of its superusers
-   * (a user, through a user of its email created with the org).
+   * POST /org (and every other route that creates an org): a principal the operator's rule allows
+   * (see requireOrgCreator) creates an org and becomes one of its superusers (a user, through a
+   * user of its email created with the org).
    */
   async createOrg(principal: Principal, body: unknown): Promise<Resource> {
     const def = findKind('org')!;
+    if (this.settings.orgCreation) await requireOrgCreator(this.store, principal, this.settings.orgCreation);
     const input = requireObject(body);
     const data = this.prepare(def, { org: typeof input.name === 'string' ? input.name : '' }, input, undefined); // validation refuses a non-string name
     const name = data.name as string;
@@ -345,10 +376,15 @@ export class Resources {
     expected: number | undefined,
     options: WriteOptions,
     mutate: (tx: Tx, hooks: HookContext, locked: StoredItem) => Promise<Change>,
+    /** Told when the item is not there (before the 404 is thrown). */
+    onMissing?: () => void,
   ): Promise<StoredItem> {
     return this.write(principal, def, place, options, async (tx, hooks) => {
       const locked = await tx.get(keyOf(def, place, name), 'update');
-      if (!locked) throw notFound(def, place, name);
+      if (!locked) {
+        onMissing?.();
+        throw notFound(def, place, name);
+      }
       await this.auth.check(principal, permission, def, targetOf(locked));
       if (expected !== undefined && expected !== locked.version) {
         throw ApiError.conflict(`${def.kind} '${name}' is at version ${locked.version}, not ${expected}; read it again and retry`);
@@ -405,6 +441,9 @@ export class Resources {
   }
 }
 
+/** Tries of an apply that races creates and deletes of its item (each try is a whole create or update). */
+const APPLY_ATTEMPTS = 8;
+
 /** Kinds whose writes can change authentication or authorization decisions. */
 const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
 
@@ -442,6 +481,19 @@ export function targetOf(item: StoredItem): Target {
 function notFound(def: KindDef, place: Place, name: string): ApiError {
   const where = def.scope === 'gvc' ? ` in gvc '${place.gvc}'` : '';
   return ApiError.notFound(`${def.kind} '${name}' not found${where}`);
+}
+
+/** Refuses, before any database work, a query whose terms alone would cost more than any reasonable one. */
+function assertAffordable(query: Query): void {
+  const terms = query.spec.terms;
+  const wildcards = terms.filter((t) => 'property' in t && t.property === '*').length;
+  if (wildcards > MAX_WILDCARD_TERMS) {
+    throw ApiError.badRequest(`invalid query: at most ${MAX_WILDCARD_TERMS} terms may use property "*" (the query budget's term limit)`, [{ path: 'spec.terms', message: `at most ${MAX_WILDCARD_TERMS} terms may use property "*"` }]);
+  }
+  const text = terms.reduce((n, t) => n + (typeof t.value === 'string' ? t.value.length : 0), 0);
+  if (text > MAX_TERM_TEXT) {
+    throw ApiError.badRequest(`invalid query: the term values add up to ${text} characters, more than the query budget's ${MAX_TERM_TEXT}`, [{ path: 'spec.terms', message: `values add up to more than ${MAX_TERM_TEXT} characters` }]);
+  }
 }
 
 function assertAllowed(def: KindDef, operation: 'create' | 'update' | 'delete'): void {

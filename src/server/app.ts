@@ -14,7 +14,7 @@ import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
 import { installPaging } from './paging.js';
-import { installAdmission, installRateLimit } from './limits.js';
+import { AuthFailures, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
 import { mountAuditApi } from './audit-api.js';
@@ -51,8 +51,13 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       auth.invalidate(org);
       keys.invalidate(org);
     },
-    { audit: config.audit },
+    {
+      audit: config.audit,
+      queryBudgetMs: config.queryBudgetMs,
+      orgCreation: { creators: config.orgCreators, firstOrg: config.org, maxPerPrincipal: config.maxOrgsPerPrincipal },
+    },
   );
+  const failures = new AuthFailures(config.authFailureLimit);
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -60,6 +65,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       requestIdHeader: false,
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+      ...connectionOptions(config),
       // A child logger per request costs more than some requests; below info no request line is
       // written, so requests share the server's logger (the few warnings and errors name reqId).
       childLoggerFactory: (logger, bindings, opts) => ((logger as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.('info') === false ? logger : logger.child(bindings, opts)),
@@ -73,8 +79,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // in-flight request would hold close() (and a graceful shutdown) open.
     let closing = false;
     app.addHook('preClose', async () => void (closing = true));
-    app.addHook('onSend', (_request, reply, payload, done) => {
-      if (closing) reply.header('connection', 'close');
+    app.addHook('onSend', (request, reply, payload, done) => {
+      // An answer given before the body has all arrived (a refusal) also ends the connection: the
+      // rest of the body would otherwise keep it, and the client, waiting.
+      if (closing || request.raw.complete === false) reply.header('connection', 'close');
       done(null, payload);
     });
     await installDocs(app, docs);
@@ -93,7 +101,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installAdmission(app, config);
     // --- authentication (issue 5): a service-account key or a trusted JWT; the handler runs as the principal.
     // Callback style with a synchronous path for a recently verified key: no promise per request.
-    app.addHook('onRequest', (request, _reply, done) => {
+    app.addHook('onRequest', (request, reply, done) => {
       if (request.routeOptions.config?.public) return done();
       const token = tokenOf(request);
       const signIn = (principal: Principal) => {
@@ -102,10 +110,23 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       };
       const known = token && keys.recent(token);
       if (known) return signIn(known);
-      bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, done);
+      const refused = failures.refusal(request.ip);
+      if (refused) return sendError(reply.header('retry-after', String(refused.details.retryAfter)), request, refused);
+      bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, (err) => {
+        if (err instanceof ApiError && err.code === 'unauthorized') failures.failed(request.ip);
+        done(err);
+      });
     });
     // --- end authentication
     installRateLimit(app, config);
+    installPrincipalAdmission(app, config);
+    // What can be decided before the body is read is decided first: a caller that is no member of
+    // the org in the path is refused before it can hold a slot while sending its body.
+    app.addHook('onRequest', (request, _reply, done) => {
+      const org = (request.params as { org?: string }).org;
+      if (!request.principal || org === undefined || !BODY_METHODS.has(request.method)) return done();
+      auth.requireMember(request.principal, org).then(() => done(), done);
+    });
     mountMeta(app, config, store);
     return app;
   };
@@ -160,6 +181,8 @@ function repeatedKey(query: unknown): string | undefined {
   if (!query || typeof query !== 'object') return undefined;
   return Object.keys(query).find((key) => Array.isArray((query as Record<string, unknown>)[key]));
 }
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 

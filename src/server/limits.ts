@@ -1,4 +1,8 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
@@ -7,6 +11,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Counted against the in-flight cap (released when the response is done). */
     counted?: boolean;
+    /** Whose in-flight count this request is in (see installPrincipalAdmission). */
+    countedFor?: string;
   }
   interface FastifyContextConfig {
     /** A long-lived response (server-sent events): no request timeout. */
@@ -75,25 +81,160 @@ function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void
 }
 
 /**
- * A token bucket per principal: `rate` requests per second with bursts up to `burst`. Over it:
- * 429 rate_limited with Retry-After (the message avoids the word "quota", so clients retry).
+ * Who a request comes from, the same in every org: a service account by its link, a JWT user by its
+ * issuer and email (its link names the org in the path, which the caller chooses), else its address.
+ */
+export function identityOf(principal: Principal | undefined, ip: string): string {
+  if (!principal) return `ip:${ip}`;
+  if (principal.kind === 'user') return `user:${String(principal.claims?.iss ?? '')}\n${principal.name}`;
+  return principal.link;
+}
+
+/** Keys kept at most by one set of buckets: beyond it the least recently used go (a dropped bucket starts full again). */
+const MAX_BUCKETS = 100_000;
+
+/** Token buckets by key (`rate` per second, up to `capacity`), in bounded memory. */
+class Buckets {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  constructor(
+    private readonly rate: number,
+    private readonly capacity: number,
+  ) {}
+
+  private current(key: string): { tokens: number; at: number } {
+    const now = Date.now();
+    const bucket = this.buckets.get(key) ?? { tokens: this.capacity, at: now };
+    bucket.tokens = Math.min(this.capacity, bucket.tokens + ((now - bucket.at) / 1000) * this.rate);
+    bucket.at = now;
+    // Re-inserted, so the map's order is least recently used first.
+    this.buckets.delete(key);
+    this.buckets.set(key, bucket);
+    if (this.buckets.size > MAX_BUCKETS) {
+      for (const old of this.buckets.keys()) {
+        this.buckets.delete(old);
+        if (this.buckets.size <= MAX_BUCKETS * 0.9) break;
+      }
+    }
+    return bucket;
+  }
+
+  /** Seconds to wait before `key` has a token again, or 0 when it has one now (which is not taken). */
+  wait(key: string): number {
+    if (!this.buckets.has(key)) return 0; // a full bucket: not stored until a token is taken
+    const bucket = this.current(key);
+    return bucket.tokens >= 1 ? 0 : Math.ceil((1 - bucket.tokens) / this.rate);
+  }
+
+  /** Takes a token if there is one; otherwise answers the seconds to wait, as wait() does. */
+  take(key: string): number {
+    const bucket = this.current(key);
+    if (bucket.tokens < 1) return Math.ceil((1 - bucket.tokens) / this.rate);
+    bucket.tokens -= 1;
+    return 0;
+  }
+}
+
+/**
+ * A token bucket per principal identity: `rate` requests per second with bursts up to `burst`. Over
+ * it: 429 rate_limited with Retry-After (the message avoids the word "quota", so clients retry).
  */
 export function installRateLimit(app: FastifyInstance, config: Config): void {
   if (config.rateLimit <= 0) return;
-  const buckets = new Map<string, { tokens: number; at: number }>();
-  const capacity = Math.max(1, config.rateBurst);
-  app.addHook('onRequest', async (request, reply) => {
-    const who = request.principal?.link ?? `ip:${request.ip}`;
-    const now = Date.now();
-    const bucket = buckets.get(who) ?? { tokens: capacity, at: now };
-    bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.at) / 1000) * config.rateLimit);
-    bucket.at = now;
-    if (buckets.size > 100_000) buckets.clear(); // bounded memory under many distinct callers
-    buckets.set(who, bucket);
-    if (bucket.tokens < 1) {
-      const wait = Math.ceil((1 - bucket.tokens) / config.rateLimit);
-      return sendError(reply.header('retry-after', String(wait)), request, new ApiError('rate_limited', `rate limit exceeded: ${config.rateLimit} requests per second per key; retry after ${wait} s`));
-    }
-    bucket.tokens -= 1;
+  const buckets = new Buckets(config.rateLimit, Math.max(1, config.rateBurst));
+  app.addHook('onRequest', (request, reply, done) => {
+    const wait = buckets.take(identityOf(request.principal, request.ip));
+    if (wait === 0) return done();
+    sendError(reply.header('retry-after', String(wait)), request, new ApiError('rate_limited', `rate limit exceeded: ${config.rateLimit} requests per second per key; retry after ${wait} s`));
   });
 }
+
+/**
+ * Failed authentications per source address: `authFailureLimit` a minute, as a burst too. An
+ * address over it is refused before its credentials are even looked at, until its bucket refills.
+ */
+export class AuthFailures {
+  private readonly buckets?: Buckets;
+  constructor(private readonly perMinute: number) {
+    if (perMinute > 0) this.buckets = new Buckets(perMinute / 60, perMinute);
+  }
+
+  /** The 429 for an address that has failed too often, if it has. */
+  refusal(ip: string): ApiError | undefined {
+    const wait = this.buckets?.wait(`ip:${ip}`) ?? 0;
+    if (wait === 0) return undefined;
+    return new ApiError('rate_limited', `too many failed authentications from this address (authFailureLimit: ${this.perMinute} a minute); retry after ${wait} s`, { retryAfter: wait });
+  }
+
+  failed(ip: string): void {
+    this.buckets?.take(`ip:${ip}`);
+  }
+}
+
+/**
+ * In-flight requests per principal identity (per address before authentication): one caller, even
+ * one that sends its bodies a byte at a time, holds at most `maxInFlightPerPrincipal` of the
+ * server's `maxInFlight` slots. Runs after authentication, before the body is read.
+ */
+export function installPrincipalAdmission(app: FastifyInstance, config: Config): void {
+  const counts = new Map<string, number>();
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!request.counted) return done();
+    const who = identityOf(request.principal, request.ip);
+    const count = counts.get(who) ?? 0;
+    if (count >= config.maxInFlightPerPrincipal) {
+      sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `this caller already has ${count} requests in flight (maxInFlightPerPrincipal); retry shortly`));
+      return;
+    }
+    counts.set(who, count + 1);
+    request.countedFor = who;
+    done();
+  });
+  const release = (request: FastifyRequest) => {
+    const who = request.countedFor;
+    if (who === undefined) return;
+    request.countedFor = undefined;
+    const count = (counts.get(who) ?? 1) - 1;
+    if (count <= 0) counts.delete(who);
+    else counts.set(who, count);
+  };
+  app.addHook('onResponse', (request, _reply, done) => {
+    release(request);
+    done();
+  });
+  app.addHook('onRequestAbort', (request, done) => {
+    release(request);
+    done();
+  });
+}
+
+/**
+ * Node's own limits on a connection, and its refusals as the API's error object: a request whose
+ * headers and body have not all arrived within `bodyTimeoutMs` gets 408 request_timeout and its
+ * connection is closed (a slow writer cannot hold an in-flight slot longer); what Node's HTTP parser
+ * refuses (oversized headers, conflicting lengths, a malformed request line) gets 431 or 400.
+ */
+export function connectionOptions(config: Config): Pick<FastifyServerOptions, 'requestTimeout' | 'clientErrorHandler'> & { http: ServerOptions } {
+  const checkEvery = Math.min(1000, Math.max(50, Math.floor(config.bodyTimeoutMs / 4)));
+  return {
+    requestTimeout: config.bodyTimeoutMs,
+    http: { headersTimeout: Math.min(60_000, config.bodyTimeoutMs), connectionsCheckingInterval: checkEvery },
+    clientErrorHandler(error: Error & { code?: string }, socket: Socket) {
+      if (error.code === 'ECONNRESET' || socket.destroyed) return;
+      const err =
+        error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? new ApiError('request_timeout', `the request's headers and body did not arrive within ${config.bodyTimeoutMs} ms (bodyTimeoutMs)`)
+          : error.code === 'HPE_HEADER_OVERFLOW'
+            ? new ApiError('headers_too_large', 'the request headers are larger than the server accepts')
+            : ApiError.badRequest(`the request is not valid HTTP/1.1 (${String(error.code ?? 'parse error').replace(/^HPE_/, '').toLowerCase()})`);
+      // As Node itself does: no answer over one already being written on this connection.
+      const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+      if (socket.writable && !inFlight?.headersSent) {
+        const body = JSON.stringify({ status: err.status, message: err.message, code: err.code, details: err.details, id: randomUUID() });
+        socket.write(`HTTP/1.1 ${err.status} ${STATUS_TEXT[err.status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      }
+      socket.destroy(error);
+    },
+  };
+}
+
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };

@@ -9,3 +9,8 @@ export function alreadyExists(key: ItemKey): ApiError {
 export function staleVersion(key: ItemKey): ApiError {
   return ApiError.conflict(`${key.kind} '${key.name}' was changed by another request; the version sent is stale`);
 }
+
+/** A list or query stopped by the database for running past its budget (ListRequest.budgetMs). */
+export function overBudget(ms: number): ApiError {
+  return ApiError.badRequest(`the query ran longer than its budget of ${ms} ms (queryBudgetMs, KEEL_QUERY_BUDGET_MS); narrow it with more selective terms or a smaller limit`);
+}

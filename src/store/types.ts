@@ -28,6 +28,8 @@ export interface ListRequest {
    */
   build(params: SqlParams): { where: string; orderBy: string; join?: string };
   limit: number;
+  /** Stop the statement once it has run this long and throw overBudget() (a caller's query must not hold the database or, on SQLite, the event loop). */
+  budgetMs?: number;
 }
 
 export interface KeyRecord {

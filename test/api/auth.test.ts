@@ -67,7 +67,8 @@ forEachBackend('authentication and authorization', (backend) => {
     const jwks = { keys: [{ ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] };
     writeFileSync(join(dir, 'jwks.json'), JSON.stringify(jwks));
     const issuers = parseIssuers(JSON.stringify([{ issuer: ISSUER, audience: AUDIENCE, jwksFile: join(dir, 'jwks.json') }]));
-    app = await buildApp({ ...k.config, jwtIssuers: issuers }, k.store, { logger: false });
+    // The founder test creates an org as a JWT user: the operator lets that email (see orgCreators).
+    app = await buildApp({ ...k.config, jwtIssuers: issuers, orgCreators: ['superusers', 'founder@example.com'] }, k.store, { logger: false });
     await ok(admin('POST', '/org/acme/gvc', { name: 'prod' }), 201);
   });
   after(async () => {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { setTimeout as delay } from 'node:timers/promises';
-import { alreadyExists, staleVersion } from '../conflicts.js';
+import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
@@ -24,6 +24,8 @@ const SEAL_EVERY_MS = 30;
 const OPTIMISTIC_ATTEMPTS = 3;
 /** Items this process wrote last, kept to start the next change of each without a read. */
 const RECENT_ITEMS = 10_000;
+/** SQLSTATE of a statement cancelled by statement_timeout. */
+const QUERY_CANCELED = '57014';
 
 export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
@@ -38,10 +40,15 @@ export class PostgresStore implements Store {
   /** The seal that chains a committed event, until its event is forgotten. */
   private readonly sealing = new WeakMap<NewAuditEvent, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
+  /** Connections for lists with a budget: each carries the statement_timeout last set on it, which no other read should get. */
+  private readonly lists: pg.Pool;
+  /** The statement_timeout each of those connections has. */
+  private readonly timeouts = new WeakMap<pg.PoolClient, number>();
 
-  private constructor(pool: pg.Pool, reads: pg.Pool) {
+  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool) {
     this.pool = pool;
     this.reads = reads;
+    this.lists = lists;
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
     this.sweeper = setInterval(() => void this.sealer.sweep().catch(() => {}), SWEEP_EVERY_MS);
@@ -51,8 +58,9 @@ export class PostgresStore implements Store {
   static async open(url: string, poolSize = 10): Promise<PostgresStore> {
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
     const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
-    for (const p of [pool, reads]) p.on('error', () => {}); // an idle client's error is reported on its next use
-    const store = new PostgresStore(pool, reads);
+    const lists = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
+    for (const p of [pool, reads, lists]) p.on('error', () => {}); // an idle client's error is reported on its next use
+    const store = new PostgresStore(pool, reads, lists);
     await store.migrate();
     return store;
   }
@@ -88,8 +96,21 @@ export class PostgresStore implements Store {
     if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
     const { where, orderBy, join = '' } = request.build(params);
     const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r ${join} WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-    const result = await this.reads.query<ResourceRow>(sql, params.values);
-    return result.rows.map(fromRow);
+    if (request.budgetMs === undefined) return (await this.reads.query<ResourceRow>(sql, params.values)).rows.map(fromRow);
+    const client = await this.lists.connect();
+    try {
+      // Set once per connection (and again only if the budget changes): no round trip per list.
+      if (this.timeouts.get(client) !== request.budgetMs) {
+        await client.query(`SET statement_timeout = ${Math.floor(request.budgetMs)}`);
+        this.timeouts.set(client, request.budgetMs);
+      }
+      return (await client.query<ResourceRow>(sql, params.values)).rows.map(fromRow);
+    } catch (err) {
+      if ((err as { code?: string }).code === QUERY_CANCELED) throw overBudget(request.budgetMs);
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 
   async findKey(keyName: string): Promise<KeyRecord | undefined> {
@@ -251,7 +272,7 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     await this.sealer.idle();
-    await Promise.all([this.pool.end(), this.reads.end()]);
+    await Promise.all([this.pool.end(), this.reads.end(), this.lists.end()]);
   }
 }
 

@@ -1,11 +1,12 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { alreadyExists, staleVersion } from '../conflicts.js';
+import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
+import { ListWorker } from './lists.js';
 import { auditLayout, LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } from './lookup.js';
 import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
@@ -36,6 +37,9 @@ const EVENTS_PER_INSERT = 16;
 const AUDIT_VALUES = 3;
 /** The statement inserting n + 1 events (each placed at its pos, see lookup.ts). */
 const INSERT_EVENTS = Array.from({ length: EVENTS_PER_INSERT }, (_, n) => `INSERT INTO audit_events (pos, context, body) VALUES ${Array(n + 1).fill('(?, ?, ?)').join(', ')}`);
+
+/** Thrown by keel_within_budget() to stop a statement past its deadline. */
+class BudgetSpent extends Error {}
 
 interface ChainHead {
   /** The org's last seq given out. */
@@ -70,6 +74,11 @@ export class SqliteStore implements Store {
    */
   private appendedRows: unknown[] = [];
   private versionChecked = false;
+  /** Where lists with a budget run (an in-memory database has no file a second connection could open: they run on the reader). */
+  private readonly lists?: ListWorker;
+  /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
+  private deadline = 0;
+  private budgetMs = Infinity;
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
   constructor(file: string) {
@@ -91,9 +100,18 @@ export class SqliteStore implements Store {
       // Detached again: a write transaction of a connection locks every database attached to it.
       this.writer.exec('DETACH lookup');
       this.reader = new Database(file, { readonly: true });
+      this.lists = new ListWorker(file);
       this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
     }
     this.reader.pragma('busy_timeout = 5000');
+    // Lists of an in-memory database run here (see lists.ts for the same check in the list worker).
+    // The clock starts at the first row, so waiting for a lock (a checkpoint) does not count.
+    this.reader.function('keel_within_budget', { deterministic: false }, () => {
+      const now = Date.now();
+      if (this.deadline === 0) this.deadline = now + this.budgetMs;
+      else if (now > this.deadline) throw new BudgetSpent();
+      return 1;
+    });
     // The planner needs statistics to choose between the tag index and a name-ordered scan.
     this.writer.pragma('optimize = 0x10002');
     // Skipped, not waited for, when another connection holds the write lock: the next hour's run will do.
@@ -187,8 +205,22 @@ export class SqliteStore implements Store {
     const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
     if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
     const { where, orderBy } = request.build(params);
-    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-    return (this.stmt(this.reader, sql).all(...params.values) as ResourceRow[]).map(fromRow);
+    if (request.budgetMs === undefined) {
+      const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+      return (this.stmt(this.reader, sql).all(...params.values) as ResourceRow[]).map(fromRow);
+    }
+    // The check comes after the scope (which the index answers) and before the terms, so it runs once per candidate row.
+    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND keel_within_budget() AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    if (this.lists) return (await this.lists.all(sql, params.values, request.budgetMs)).map(fromRow);
+    const statement = this.stmt(this.reader, sql);
+    this.deadline = 0;
+    this.budgetMs = request.budgetMs;
+    try {
+      return (statement.all(...params.values) as ResourceRow[]).map(fromRow);
+    } catch (err) {
+      if (err instanceof BudgetSpent) throw overBudget(request.budgetMs);
+      throw err;
+    }
   }
 
   async findKey(keyName: string): Promise<KeyRecord | undefined> {
@@ -490,6 +522,7 @@ export class SqliteStore implements Store {
     clearInterval(this.optimizer);
     clearInterval(this.lookupKeeper);
     await this.housekeeper?.stop();
+    await this.lists?.close();
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
       this.writer.close();

@@ -1,0 +1,98 @@
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import { overBudget } from '../conflicts.js';
+import type { ResourceRow } from '../rows.js';
+
+// Lists and queries run in a worker thread with its own read-only connection: however long a
+// caller's query runs, the thread that serves every other request is not held by it. The worker
+// stops a statement past its budget: better-sqlite3 has no progress handler, so the statement calls
+// keel_within_budget() once per row it looks at, and the function throws once the budget, counted
+// from the first row (waiting for a lock does not count), is spent.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { readonly: true });
+db.pragma('busy_timeout = 5000');
+let deadline = 0;
+let budget = Infinity;
+let spent = false;
+db.function('keel_within_budget', { deterministic: false }, () => {
+  const now = Date.now();
+  if (deadline === 0) deadline = now + budget;
+  else if (now > deadline) { spent = true; throw new Error('over budget'); }
+  return 1;
+});
+const statements = new Map();
+parentPort.on('message', ({ id, sql, values, budgetMs }) => {
+  deadline = 0;
+  budget = budgetMs;
+  spent = false;
+  try {
+    let statement = statements.get(sql);
+    if (!statement) {
+      if (statements.size >= 1000) statements.clear();
+      statement = db.prepare(sql);
+      statements.set(sql, statement);
+    }
+    parentPort.postMessage({ id, rows: statement.all(...values) });
+  } catch (err) {
+    parentPort.postMessage({ id, spent, error: String((err && err.message) || err) });
+  }
+});
+`;
+
+interface Pending {
+  budgetMs: number;
+  resolve: (rows: ResourceRow[]) => void;
+  reject: (error: Error) => void;
+}
+
+export class ListWorker {
+  private worker?: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+
+  constructor(private readonly file: string) {}
+
+  /** The rows of a list statement (whose WHERE calls keel_within_budget()), or overBudget() past `budgetMs`. */
+  all(sql: string, values: unknown[], budgetMs: number): Promise<ResourceRow[]> {
+    const worker = this.started();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { budgetMs, resolve, reject });
+      worker.ref();
+      worker.postMessage({ id, sql, values, budgetMs });
+    });
+  }
+
+  private started(): Worker {
+    if (this.worker) return this.worker;
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.file, driver } });
+    worker.on('message', (message: { id: number; rows?: ResourceRow[]; error?: string; spent?: boolean }) => {
+      const waiting = this.pending.get(message.id);
+      if (!waiting) return;
+      this.pending.delete(message.id);
+      if (this.pending.size === 0) worker.unref();
+      if (message.rows) waiting.resolve(message.rows);
+      else waiting.reject(message.spent ? overBudget(waiting.budgetMs) : new Error(`list statement failed: ${message.error}`));
+    });
+    // A dead worker fails what it was given; the next list starts another.
+    const fail = (err: Error) => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const waiting of this.pending.values()) waiting.reject(err);
+      this.pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`the list worker exited (${code})`)));
+    worker.unref();
+    this.worker = worker;
+    return worker;
+  }
+
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+}
