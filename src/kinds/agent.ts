@@ -10,7 +10,8 @@ export default defineKind({
     // Written by Keel's agent reconciler on create: what the agent needs to register.
     status: readOnly(
       obj({
-        bootstrapConfig: obj({ agentId: str(), agentLink: str(), protocolVersion: str(), hubEndpoint: str() }, { additionalProperties: true }),
+        bootstrapConfig: obj({ registrationToken: str(), agentId: str(), agentLink: str(), protocolVersion: str(), hubEndpoint: str() }, { additionalProperties: true }),
+        protocolVersion: str(),
       }),
     ),
   },

@@ -64,4 +64,7 @@ export default defineKind({
   ],
   implied: { readLogs: ['view'], exec: ['exec.echo'] },
   operations: { delete: false },
+  // OrgStatus: an org is active from its creation; its endpoints are named after it. Its
+  // accountLink is stored by whoever knows the owning account.
+  derivedStatus: (item) => ({ active: true, endpointPrefix: item.name }),
 });

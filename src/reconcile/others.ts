@@ -84,11 +84,14 @@ export async function reconcileAgent(ctx: ReconcileContext, key: ItemKey): Promi
   if (!item) return {};
   const status = {
     bootstrapConfig: {
+      // What the agent presents when it registers (Keel runs no agent hub: nothing checks it).
+      registrationToken: stableId('agent-registration', item.id),
       agentId: item.id,
       agentLink: `/org/${key.org}/agent/${item.name}`,
       protocolVersion: 'v1',
       hubEndpoint: `https://agents.keel.local/${key.org}`,
     },
+    protocolVersion: 'v1',
   };
   if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item as StoredItem, { ...item.data, status });
   return {};

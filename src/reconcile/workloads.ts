@@ -10,7 +10,7 @@
 // (endpoint, ready, readyLatest, replica counts, health, images) is derived from its
 // deployments in the same transaction.
 import { deepEqual } from '../json.js';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
@@ -138,17 +138,66 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   }
 
   const previous = (workload.data.status ?? {}) as Record<string, any>;
+  const ready = states.length > 0 && states.every((s) => s.ready);
+  const replicas = states.flatMap((s) => s.replicas);
   const status = {
     ...previous,
     parentId: gvc?.id,
     endpoint,
     canonicalEndpoint: endpoint,
     internalName: `${key.name}.${key.gvc}.cpln.local`,
-    ready: states.length > 0 && states.every((s) => s.ready),
+    replicaInternalNames: spec.type === 'stateful' ? [...new Set(replicas)].map((r) => `${r}.${key.name}.${key.gvc}.cpln.local`) : [],
+    currentReplicaCount: replicas.length,
+    healthCheck: since(previous.healthCheck, healthCheck(spec, states.some((s) => s.ready)), 'lastChecked', iso(ctx.now)),
+    resolvedImages: previous.resolvedImages?.resolvedForVersion === workload.version ? previous.resolvedImages : resolvedImages(spec, workload.version, iso(ctx.now)),
+    loadBalancer: loadBalancers(spec, locations, `${key.name}-${alias}`),
+    ready,
     readyLatest: states.length > 0 && states.every((s) => s.latest),
   };
   if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
   return { after: after === Infinity || after === undefined ? undefined : Math.min(after, MAX_WAIT_MS) };
+}
+
+/**
+ * The health check of a workload's endpoint (a cron workload has none): passing while any
+ * location serves it.
+ */
+function healthCheck(spec: Record<string, any>, serving: boolean): Record<string, unknown> {
+  if (spec.type === 'cron') return { active: false };
+  return serving
+    ? { active: true, success: true, code: 200, message: 'OK', failures: 0, successes: 1 }
+    : { active: true, success: false, code: 503, message: 'no location serves the workload yet', failures: 1, successes: 0 };
+}
+
+/** `next` with its `field` (a time) kept from `previous` when nothing else changed, else set to `at`. */
+function since(previous: Record<string, unknown> | undefined, next: Record<string, unknown>, field: string, at: string): Record<string, unknown> {
+  const { [field]: was, ...rest } = previous ?? {};
+  return { ...next, [field]: was !== undefined && deepEqual(rest, next) ? was : at };
+}
+
+/**
+ * The images a workload version runs, resolved to digests. Keel pulls nothing: a digest stands
+ * for the image reference (the same reference, the same digest), for linux/amd64.
+ */
+function resolvedImages(spec: Record<string, any>, version: number, at: string): Record<string, unknown> {
+  const images = ((spec.containers ?? []) as Array<{ image?: string }>).map((c) => {
+    const digest = `sha256:${createHash('sha256').update(String(c.image)).digest('hex')}`;
+    return {
+      digest,
+      manifests: [{ image: String(c.image), mediaType: 'application/vnd.oci.image.manifest.v1+json', digest, platform: { architecture: 'amd64', os: 'linux' } }],
+    };
+  });
+  return { resolvedForVersion: version, resolvedAt: at, images };
+}
+
+/** The direct load balancer's addresses: one per location and port, when it is enabled. */
+function loadBalancers(spec: Record<string, any>, locations: string[], host: string): Array<{ origin: string; url: string }> {
+  const direct = spec.loadBalancer?.direct;
+  if (direct?.enabled !== true) return [];
+  const ports = (direct.ports ?? []) as Array<{ externalPort: number; protocol?: string; scheme?: string }>;
+  return locations.flatMap((location) =>
+    ports.map((p) => ({ origin: location, url: `${p.scheme ?? String(p.protocol ?? 'tcp').toLowerCase()}://${host}.${location}.cpln.app:${p.externalPort}` })),
+  );
 }
 
 /** A location's options: its localOptions entry over the defaultOptions. */

@@ -2,8 +2,10 @@
 // public-types.ts), with values that follow the simulated state: a ready deployment's `internal`
 // says the sync did not fail and names its replicas, container resources are numbers, a cron
 // workload's runs appear in `jobExecutions` (scheduled ones and those a runCronWorkload command
-// starts; a failed one says why), and a command can be cancelled.
+// starts; a failed one says why), and a command can be cancelled. Every other kind's status has
+// its public shape too, and mk8s clusters answer -cacerts, -join and -cloudinit.
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { reconcileCommand } from '../../src/reconcile/commands.js';
 import { commandKey } from '../../src/reconcile/views.js';
@@ -153,6 +155,164 @@ forEachBackend('status shapes (with the reconcilers)', (backend) => {
     assert.equal((await k.call('GET', `${base}/${completed.id}`, undefined, { token: key })).status, 200);
     const denied = await k.call('DELETE', `${base}/${completed.id}`, undefined, { token: key });
     assert.equal(denied.status, 403);
+  });
+});
+
+forEachBackend('status of every kind (with the reconcilers)', (backend) => {
+  let k: TestKeel;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } })).status, 201);
+  });
+  after(() => k.close());
+  const get = async (path: string) => (await k.call('GET', path)).body;
+
+  test('workload status: replica counts, health check, resolved images, load balancer, replica internal names', async () => {
+    const created = await k.call('POST', '/org/acme/gvc/prod/workload', {
+      name: 'db',
+      spec: {
+        type: 'stateful',
+        containers: [{ name: 'pg', image: 'postgres:16', ports: [{ protocol: 'tcp', number: 5432 }] }],
+        defaultOptions: { autoscaling: { minScale: 2, maxScale: 2 } },
+        loadBalancer: { direct: { enabled: true, ports: [{ externalPort: 5432, protocol: 'TCP', scheme: 'tcp' }] } },
+      },
+    });
+    assert.equal(created.status, 201);
+    const wl = await waitFor('workload ready', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status?.ready === true && w.status.currentReplicaCount === 4);
+    assert.deepEqual(mismatches(wl.status, 'WorkloadStatus'), []);
+    assert.deepEqual(wl.status.replicaInternalNames, ['db-0.db.prod.cpln.local', 'db-1.db.prod.cpln.local']);
+    assert.equal(wl.status.healthCheck.active, true);
+    assert.equal(wl.status.healthCheck.success, true);
+    assert.equal(wl.status.resolvedImages.resolvedForVersion, 1);
+    assert.match(wl.status.resolvedImages.images[0].digest, /^sha256:[0-9a-f]{64}$/);
+    assert.equal(wl.status.resolvedImages.images[0].manifests[0].image, 'postgres:16');
+    assert.deepEqual(wl.status.loadBalancer.map((l: any) => l.origin).sort(), [W1, W2].sort());
+    assert.match(wl.status.loadBalancer[0].url, /^tcp:\/\/db-.*:5432$/);
+    assert.equal(wl.version, 1, 'status changes no version');
+
+    // Scaled down and given a new image: counts follow, images are resolved for the new version.
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { containers: [{ name: 'pg', image: 'postgres:17' }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } })).status, 200);
+    const rolled = await waitFor('rolled', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.resolvedImages.resolvedForVersion === 2 && w.status.currentReplicaCount === 2 && w.status.readyLatest);
+    assert.equal(rolled.status.resolvedImages.images[0].manifests[0].image, 'postgres:17');
+    assert.deepEqual(rolled.status.replicaInternalNames, ['db-0.db.prod.cpln.local']);
+
+    // A cron workload has no health check and, between runs, no replicas.
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', cronWorkload('tick'))).status, 201);
+    const cron = await waitFor('cron ready', () => get('/org/acme/gvc/prod/workload/tick'), (w) => w.status?.ready === true);
+    assert.deepEqual(cron.status.healthCheck, { active: false, lastChecked: cron.status.healthCheck.lastChecked });
+    assert.equal(cron.status.currentReplicaCount, 0);
+    assert.deepEqual(cron.status.loadBalancer, []);
+    assert.deepEqual(mismatches(cron.status, 'WorkloadStatus'), []);
+  });
+
+  test('org, identity, cloud account, IP set, volume set, agent, location, domain and SpiceDB status', async () => {
+    const org = await get('/org/acme');
+    assert.deepEqual(mismatches(org.status, 'OrgStatus'), []);
+    assert.equal(org.status.active, true);
+    assert.equal(org.status.endpointPrefix, 'acme');
+
+    assert.equal((await k.call('POST', '/org/acme/cloudaccount', { name: 'aws1', provider: 'aws', data: { roleArn: 'arn:aws:iam::123456789012:role/cpln' } })).status, 201);
+    const account = await get('/org/acme/cloudaccount/aws1');
+    assert.deepEqual(mismatches(account.status, 'CloudAccountStatus'), []);
+    assert.equal(account.status.usable, true);
+
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/identity', { name: 'app', aws: { cloudAccountLink: '//cloudaccount/aws1', policyRefs: ['aws::AmazonS3ReadOnlyAccess'] } })).status, 201);
+    const identity = await get('/org/acme/gvc/prod/identity/app');
+    assert.deepEqual(mismatches(identity.status, 'IdentityStatus'), []);
+    assert.equal(identity.status.objectName, 'acme-prod-app');
+    assert.deepEqual(identity.status.aws, { usable: true });
+    assert.equal(identity.status.gcp, undefined, 'only the clouds it has access to');
+    // The same status in lists and queries.
+    const listed = (await get('/org/acme/gvc/prod/identity')).items.find((i: any) => i.name === 'app');
+    assert.deepEqual(listed.status, identity.status);
+
+    const ipset = await k.call('POST', '/org/acme/ipset', { name: 'ips', spec: { link: '//gvc/prod/workload/db', locations: [{ name: `//location/${W1}`, retentionPolicy: 'keep' }] } });
+    assert.equal(ipset.status, 201);
+    assert.deepEqual(mismatches(ipset.body.status, 'IpSetStatus'), []);
+    const [address] = ipset.body.status.ipAddresses;
+    assert.equal(address.name, W1);
+    assert.equal(address.state, 'bound');
+    assert.match(address.ip, /^198\.1[89]\.\d+\.\d+$/);
+    assert.deepEqual((await get('/org/acme/ipset/ips')).status, ipset.body.status, 'the same address on every read');
+    const unbound = await k.call('PATCH', '/org/acme/ipset/ips', { spec: { link: null } });
+    assert.equal(unbound.body.status.ipAddresses[0].state, 'unbound');
+    assert.equal(unbound.body.status.ipAddresses[0].ip, address.ip);
+
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/volumeset', { name: 'data', spec: { initialCapacity: 10 } })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', {
+      name: 'pg',
+      spec: { type: 'stateful', containers: [{ name: 'pg', image: 'postgres:16', volumes: [{ uri: 'cpln://volumeset/data', path: '/data' }] }] },
+    })).status, 201);
+    const vs = await waitFor('volume set bound', () => get('/org/acme/gvc/prod/volumeset/data'), (v) => typeof v.status?.bindingId === 'string');
+    assert.deepEqual(mismatches(vs.status, 'VolumeSetStatus'), []);
+    assert.equal(vs.status.usedByWorkload, '/org/acme/gvc/prod/workload/pg');
+
+    assert.equal((await k.call('POST', '/org/acme/agent', { name: 'edge' })).status, 201);
+    const agent = await waitFor('agent status', () => get('/org/acme/agent/edge'), (a) => !!a.status?.bootstrapConfig);
+    assert.deepEqual(mismatches(agent.status, 'AgentStatus'), []);
+    assert.equal(agent.status.protocolVersion, 'v1');
+
+    const location = await get(`/org/acme/location/${W1}`);
+    assert.deepEqual(mismatches(location.status, 'LocationStatus'), []);
+
+    assert.equal((await k.call('POST', '/org/acme/domain', { name: 'app.example.com', spec: { dnsMode: 'cname', gvcLink: '//gvc/prod' } })).status, 201);
+    const domain = await waitFor('domain ready', () => get('/org/acme/domain/app.example.com'), (d) => d.status?.status === 'ready');
+    assert.deepEqual(mismatches(domain.status, 'DomainStatus'), []);
+
+    const spicedb = await k.call('POST', '/org/acme/spicedbcluster', { name: 'authz', spec: { version: '1.35.3', locations: [`//location/${W1}`] } });
+    assert.equal(spicedb.status, 201);
+    assert.match(spicedb.body.alias, /^[a-z][a-z0-9]{12}$/);
+    assert.deepEqual(mismatches(spicedb.body.status, 'SpicedbClusterStatus'), []);
+    assert.ok(spicedb.body.status.externalEndpoint.startsWith(spicedb.body.alias));
+  });
+
+  test('mk8s: an alias kept across changes, status, -cacerts, -join and -cloudinit', async () => {
+    const created = await k.call('POST', '/org/acme/mk8s', {
+      name: 'k1',
+      alias: 'chosen-by-client',
+      spec: { version: '1.28.4', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } }, addOns: { dashboard: {}, logs: {} } },
+    });
+    assert.equal(created.status, 201);
+    const alias = created.body.alias;
+    assert.match(alias, /^[a-z][a-z0-9]{12}$/, 'the server sets the alias');
+    const ready = await waitFor('mk8s ready', () => get('/org/acme/mk8s/k1'), (c) => typeof c.status?.serverUrl === 'string');
+    assert.deepEqual(mismatches(ready.status, 'Mk8sStatus'), []);
+    assert.ok(ready.status.serverUrl.includes(alias));
+    const replaced = await k.call('PUT', '/org/acme/mk8s/k1', { name: 'k1', alias: 'other', spec: { version: '1.29.0', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } } } });
+    assert.equal(replaced.status, 200);
+    assert.equal(replaced.body.alias, alias);
+    assert.equal((await k.call('PATCH', '/org/acme/mk8s/k1', { description: 'changed' })).body.alias, alias);
+
+    const ca = await k.call('GET', '/org/acme/mk8s/k1/-cacerts');
+    assert.equal(ca.status, 200);
+    const cert = new X509Certificate(ca.body.cacerts);
+    assert.equal(cert.ca, true);
+    assert.ok(cert.verify(cert.publicKey), 'self-signed');
+    assert.equal(cert.subject, 'CN=acme/k1');
+    assert.equal((await k.call('GET', '/org/acme/mk8s/k1/-cacerts')).body.cacerts, ca.body.cacerts, 'the same CA on every read');
+
+    const join = await k.call('POST', '/org/acme/mk8s/k1/-join', { nodepool: 'workers' });
+    assert.equal(join.status, 200);
+    assert.match(join.body.script, /^#!\/bin\/sh\n/);
+    assert.match(join.body.script, /node pool 'workers'/);
+    assert.match(join.body.script, /exit 1/);
+    const cloudinit = await k.call('POST', '/org/acme/mk8s/k1/-cloudinit', {});
+    assert.match(cloudinit.body.script, /^#cloud-config\n/);
+
+    // Misuse: a pool the cluster lacks, options that are not a map of strings, no such cluster,
+    // a viewer joining nodes, a caller with no access reading the CA.
+    const pool = await k.call('POST', '/org/acme/mk8s/k1/-join', { nodepool: 'ghost' });
+    assert.equal(pool.status, 400);
+    assert.match(pool.body.message, /no node pool 'ghost'/);
+    assert.equal((await k.call('POST', '/org/acme/mk8s/k1/-join', ['x'])).status, 400);
+    assert.equal((await k.call('POST', '/org/acme/mk8s/k1/-join', { nodepool: { deep: true } })).status, 400);
+    assert.equal((await k.call('GET', '/org/acme/mk8s/nope/-cacerts')).status, 404);
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'outsider' })).status, 201);
+    const key = (await k.call('POST', '/org/acme/serviceaccount/outsider/-addKey', { description: 't' })).body.key as string;
+    assert.equal((await k.call('GET', '/org/acme/mk8s/k1/-cacerts', undefined, { token: key })).status, 403);
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['/org/acme/serviceaccount/outsider'] })).status, 200);
+    assert.equal((await k.call('GET', '/org/acme/mk8s/k1/-cacerts', undefined, { token: key })).status, 200);
+    assert.equal((await k.call('POST', '/org/acme/mk8s/k1/-join', {}, { token: key })).status, 403);
   });
 });
 

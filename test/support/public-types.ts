@@ -94,6 +94,66 @@ export const PUBLIC_TYPES: Record<string, Shape> = {
     required: ['type'],
   },
   Link: { fields: { rel: str, href: str }, required: ['rel', 'href'] },
+  // workload.ts (WorkloadStatus has an index signature: Keel's ready/readyLatest are allowed)
+  WorkloadStatus: {
+    fields: {
+      parentId: str,
+      canonicalEndpoint: str,
+      endpoint: str,
+      internalName: str,
+      replicaInternalNames: array(str),
+      healthCheck: ref('HealthCheckStatus'),
+      currentReplicaCount: num,
+      resolvedImages: ref('ResolvedImages'),
+      loadBalancer: array(ref('LoadBalancerStatus')),
+    },
+    open: true,
+  },
+  HealthCheckStatus: { fields: { active: bool, success: bool, code: num, message: str, failures: num, successes: num, lastChecked: date }, required: ['active'] },
+  ResolvedImages: { fields: { resolvedForVersion: num, resolvedAt: date, errorMessages: array(str), nextRetryAt: date, images: array(ref('ResolvedImage')) } },
+  ResolvedImage: { fields: { digest: str, manifests: array(ref('ResolvedImageManifest')) } },
+  ResolvedImageManifest: { fields: { image: str, mediaType: str, digest: str, platform: map(any) } },
+  LoadBalancerStatus: { fields: { origin: str, url: str } },
+  // org.ts
+  OrgStatus: { fields: { accountLink: str, active: bool, endpointPrefix: str } },
+  // identity.ts
+  IdentityStatus: { fields: { objectName: str, aws: ref('IdentityCloudStatus'), gcp: ref('IdentityCloudStatus'), azure: ref('IdentityCloudStatus') } },
+  IdentityCloudStatus: { fields: { lastError: str, usable: bool } },
+  // cloudaccount.ts
+  CloudAccountStatus: { fields: { usable: bool, lastChecked: date, lastError: str } },
+  // ipSet.ts
+  IpSetStatus: { fields: { ipAddresses: array(ref('IpAddress')), error: str, warning: str } },
+  IpAddress: { fields: { name: str, ip: str, id: str, state: { enum: ['bound', 'unbound'] }, created: date }, required: ['name', 'ip', 'id', 'state', 'created'] },
+  // volumeSet.ts
+  VolumeSetStatus: { fields: { parentId: str, usedByWorkload: str, workloadLinks: array(str), bindingId: str, locations: array(ref('VolumeSetStatusLocation')) } },
+  VolumeSetStatusLocation: { fields: { name: str, volumes: array(map(any)), desiredVolumeCount: num, clusterId: str }, required: ['name'] },
+  // agent.ts
+  AgentStatus: { fields: { bootstrapConfig: ref('BootstrapConfig'), protocolVersion: { enum: ['v1', 'v2'] } } },
+  BootstrapConfig: {
+    fields: { registrationToken: str, agentId: str, agentLink: str, hubEndpoint: str, protocolVersion: { enum: ['v1', 'v2'] } },
+    required: ['registrationToken', 'agentId', 'agentLink', 'hubEndpoint'],
+  },
+  // mk8s.ts, mk8sAddons.ts
+  Mk8sStatus: { fields: { oidcProviderUrl: str, serverUrl: str, homeLocation: str, addOns: map(map(any)) } },
+  // location.ts
+  LocationStatus: { fields: { geo: ref('Geo'), ipRanges: array(str) } },
+  Geo: { fields: { lat: num, lon: num, country: str, state: str, city: str, continent: str } },
+  // domain.ts
+  DomainStatus: {
+    fields: {
+      endpoints: array(ref('DomainEndpoint')),
+      status: { enum: ['initializing', 'ready', 'pendingDnsConfig', 'pendingCertificate', 'usedByGvc', 'warning', 'created', 'updated', 'deleted', 'errored', 'ignored'] },
+      warning: str,
+      locations: array(ref('DomainLocation')),
+      fingerprint: str,
+      dnsConfig: array(ref('DnsConfigRecord')),
+    },
+  },
+  DomainEndpoint: { fields: { url: str, workloadLink: str }, required: ['url'] },
+  DomainLocation: { fields: { name: str, certificateStatus: { enum: ['initializing', 'ready', 'pendingDnsConfig', 'pendingCertificate', 'ignored'] } }, required: ['name'] },
+  DnsConfigRecord: { fields: { type: str, ttl: num, host: str, value: str } },
+  // spicedb.ts
+  SpicedbClusterStatus: { fields: { externalEndpoint: str }, open: true },
   // `messages` is not in this one type, but in every other command status: Keel reports progress the same way for all.
   RunCronWorkloadStatus: { fields: { replica: str, clusterIdByLocation: map(str), minimumWorkloadVersion: num, messages: array(str) } },
 };
