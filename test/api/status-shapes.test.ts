@@ -247,10 +247,14 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     assert.deepEqual(mismatches(vs.status, 'VolumeSetStatus'), []);
     assert.equal(vs.status.usedByWorkload, '/org/acme/gvc/prod/workload/pg');
 
-    assert.equal((await k.call('POST', '/org/acme/agent', { name: 'edge' })).status, 201);
-    const agent = await waitFor('agent status', () => get('/org/acme/agent/edge'), (a) => !!a.status?.bootstrapConfig);
-    assert.deepEqual(mismatches(agent.status, 'AgentStatus'), []);
-    assert.equal(agent.status.protocolVersion, 'v1');
+    // The create response carries the bootstrap configuration (Terraform keeps it from there).
+    const agent = await k.call('POST', '/org/acme/agent', { name: 'edge' });
+    assert.equal(agent.status, 201);
+    assert.deepEqual(mismatches(agent.body.status, 'AgentStatus'), []);
+    assert.equal(agent.body.status.protocolVersion, 'v1');
+    assert.equal(agent.body.status.bootstrapConfig.agentLink, '/org/acme/agent/edge');
+    assert.equal(agent.body.status.bootstrapConfig.agentId, agent.body.id);
+    assert.deepEqual((await get('/org/acme/agent/edge')).status, agent.body.status);
 
     const location = await get(`/org/acme/location/${W1}`);
     assert.deepEqual(mismatches(location.status, 'LocationStatus'), []);
