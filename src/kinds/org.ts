@@ -25,7 +25,8 @@ export default defineKind({
   fields: {
     spec: obj({
       logging: loggingProviders(),
-      extraLogging: arr(loggingProviders(), { maxItems: 3 }),
+      // Terraform's cpln_org_logging sets it with $replace/extraLogging.
+      extraLogging: arr(loggingProviders(), { maxItems: 3, 'x-replaceable': true }),
       tracing: anyObject(),
       sessionTimeoutSeconds: int({ minimum: 0 }),
       authConfig: obj({ domainAutoMembers: arr(str({ maxLength: 253 }), { maxItems: 100 }), samlOnly: bool() }),
