@@ -180,7 +180,7 @@ async function endRun(ctx: ReconcileContext, command: StoredItem, outcome: 'succ
   if (!deployment) return false;
   const executions = ((deployment.data.status as { jobExecutions?: JobExecution[] } | undefined)?.jobExecutions ?? []).map((e) => ({ ...e }));
   const run = executions.find((e) => e.name === runName(command));
-  if (!run) return outcome !== 'successful';
+  if (!run) return true; // It never started here (the deployment came later): nothing to end.
   if (run.status === 'active') finish(run, outcome, iso(ctx.now), message);
   const rest = command.name.slice(command.name.indexOf(':') + 1);
   const workload = await ctx.tx.get({ org: command.org, kind: 'workload', gvc: command.gvc, name: rest.slice(0, rest.indexOf(':')) });
