@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { defineKind, standardPermissions } from './define.js';
 import { obj, readOnly, str } from './schema.js';
 
@@ -7,13 +8,27 @@ export default defineKind({
   scope: 'org',
   summary: 'A connector running inside a private network that lets workloads reach endpoints there.',
   fields: {
-    // Written by Keel's agent reconciler on create: what the agent needs to register.
+    // What the agent needs to register, there from the create response on (Terraform's
+    // cpln_agent keeps it as user_data from that response).
     status: readOnly(
       obj({
-        bootstrapConfig: obj({ agentId: str(), agentLink: str(), protocolVersion: str(), hubEndpoint: str() }, { additionalProperties: true }),
+        bootstrapConfig: obj({ registrationToken: str(), agentId: str(), agentLink: str(), protocolVersion: str(), hubEndpoint: str() }, { additionalProperties: true }),
+        protocolVersion: str(),
       }),
     ),
   },
   permissions: standardPermissions('agents', [{ name: 'use', description: 'Refer to the agent from identities' }]),
   implied: { use: ['view'] },
+  derivedStatus(item) {
+    const org = item.links.find((l) => l.rel === 'org')?.href ?? '';
+    const bootstrapConfig = {
+      // What the agent presents when it registers (Keel runs no agent hub: nothing checks it).
+      registrationToken: createHash('sha256').update(`keel-agent-registration\u0000${item.id}`).digest('base64url'),
+      agentId: item.id,
+      agentLink: `${org}/agent/${item.name}`,
+      protocolVersion: 'v1',
+      hubEndpoint: `https://agents.keel.local${org.slice('/org'.length)}`,
+    };
+    return { bootstrapConfig, protocolVersion: 'v1' };
+  },
 });

@@ -19,6 +19,8 @@ export default defineKind({
   required: ['provider'],
   permissions: standardPermissions('cloud accounts', [{ name: 'use', description: 'Refer to the cloud account from identities' }]),
   implied: { use: ['view'] },
+  // Keel connects to no cloud: an account is usable as declared, last checked when it last changed.
+  derivedStatus: (item) => ({ usable: true, lastChecked: item.lastModified }),
   check(item) {
     const data = (item.data ?? {}) as Record<string, unknown>;
     const wanted = FIELD_BY_PROVIDER[String(item.provider)];

@@ -1,4 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
+import { newAlias } from './gvc.js';
 import { anyObject, bool, int, keyed, num, obj, readOnly, str } from './schema.js';
 
 // Public types (types-ts dbcluster.ts): a managed PostgreSQL cluster across locations.
@@ -27,4 +28,7 @@ export default defineKind({
     status: readOnly(anyObject()),
   },
   permissions: standardPermissions('database clusters'),
+  defaults(item) {
+    if (typeof item.alias !== 'string' || item.alias === '') item.alias = newAlias();
+  },
 });

@@ -85,4 +85,14 @@ export default defineKind({
     { name: 'use', description: 'Refer to the identity from other resources, such as workloads' },
   ]),
   implied: { use: ['view'] },
+  // Status of the public types: the name of the object the identity is in the clouds, and for
+  // each cloud it is given access to, whether that access can be used. Keel reaches no cloud, so
+  // access is usable as soon as it is declared (as a simulated deployment is ready).
+  derivedStatus(item) {
+    const gvc = item.links.find((l) => l.rel === 'gvc')?.href.split('/').pop() ?? '';
+    const org = item.links.find((l) => l.rel === 'org')?.href.split('/').pop() ?? '';
+    const status: Record<string, unknown> = { objectName: `${org}-${gvc}-${item.name}` };
+    for (const cloud of ['aws', 'gcp', 'azure']) if (item[cloud] !== undefined) status[cloud] = { usable: true };
+    return status;
+  },
 });

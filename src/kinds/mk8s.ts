@@ -1,4 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
+import { newAlias } from './gvc.js';
 import { anyObject, arr, map, obj, readOnly, str } from './schema.js';
 
 // Managed Kubernetes (public types mk8s*.ts): one provider block, add-ons and a firewall.
@@ -39,6 +40,8 @@ export default defineKind({
   required: ['spec'],
   permissions: standardPermissions('clusters', [{ name: 'clusterAdmin', description: 'Administer the Kubernetes cluster itself' }]),
   defaults(item) {
+    // The cluster's alias names it in kubeconfigs and host names; set once, kept on every change.
+    if (typeof item.alias !== 'string' || item.alias === '') item.alias = newAlias();
     item.status ??= {};
   },
 });

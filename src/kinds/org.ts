@@ -25,7 +25,8 @@ export default defineKind({
   fields: {
     spec: obj({
       logging: loggingProviders(),
-      extraLogging: arr(loggingProviders(), { maxItems: 3 }),
+      // Terraform's cpln_org_logging sets it with $replace/extraLogging.
+      extraLogging: arr(loggingProviders(), { maxItems: 3, 'x-replaceable': true }),
       tracing: anyObject(),
       sessionTimeoutSeconds: int({ minimum: 0 }),
       authConfig: obj({ domainAutoMembers: arr(str({ maxLength: 253 }), { maxItems: 100 }), samlOnly: bool() }),
@@ -64,4 +65,7 @@ export default defineKind({
   ],
   implied: { readLogs: ['view'], exec: ['exec.echo'] },
   operations: { delete: false },
+  // OrgStatus: an org is active from its creation; its endpoints are named after it. Its
+  // accountLink is stored by whoever knows the owning account.
+  derivedStatus: (item) => ({ active: true, endpointPrefix: item.name }),
 });

@@ -29,6 +29,8 @@ export type JsonSchema = {
   readOnly?: boolean;
   /** Cannot change once created (400 on update). */
   'x-immutable'?: boolean;
+  /** An array that `$replace/x` may also set, because a client sends it that way. */
+  'x-replaceable'?: boolean;
   [extra: string]: unknown;
 };
 

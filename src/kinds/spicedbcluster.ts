@@ -1,4 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
+import { newAlias } from './gvc.js';
 import { anyObject, arr, link, obj, readOnly, str } from './schema.js';
 
 // Public types (types-ts spicedb.ts).
@@ -12,4 +13,9 @@ export default defineKind({
     status: readOnly(anyObject()),
   },
   permissions: standardPermissions('SpiceDB clusters'),
+  defaults(item) {
+    if (typeof item.alias !== 'string' || item.alias === '') item.alias = newAlias();
+  },
+  // ClusterStatus of the public types: where clients outside the platform reach the cluster.
+  derivedStatus: (item) => ({ externalEndpoint: `${String(item.alias)}.spicedb.keel.local:443` }),
 });

@@ -71,6 +71,11 @@ export interface KindDef {
   beforeDelete?(item: Resource, ctx: HookContext): Promise<void> | void;
   /** Runs inside the write's transaction after it; `item` is undefined after a delete. */
   afterWrite?(name: string, item: Record<string, unknown> | undefined, ctx: HookContext): Promise<void>;
+  /**
+   * Status that follows from the item itself (its spec and place), shown on every read under
+   * what Keel's reconcilers store (whose fields win): nothing to store, never stale.
+   */
+  derivedStatus?(item: Resource): Record<string, unknown>;
   /** Kind-specific links added to self/org/gvc. */
   links?(item: Resource, self: string): Link[];
   /**

@@ -34,10 +34,11 @@ export function isRequired(schema: JsonSchema, key: string): boolean {
 /**
  * `$replace/x` only exists where a plain field would merge (objects and maps) or where the value
  * may take several types (a query term's `value`); the seed's patch bodies list it nowhere else.
- * For arrays and single-typed scalars a plain field already replaces.
+ * For arrays and single-typed scalars a plain field already replaces, unless the kind marks the
+ * array `x-replaceable` (a client sends it so).
  */
 export function isReplaceable(schema: JsonSchema): boolean {
-  return isObjectSchema(schema) || schema.type === undefined || Array.isArray(schema.type);
+  return isObjectSchema(schema) || schema.type === undefined || Array.isArray(schema.type) || schema['x-replaceable'] === true;
 }
 
 export type Identity = string | number;

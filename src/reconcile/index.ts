@@ -1,8 +1,10 @@
-// Living resources: the deployment and -command routes, and the reconciler runner that moves
+// Living resources: the deployment, -command, mk8s cluster and latest-image routes, and the reconciler runner that moves
 // status along (started with the Core API's server, stopped when it closes).
 import type { FastifyInstance } from 'fastify';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Config } from '../config.js';
+import { mountImages } from '../server/images.js';
+import { mountMk8s } from '../server/mk8s.js';
 import { mountSubresources } from '../server/subresources.js';
 import type { Store } from '../store/types.js';
 import { ReconcileRunner } from './runner.js';
@@ -11,6 +13,8 @@ export const DEFAULT_STEP_MS = 1000;
 
 export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config): ReconcileRunner | undefined {
   mountSubresources(core, store, auth, { audit: config.audit });
+  mountMk8s(core, store, auth);
+  mountImages(core, store, auth);
   if (!config.reconcile) return undefined;
   const runner = new ReconcileRunner(store, {
     stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,

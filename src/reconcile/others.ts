@@ -4,8 +4,7 @@
 //   status of each enabled add-on (the cluster is ready);
 // - domain: pendingDnsConfig (with the DNS records to create), a step later pendingCertificate,
 //   a step after that ready, with its endpoints and per-location certificate status; a pass that
-//   comes late still writes each stage in turn (never more than one past the stored one);
-// - agent: its bootstrap configuration, at once.
+//   comes late still writes each stage in turn (never more than one past the stored one).
 import { deepEqual } from '../json.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import { gvcLocations, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
@@ -77,19 +76,4 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
   if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item, { ...item.data, status });
   if (stage === 'ready') return {};
   return { after: created + (index + 1) * ctx.stepMs - ctx.now };
-}
-
-export async function reconcileAgent(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
-  const item = await ctx.tx.get(key, 'update');
-  if (!item) return {};
-  const status = {
-    bootstrapConfig: {
-      agentId: item.id,
-      agentLink: `/org/${key.org}/agent/${item.name}`,
-      protocolVersion: 'v1',
-      hubEndpoint: `https://agents.keel.local/${key.org}`,
-    },
-  };
-  if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item as StoredItem, { ...item.data, status });
-  return {};
 }

@@ -18,7 +18,7 @@ import { parseLink } from '../resources/links.js';
 import type { AuditRecord, ItemKey, Store } from '../store/types.js';
 import { keyString, listAll, type Outcome, type ReconcileContext } from './common.js';
 import { reconcileCommand } from './commands.js';
-import { reconcileAgent, reconcileDomain, reconcileMk8s } from './others.js';
+import { reconcileDomain, reconcileMk8s } from './others.js';
 import { commandKey, type CommandParent } from './views.js';
 import { reconcileVolumeset } from './volumesets.js';
 import { reconcileWorkload } from './workloads.js';
@@ -39,12 +39,11 @@ const RECONCILERS: Record<string, Reconciler> = {
   command: reconcileCommand,
   mk8s: reconcileMk8s,
   domain: reconcileDomain,
-  agent: reconcileAgent,
 };
 /** Kinds the periodic scan visits (commands only while they run: the scan filters them). */
-const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'agent', 'command'];
+const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'command'];
 /** The kinds whose changes concern some reconciler. */
-const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'agent'];
+const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain'];
 const FOLLOW_PAGE = 500;
 /** Events of this process kept for follow() per org, at most (past that, it reads them back). */
 const APPENDED_KEPT = 10_000;
@@ -268,7 +267,6 @@ export class ReconcileRunner {
       }
       case 'mk8s':
       case 'domain':
-      case 'agent':
         if (event.actionType !== 'delete') this.enqueue({ org, kind, gvc: '', name: event.resourceName });
         break;
     }
@@ -302,7 +300,7 @@ export class ReconcileRunner {
     else if (key.kind === 'command') {
       // A command's effect changes its parent's status: let the parent's reconciler look again.
       const [parentKind, rest] = [key.name.slice(0, key.name.indexOf(':')), key.name.slice(key.name.indexOf(':') + 1)];
-      if (parentKind === 'volumeset') this.enqueue({ org: key.org, kind: 'volumeset', gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
+      this.enqueue({ org: key.org, kind: parentKind, gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
     }
     announce(this.store, key.org, appended);
     if (outcome.after !== undefined) this.schedule(key, Math.max(1, outcome.after));

@@ -67,9 +67,12 @@ export async function reconcileVolumeset(ctx: ReconcileContext, key: ItemKey): P
   if (used) {
     status.usedByWorkload = workloadLinks[0];
     status.workloadLinks = workloadLinks;
+    // The binding of the set to the workload that uses it: a new one when another workload takes it.
+    status.bindingId = stableId(item.id, workloadLinks[0]);
   } else {
     delete status.usedByWorkload;
     delete status.workloadLinks;
+    delete status.bindingId;
   }
   const desired = used ? Math.max(1, ...users.map(replicasOf)) : 1;
 

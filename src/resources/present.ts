@@ -34,6 +34,7 @@ export function present(def: KindDef, item: StoredItem, options: { reveal?: bool
     if (!LEADING.includes(key) && item.data[key] !== undefined) out[key] = item.data[key];
   }
   const resource = out as Resource;
+  if (def.derivedStatus) resource.status = { ...def.derivedStatus(resource), ...((item.data.status as Record<string, unknown> | undefined) ?? {}) };
   links.push(...(def.links?.(resource, self) ?? []));
   return options.reveal ? resource : withoutHidden(resource, def.hidden ?? []);
 }
