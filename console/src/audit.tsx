@@ -96,7 +96,7 @@ export function AuditTrail(props: { org: string; query: URLSearchParams }) {
               <td>
                 <details>
                   <summary>Raw JSON</summary>
-                  <pre class="code">{JSON.stringify(e, null, 2)}</pre>
+                  <pre tabIndex={0} class="code">{JSON.stringify(e, null, 2)}</pre>
                 </details>
               </td>
             </tr>

@@ -71,7 +71,7 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
       </nav>
       {tab === 'overview' ? <Overview item={item} kind={kind} org={org} path={path} canEdit={canEdit} onChange={loaded.setData} /> : null}
       {tab === 'yaml' ? <YamlEdit item={item} path={path} canEdit={canEdit && kind.operations.update} onSaved={loaded.setData} changedMeanwhile={changedMeanwhile} /> : null}
-      {tab === 'json' ? <pre class="code" data-testid="json">{JSON.stringify(item, null, 2)}</pre> : null}
+      {tab === 'json' ? <pre tabIndex={0} class="code" data-testid="json">{JSON.stringify(item, null, 2)}</pre> : null}
       {tab === 'history' ? <History path={path} current={item} canEdit={canEdit && kind.operations.update} onRestored={loaded.setData} /> : null}
       {tab === 'access' ? <AccessReport path={path} /> : null}
     </section>
@@ -103,7 +103,7 @@ function Overview(props: { item: Item; kind: KindInfo; org: string; path: string
       {item.status && Object.keys(item.status).length ? (
         <details>
           <summary>Status (raw)</summary>
-          <pre class="code">{toYaml(item.status)}</pre>
+          <pre tabIndex={0} class="code">{toYaml(item.status)}</pre>
         </details>
       ) : null}
     </div>
@@ -446,7 +446,7 @@ export function NewItem(props: { kind: KindInfo; org: string; gvc?: string; coll
       {checked ? (
         <div>
           <h2>The server would create</h2>
-          <pre class="code">{checked}</pre>
+          <pre tabIndex={0} class="code">{checked}</pre>
         </div>
       ) : null}
     </section>

@@ -186,7 +186,7 @@ function VolumeSetPanel(props: PanelProps) {
       ) : (
         <p class="muted">No volumes yet (a workload that mounts this set creates them).</p>
       )}
-      {snapshots.length ? <pre class="code">{JSON.stringify(snapshots, null, 2)}</pre> : null}
+      {snapshots.length ? <pre tabIndex={0} class="code">{JSON.stringify(snapshots, null, 2)}</pre> : null}
       <Commands path={props.path} />
     </div>
   );
@@ -253,7 +253,7 @@ function SecretPanel(props: PanelProps) {
         </p>
       ) : (
         <div>
-          <pre class="code" data-testid="secret-value">{typeof value === 'string' ? value : JSON.stringify(value, null, 2)}</pre>
+          <pre tabIndex={0} class="code" data-testid="secret-value">{typeof value === 'string' ? value : JSON.stringify(value, null, 2)}</pre>
           <button type="button" onClick={() => setValue(undefined)}>
             Hide
           </button>

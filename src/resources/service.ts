@@ -212,6 +212,7 @@ export class Resources {
    * the item; `before` pages on by event sequence. Events are read oldest first in batches and only
    * the newest page is kept, so memory stays bounded by the page size. Hidden fields (secret data)
    * are not in the recorded snapshots; the kind's hidden() runs again so history can never show them.
+   * Status that Keel's reconcilers record is left out: it makes no version.
    */
   async history(principal: Principal, def: KindDef, place: Place, name: string, page: { limit: number; before?: number }) {
     await this.auth.requireMember(principal, place.org);
@@ -224,6 +225,7 @@ export class Resources {
       const records = await this.store.audit({ org: item.org, context: PLATFORM_CONTEXT, resourceId: item.id, afterSeq: after, limit: HISTORY_BATCH });
       for (const record of records) {
         if (page.before !== undefined && record.seq >= page.before) break;
+        if (record.actionType === 'status') continue; // Keel's own status writes change no version
         kept.push(record);
         if (kept.length > page.limit + 1) kept.shift();
       }

@@ -184,3 +184,29 @@ forEachBackend(
   },
   ['sqlite'],
 );
+
+forEachBackend(
+  'item history with reconcilers',
+  (backend) => {
+    let k: TestKeel;
+    before(async () => {
+      k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: 20 });
+    });
+    after(() => k.close());
+
+    test("status written by Keel's reconcilers is not a version", async () => {
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'gv', spec: { staticPlacement: { locationLinks: ['//location/aws-us-east-2'] } } })).status, 201);
+      assert.equal((await k.call('POST', '/org/acme/gvc/gv/workload', { name: 'wl', spec: { type: 'standard', containers: [{ name: 'c', image: 'nginx' }] } })).status, 201);
+      const deadline = Date.now() + 30_000;
+      while (!(await k.call('GET', '/org/acme/gvc/gv/workload/wl/deployment')).body.items.some((d: any) => d.status?.ready)) {
+        assert.ok(Date.now() < deadline, 'the deployment became ready in time');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const events = (await k.call('GET', '/org/acme/gvc/gv/workload/wl/-eventlog')).body.items as any[];
+      assert.ok(events.some((e) => e.action.type === 'status'), 'the reconcilers recorded status');
+      const history = (await k.call('GET', '/org/acme/gvc/gv/workload/wl/-history')).body.items as any[];
+      assert.deepEqual(history.map((h) => [h.version, h.action]), [[1, 'create']]);
+    });
+  },
+  ['sqlite'],
+);
