@@ -220,9 +220,12 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await axe('history');
     await page.getByRole('button', { name: 'Restore version 1' }).click();
     await page.getByRole('status').filter({ hasText: /Restored version 1/ }).waitFor({ timeout: WAIT });
+    const first = (await k.call('GET', '/org/acme/gvc/shop/workload/web/-history')).body.items.at(-1).resource;
     const restored = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body;
     assert.equal(restored.version, current.version + 1);
-    assert.equal(restored.description, 'web');
+    assert.equal(restored.description, first.description);
+    assert.notEqual(restored.description, current.description);
+    assert.deepEqual(restored.spec, first.spec);
     const history = (await k.call('GET', '/org/acme/gvc/shop/workload/web/-history')).body.items;
     assert.equal(history[0].subject.name, 'admin');
     assert.equal(history[0].version, current.version + 1);
