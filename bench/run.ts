@@ -19,6 +19,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   audit: benchAudit,
   auth: benchAuth,
   query: () => import('./query.js').then((m) => m.benchQuery()),
+  console: () => import('./console.js').then((m) => m.benchConsole()),
 };
 
 function postgresVersion(): string {
