@@ -249,6 +249,74 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await axe('audit trail');
   });
 
+  test('lists filter by name and tags through -query, sort, and show new items live', async () => {
+    for (const [name, team] of [['alpha-one', 'red'], ['alpha-two', 'blue'], ['beta-one', 'red']]) {
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name, tags: { team } })).status, 201);
+    }
+    await open('/org/acme/gvc');
+    await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+    const rowNames = () => page.locator('[role=rowgroup].rows [role=row] a').allTextContents();
+    await page.getByLabel('Name contains').fill('alpha');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /^2 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await rowNames(), ['alpha-one', 'alpha-two']);
+    await page.getByRole('button', { name: /^Name/ }).click();
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[role=rowgroup].rows [role=row] a')?.textContent === 'alpha-two', undefined, { timeout: WAIT });
+    await page.getByLabel('Name contains').fill('');
+    await page.getByLabel(/^Tags/).fill('team=red');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /^2 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual((await rowNames()).sort(), ['alpha-one', 'beta-one']);
+    await page.getByLabel(/^Tags/).fill('');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /live/ }).or(page.getByTestId('count').filter({ hasText: /items/ })).first().waitFor({ timeout: WAIT });
+    await page.evaluate(() => ((globalThis as any).__sameDocument = 'list'));
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'arrived-live' })).status, 201);
+    await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'arrived-live' }).waitFor({ timeout: WAIT });
+    assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), 'list');
+  });
+
+  test('service account: mint a key shown once with a copy button, then revoke it', async () => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'deployer' })).status, 201);
+    await open('/org/acme/serviceaccount/deployer');
+    await page.getByLabel('Key description').fill('from the console');
+    await page.getByRole('button', { name: 'Mint key' }).click();
+    const minted = (await page.getByTestId('minted-key').innerText({ timeout: WAIT })).trim();
+    assert.equal((await k.call('GET', '/org/acme/serviceaccount/deployer', undefined, { token: minted })).status !== 401, true, 'the minted key authenticates');
+    await page.getByRole('button', { name: 'Copy' }).waitFor();
+    await shot('serviceaccount');
+    await axe('service account');
+    const keyName = (await k.call('GET', '/org/acme/serviceaccount/deployer')).body.keys[0].name;
+    await page.getByRole('button', { name: `Revoke ${keyName}` }).click();
+    await page.getByRole('button', { name: `Revoke ${keyName}` }).waitFor({ state: 'detached', timeout: WAIT });
+    assert.deepEqual((await k.call('GET', '/org/acme/serviceaccount/deployer')).body.keys ?? [], []);
+    assert.equal((await k.call('GET', '/org/acme/gvc', undefined, { token: minted })).status, 401, 'the revoked key no longer works');
+  });
+
+  test('secret values stay hidden until revealed; policy bindings are edited with the kind permissions', async () => {
+    assert.equal((await k.call('POST', '/org/acme/secret', { name: 'db-password', type: 'opaque', data: { payload: 'hunter2-console', encoding: 'plain' } })).status, 201);
+    await open('/org/acme/secret/db-password');
+    await page.getByRole('button', { name: 'Reveal' }).waitFor({ timeout: WAIT });
+    assert.ok(!(await page.content()).includes('hunter2-console'));
+    await page.getByRole('button', { name: 'Reveal' }).click();
+    await page.getByTestId('secret-value').filter({ hasText: 'hunter2-console' }).waitFor({ timeout: WAIT });
+    await open('/org/acme/secret/db-password?tab=history');
+    await page.getByTestId('version-row').first().waitFor({ timeout: WAIT });
+    assert.ok(!(await page.content()).includes('hunter2-console'), 'history never shows the value');
+
+    assert.equal((await k.call('POST', '/org/acme/policy', { name: 'readers', targetKind: 'secret', target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/deployer'] }] })).status, 201);
+    await open('/org/acme/policy/readers');
+    await page.getByRole('checkbox', { name: 'reveal' }).check({ timeout: WAIT });
+    await page.getByRole('button', { name: 'Save bindings' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor({ timeout: WAIT });
+    const policy = (await k.call('GET', '/org/acme/policy/readers')).body;
+    assert.deepEqual([...policy.bindings[0].permissions].sort(), ['reveal', 'view']);
+    await shot('policy');
+    await axe('policy');
+    await open('/org/acme/secret/db-password?tab=access');
+    await page.getByRole('table', { name: 'Who can do what' }).getByText(/deployer/).first().waitFor({ timeout: WAIT });
+  });
+
   test('a limited key sees only what it may view, without edit or delete controls; a 403 is explained', async () => {
     assert.equal((await k.call('POST', '/org/acme/gvc/shop/workload', { name: 'secret-sauce', spec: { type: 'standard', containers: [{ name: 'c', image: 'nginx' }] } })).status, 201);
     const limited = await keyFor('looker', { name: 'looker-web', targetKind: 'workload', targetLinks: ['//gvc/shop/workload/web'], bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/looker'] }] });

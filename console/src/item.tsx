@@ -314,7 +314,8 @@ function History(props: { path: string; current: Item; canEdit: boolean; onResto
   if (!versions.data) return <p>Loading…</p>;
   const list = versions.data;
   const toggle = (i: number) => setPicked((p) => (p.includes(i) ? p.filter((x) => x !== i) : [...p.slice(-1), i]));
-  const [a, b] = [...picked].sort((x, y) => y - x).map((i) => list[i]);
+  // The list is newest first: the higher index is the older version, shown on the left.
+  const [a, b] = [...picked].sort((x, y) => x - y).map((i) => list[i]);
   const restore = async (v: Version) => {
     setError(undefined);
     try {

@@ -125,7 +125,9 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
           Org{' '}
           <select aria-label="Org" value={org} onChange={(e) => go(`/org/${(e.target as HTMLSelectElement).value}`)}>
             {orgChoices.map((o) => (
-              <option key={o}>{o}</option>
+              <option key={o} selected={o === org}>
+                {o}
+              </option>
             ))}
           </select>
         </label>
@@ -145,7 +147,9 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
           >
             <option value="">(none)</option>
             {(gvcs.data ?? []).map((g) => (
-              <option key={g}>{g}</option>
+              <option key={g} selected={g === gvc}>
+                {g}
+              </option>
             ))}
           </select>
         </label>

@@ -39,7 +39,7 @@ export function templateTypes(kind: string): string[] {
 }
 
 export function templateOf(kind: string, type: string, org: string): Record<string, unknown> {
-  const common = { kind, name: `new-${kind}`, description: '', tags: {} };
+  const common = { kind, name: `new-${kind}`, tags: {} };
   if (kind === 'secret') return { ...common, type, data: SECRET_DATA[type] };
   return { ...common, ...(SPECS[kind]?.(org) ?? {}) };
 }
