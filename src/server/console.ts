@@ -54,21 +54,23 @@ export function mountConsole(app: FastifyInstance): void {
     if (!existsSync(index)) throw notBuilt();
     return reply.type(TYPES['.html']).header('cache-control', 'no-cache').header('x-content-type-options', 'nosniff').send(readFileSync(index));
   };
-  app.get('/console', open, page); // with or without the trailing slash: asset paths are absolute
-  app.get('/console/*', open, async (request, reply) => {
+  // The console's files are not part of the API, so the OpenAPI document leaves them out.
+  const file = { ...open, schema: { hide: true } };
+  app.get('/console', file, page); // with or without the trailing slash: asset paths are absolute
+  app.get('/console/*', file, async (request, reply) => {
     const rest = (request.params as { '*': string })['*'];
-    const file = resolve(root, rest);
+    const path = resolve(root, rest);
     // Names are hashed by the build, so a file under assets/ never changes; anything else is the app's page.
-    if (!file.startsWith(root + sep) || !TYPES[extname(file)]) return page(request, reply);
+    if (!path.startsWith(root + sep) || !TYPES[extname(path)]) return page(request, reply);
     let body: Buffer;
     try {
-      body = await readFile(file);
+      body = await readFile(path);
     } catch {
       return sendError(reply, request, existsSync(root) ? ApiError.notFound(`no such console file: ${rest}`) : notBuilt());
     }
     const immutable = rest.startsWith('assets/');
     return reply
-      .type(TYPES[extname(file)])
+      .type(TYPES[extname(path)])
       .header('cache-control', immutable ? 'public, max-age=31536000, immutable' : 'no-cache')
       .header('x-content-type-options', 'nosniff')
       .send(body);
@@ -101,6 +103,7 @@ export function allowCoreOrigin(audit: FastifyInstance, corePort: () => number |
     method: 'OPTIONS',
     url: '/*',
     config: { public: true },
+    schema: { hide: true }, // a CORS preflight, not an API operation
     handler: async (request, reply) => {
       if (!allowed(request.headers.origin, request.headers.host)) return reply.code(204).send();
       return reply
