@@ -102,6 +102,9 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
   const shown = browsable(registry.data ?? []);
   const orgKinds = shown.filter((k) => k.scope === 'org');
   const gvcKinds = shown.filter((k) => k.scope === 'gvc');
+  const insideGvc = segments[2] === 'gvc' && segments.length >= 5;
+  // The current GVC is offered even when it was created after the list was read.
+  const gvcChoices = Array.from(new Set([...(gvcs.data ?? []), ...(gvc ? [gvc] : [])])).sort();
   const orgChoices = Array.from(new Set([...(orgs.data ?? []), ...(org ? [org] : [])])).sort();
 
   if (segments[0] !== 'org' && org) {
@@ -146,7 +149,7 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
             }}
           >
             <option value="">(none)</option>
-            {(gvcs.data ?? []).map((g) => (
+            {gvcChoices.map((g) => (
               <option key={g} selected={g === gvc}>
                 {g}
               </option>
@@ -163,7 +166,7 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
         <ul>
           {orgKinds.map((k) => (
             <li key={k.kind}>
-              <a href={`#/org/${org}/${k.kind}`} aria-current={segments[2] === k.kind ? 'page' : undefined} title={k.summary}>
+              <a href={`#/org/${org}/${k.kind}`} aria-current={segments[2] === k.kind && !insideGvc ? 'page' : undefined} title={k.summary}>
                 {k.kind}
               </a>
             </li>
