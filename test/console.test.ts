@@ -141,6 +141,10 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
       // The navigation offers the same kind.
       assert.equal(await page.getByRole('navigation', { name: 'Kinds' }).getByRole('link', { name: def.kind, exact: true }).count(), 1, def.kind);
     }
+    assert.equal((await k.call('POST', '/org/acme/gvc/browse/volumeset', { name: 'data', spec: { initialCapacity: 10, performanceClass: 'general-purpose-ssd', fileSystemType: 'ext4' } })).status, 201);
+    await open('/org/acme/gvc/browse/volumeset/data');
+    await page.getByRole('heading', { name: 'Volumes per location' }).waitFor({ timeout: WAIT });
+    await page.getByRole('heading', { name: 'Commands' }).waitFor({ timeout: WAIT });
     await open('/org/acme/location');
     await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
     assert.ok((await page.getByRole('row').count()) > 5, 'built-in locations are listed');
