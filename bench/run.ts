@@ -20,6 +20,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   auth: benchAuth,
   query: () => import('./query.js').then((m) => m.benchQuery()),
   adversarial: () => import('./adversarial.js').then((m) => m.benchAdversarial()),
+  console: () => import('./console.js').then((m) => m.benchConsole()),
 };
 
 function postgresVersion(): string {

@@ -8,10 +8,10 @@ import type { JsonSchema } from '../kinds/schema.js';
 import type { HookContext, KindDef, Place, Resource } from '../kinds/types.js';
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
-import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+import type { AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { resolveLink, resolveLinksIn } from './links.js';
 import { present, presented } from './present.js';
-import { actorOf, changeEvent, eventlogEntry, PLATFORM_CONTEXT } from '../audit/events.js';
+import { actorOf, changeEvent, eventlogEntry, historyEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { announce, type AppendedEvent } from '../audit/changes.js';
 import { createOrg, requireOrgCreator, type OrgCreationRule } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
@@ -53,6 +53,9 @@ const MAX_TERM_TEXT = 16 * 1024;
 class DryRun {
   constructor(readonly item: StoredItem) {}
 }
+
+/** Audit events read per round trip while collecting an item's history. */
+const HISTORY_BATCH = 1000;
 
 const isGvcScoped = (kind: string) => findKind(kind)?.scope === 'gvc';
 
@@ -231,6 +234,37 @@ export class Resources {
     const more = records.length > page.limit;
     const items = (more ? records.slice(0, page.limit) : records).map(eventlogEntry);
     return { items, next: more ? records[page.limit - 1].seq : undefined };
+  }
+
+  /**
+   * An item's versions from its audit events (its -history), newest first, for a caller who may view
+   * the item; `before` pages on by event sequence. Events are read oldest first in batches and only
+   * the newest page is kept, so memory stays bounded by the page size. Hidden fields (secret data)
+   * are not in the recorded snapshots; the kind's hidden() runs again so history can never show them.
+   * Status that Keel's reconcilers record is left out: it makes no version.
+   */
+  async history(principal: Principal, def: KindDef, place: Place, name: string, page: { limit: number; before?: number }) {
+    await this.auth.requireMember(principal, place.org);
+    await this.requireGvc(def, place);
+    const item = await this.store.get(keyOf(def, place, name));
+    if (!item) throw notFound(def, place, name);
+    await this.auth.check(principal, 'view', def, targetOf(item));
+    const kept: AuditRecord[] = [];
+    for (let after: number | undefined; ; ) {
+      const records = await this.store.audit({ org: item.org, context: PLATFORM_CONTEXT, resourceId: item.id, afterSeq: after, limit: HISTORY_BATCH });
+      for (const record of records) {
+        if (page.before !== undefined && record.seq >= page.before) break;
+        if (record.actionType === 'status') continue; // Keel's own status writes change no version
+        kept.push(record);
+        if (kept.length > page.limit + 1) kept.shift();
+      }
+      if (records.length < HISTORY_BATCH || (page.before !== undefined && records[records.length - 1].seq >= page.before)) break;
+      after = records[records.length - 1].seq;
+    }
+    kept.reverse();
+    const more = kept.length > page.limit;
+    const items = (more ? kept.slice(0, page.limit) : kept).map((record) => historyEntry(def, record));
+    return { items, next: more ? kept[page.limit - 1].seq : undefined };
   }
 
   /** The orgs the caller may view: its own and those whose groups or policies name it. */

@@ -19,6 +19,8 @@ import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
+import { allowCoreOrigin, mountConsole } from './console.js';
+import type { AddressInfo } from 'node:net';
 import { installLiving } from '../reconcile/index.js'; // issue 9: deployments, -command, reconcilers
 
 export interface App {
@@ -138,6 +140,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountAccessRoutes(core, resources, store, auth);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
+  mountConsole(core);
+  allowCoreOrigin(audit, () => (core.server.address() as AddressInfo | null)?.port);
   await Promise.all([core.ready(), audit.ready()]);
   return { core, audit, resources };
 }

@@ -40,8 +40,34 @@ function sharedSchemas(): Array<JsonSchema & { $id: string }> {
     type: 'object',
     properties: { kind: { const: 'permissions' }, targetKind: { type: 'string' }, items: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, description: { type: 'string' } } } }, implied: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } }, links: { type: 'array', items: linkSchema } },
   } as JsonSchema & { $id: string };
+  const history = {
+    $id: 'History',
+    type: 'object',
+    description: "An item's versions from its audit events, newest first; a `rel: next` link pages on. Secret values never appear.",
+    properties: {
+      kind: { const: 'list' },
+      itemKind: { const: 'history' },
+      items: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: {
+            version: { type: 'integer', description: 'The version the change produced (a delete: the last version)' },
+            action: { type: 'string', description: 'create, edit, delete …' },
+            at: { type: 'string', format: 'date-time' },
+            subject: { type: 'object', description: 'Who made the change, as in the audit event' },
+            resource: { type: 'object', description: 'The item as it was after the change' },
+          },
+          required: ['version', 'action', 'at', 'subject', 'resource'],
+        },
+      },
+      links: { type: 'array', items: linkSchema },
+    },
+    required: ['kind', 'itemKind', 'items', 'links'],
+    additionalProperties: false,
+  } as JsonSchema & { $id: string };
   const kinds = KINDS.map((def) => ({ $id: KIND_ID(def.kind), ...resourceSchema(def) }));
-  return [error, list, query, result, permissions, ...kinds];
+  return [error, list, query, result, permissions, history, ...kinds];
 }
 
 const errors = { '4XX': { description: 'The error object', ...ref('Error') }, '5XX': { description: 'The error object', ...ref('Error') } };
@@ -69,6 +95,12 @@ function describeRoute(method: string, url: string): Record<string, unknown> {
   }
   if (def && last === 'permissions') return op(`Permissions that can be granted on ${def.kind} items`, { response: ok(200, 'The permission schema', ref('Permissions')) });
   if (def && last === '-eventlog') return op(`Events of a ${def.kind}`, { querystring: page, response: ok(200, 'The audit events of the item', ref('List')) });
+  if (def && last === '-history') {
+    return op(`Versions of a ${def.kind}, newest first (who changed it, when, and the item as it then was); needs view, like -eventlog`, {
+      querystring: { type: 'object', properties: { limit: { type: 'integer', minimum: 1 }, next: { type: 'string' } } },
+      response: ok(200, 'The versions of the item', ref('History')),
+    });
+  }
   if (def && isItem) {
     const item = ref(KIND_ID(def.kind));
     switch (method) {

@@ -65,6 +65,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       },
     });
     mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) });
+    mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) });
     if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request) => list(resources, def, placeOf(def, request), request) });
     mountKindWide(app, resources, def);
   }
@@ -119,6 +120,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
+  mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) });
   mountKindWide(app, resources, org);
 }
 
@@ -185,6 +187,19 @@ async function eventlog(resources: Resources, def: KindDef, place: Place, name: 
   const links = [{ rel: 'self', href: path }];
   if (page.next !== undefined) links.push({ rel: 'next', href: `${path}?limit=${limit}&next=${page.next}` });
   return { kind: 'list', itemKind: 'event', items: page.items, links };
+}
+
+/** GET <item>/-history: the item's versions from its audit events, newest first, paged by sequence number. */
+async function history(resources: Resources, def: KindDef, place: Place, name: string, request: FastifyRequest) {
+  const limit = pageSize(request);
+  const raw = (request.query as QueryString).next;
+  const before = raw === undefined ? undefined : Number(raw);
+  if (before !== undefined && (!Number.isInteger(before) || before < 1)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
+  const page = await resources.history(request.principal, def, place, name, { limit, before });
+  const path = request.url.split('?')[0];
+  const links = [{ rel: 'self', href: path }];
+  if (page.next !== undefined) links.push({ rel: 'next', href: `${path}?limit=${limit}&next=${page.next}` });
+  return { kind: 'list', itemKind: 'history', items: page.items, links };
 }
 
 interface NextToken {

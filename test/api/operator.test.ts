@@ -39,7 +39,7 @@ describe('OpenAPI document', () => {
       onRoute: (route, api) => {
         const config = (route.config ?? {}) as { methodNotAllowed?: boolean };
         for (const method of [route.method].flat()) {
-          if (method === 'HEAD' || config.methodNotAllowed || route.url.startsWith('/docs') || route.url === '/openapi.json') continue;
+          if (method === 'HEAD' || method === 'OPTIONS' || config.methodNotAllowed || route.url.startsWith('/docs') || route.url.startsWith('/console') || route.url === '/openapi.json') continue;
           mounted[api].push({ method, url: route.url });
         }
       },

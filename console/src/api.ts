@@ -1,0 +1,217 @@
+// The console is just another client of the public API: every call carries the signed-in
+// principal's key, kept in sessionStorage for this tab only.
+
+const KEY = 'keel.key';
+
+export class Problem extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string,
+    readonly body: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export interface Link {
+  rel: string;
+  href: string;
+}
+
+export interface Item {
+  id: string;
+  kind: string;
+  name: string;
+  description?: string;
+  version: number;
+  tags: Record<string, unknown>;
+  created: string;
+  lastModified: string;
+  links: Link[];
+  status?: Record<string, any>;
+  [field: string]: any;
+}
+
+export interface ListBody<T = Item> {
+  kind: string;
+  itemKind: string;
+  items: T[];
+  links: Link[];
+}
+
+export const session = {
+  key: (): string | null => sessionStorage.getItem(KEY),
+  signIn: (key: string) => sessionStorage.setItem(KEY, key.trim()),
+  signOut: () => {
+    sessionStorage.clear();
+  },
+  /** The org a Keel service-account key names (its middle part is base64url of org.sa.keyName). */
+  orgOfKey(key: string): string | undefined {
+    const middle = key.split('.')[1];
+    if (!middle) return undefined;
+    try {
+      const text = atob(middle.replace(/-/g, '+').replace(/_/g, '/'));
+      return text.split('.')[0] || undefined;
+    } catch {
+      return undefined;
+    }
+  },
+};
+
+export interface CallOptions {
+  base?: string;
+  signal?: AbortSignal;
+}
+
+/** One API call; a 4xx/5xx is thrown as a Problem carrying the API's error message. */
+export async function call<T = any>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<T> {
+  const key = session.key();
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let res: Response;
+  try {
+    res = await fetch((options.base ?? '') + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: options.signal });
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw err;
+    throw new Problem(0, `The server could not be reached (${(err as Error).message})`, 'unreachable', undefined);
+  }
+  const text = await res.text();
+  let parsed: any = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = text;
+  }
+  if (!res.ok) {
+    const message = parsed && typeof parsed === 'object' && typeof parsed.message === 'string' ? parsed.message : `${res.status} ${res.statusText}`;
+    throw new Problem(res.status, message, parsed?.code ?? 'error', parsed);
+  }
+  return parsed as T;
+}
+
+/** A message a person can act on, for any error a call threw. */
+export function explain(err: unknown): string {
+  if (err instanceof Problem) {
+    if (err.status === 403) return `You do not have permission for this (403 forbidden): ${err.message}`;
+    if (err.status === 401) return `Your key was not accepted (401): ${err.message}. Sign out and sign in with a valid key.`;
+    if (err.status === 404) return `Not found (404): ${err.message}`;
+    if (err.status === 409) return `Conflict (409): ${err.message}`;
+    return err.status ? `${err.message} (${err.status} ${err.code})` : err.message;
+  }
+  return String((err as Error)?.message ?? err);
+}
+
+let auditBase: Promise<string> | undefined;
+
+/** The Audit API's base URL, from /discovery (it listens on its own port). */
+export function auditApi(): Promise<string> {
+  auditBase ??= call<{ endpoints: { audit: string } }>('GET', '/discovery').then((d) => d.endpoints.audit.replace(/\/$/, ''));
+  return auditBase;
+}
+
+export function selfOf(item: { links?: Link[] }): string {
+  return item.links?.find((l) => l.rel === 'self')?.href ?? '';
+}
+
+export interface WatchEvent {
+  type: string;
+  seq: number;
+  kind: string;
+  object: Item;
+}
+
+/**
+ * Follows GET /org/{org}/-watch (server-sent events) with fetch, since EventSource cannot send an
+ * Authorization header; reconnects after a drop, resuming after the last event seen.
+ */
+export function watch(org: string, params: Record<string, string>, onEvent: (event: WatchEvent) => void): () => void {
+  const stop = new AbortController();
+  let last: string | undefined;
+  const run = async () => {
+    for (let attempt = 0; !stop.signal.aborted; attempt++) {
+      try {
+        const query = new URLSearchParams(params);
+        const headers: Record<string, string> = { accept: 'text/event-stream', authorization: `Bearer ${session.key() ?? ''}` };
+        if (last !== undefined) headers['last-event-id'] = last;
+        const res = await fetch(`/org/${encodeURIComponent(org)}/-watch?${query}`, { headers, signal: stop.signal });
+        if (res.status === 401 || res.status === 403 || res.status === 400) return;
+        if (!res.ok || !res.body) throw new Error(`watch answered ${res.status}`);
+        attempt = 0;
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let end: number;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            let data = '';
+            let id: string | undefined;
+            let name = 'message';
+            for (const line of block.split('\n')) {
+              if (line.startsWith('data:')) data += line.slice(5).trimStart();
+              else if (line.startsWith('id:')) id = line.slice(3).trim();
+              else if (line.startsWith('event:')) name = line.slice(6).trim();
+            }
+            if (id !== undefined) last = id;
+            if (!data || name === 'bookmark') continue;
+            try {
+              onEvent(JSON.parse(data) as WatchEvent);
+            } catch {
+              // a malformed event is skipped; the next one still arrives
+            }
+          }
+        }
+      } catch (err) {
+        if (stop.signal.aborted) return;
+      }
+      await new Promise((r) => setTimeout(r, Math.min(10_000, 500 * 2 ** attempt)));
+    }
+  };
+  void run();
+  return () => stop.abort();
+}
+
+export interface KindInfo {
+  kind: string;
+  scope: 'org' | 'gvc';
+  summary: string;
+  operations: { create: boolean; update: boolean; delete: boolean };
+}
+
+let kindList: Promise<KindInfo[]> | undefined;
+
+/** The kind registry (GET /-kinds): navigation follows it, so a new kind needs no console code. */
+export function kinds(): Promise<KindInfo[]> {
+  kindList ??= call<ListBody<KindInfo>>('GET', '/-kinds').then((b) => b.items);
+  return kindList;
+}
+
+/** Kinds a person browses: those clients may create or change (computed kinds live under their parents). */
+export function browsable(list: KindInfo[]): KindInfo[] {
+  return list.filter((k) => k.kind !== 'org' && (k.operations.create || k.operations.update || k.operations.delete));
+}
+
+/** Whether the caller may change an item: a dry-run patch that changes nothing is authorized like a real one. */
+export async function mayEdit(path: string): Promise<boolean> {
+  try {
+    await call('PATCH', `${path}?dryRun=true`, {});
+    return true;
+  } catch (err) {
+    return !(err instanceof Problem && (err.status === 403 || err.status === 401));
+  }
+}
+
+/** Whether the caller may create items in a collection: a dry-run create is refused before validation when not allowed. */
+export async function mayCreate(collection: string): Promise<boolean> {
+  try {
+    await call('POST', `${collection}?dryRun=true`, { name: 'console-permission-probe' });
+    return true;
+  } catch (err) {
+    return !(err instanceof Problem && (err.status === 403 || err.status === 401 || err.status === 405));
+  }
+}

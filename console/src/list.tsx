@@ -1,0 +1,185 @@
+// A list of any kind: pages followed through `next` links, filtered by name and tags through
+// -query, sorted, live through -watch, and rendered as a window of rows so 10,000 items stay smooth.
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { call, explain, mayCreate, selfOf, watch, type Item, type KindInfo, type ListBody } from './api';
+import { ErrorBox, Tags, ago, statusSummary } from './widgets';
+
+const ROW = 36;
+const PAGE = 1000;
+
+type SortKey = 'name' | 'lastModified' | 'status';
+
+/** The -query body of a name filter (substring) and tag filters (`key` or `key=value`). */
+export function queryOf(kind: string, name: string, tags: string): unknown {
+  const terms: unknown[] = [];
+  if (name.trim()) terms.push({ property: 'name', op: '~', value: name.trim() });
+  for (const part of tags.split(/[,\s]+/).filter(Boolean)) {
+    const [tag, ...rest] = part.split('=');
+    terms.push(rest.length ? { tag, op: '=', value: rest.join('=') } : { tag, op: 'exists' });
+  }
+  return { kind, spec: { match: 'all', terms } };
+}
+
+export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; collection: string }) {
+  const { kind, org, gvc, collection } = props;
+  const [items, setItems] = useState<Item[]>([]);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState<unknown>();
+  const [name, setName] = useState('');
+  const [tags, setTags] = useState('');
+  const [applied, setApplied] = useState({ name: '', tags: '' });
+  const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: 'name', desc: false });
+  const [canCreate, setCanCreate] = useState(false);
+  const [live, setLive] = useState(false);
+
+  useEffect(() => {
+    if (!kind.operations.create) return;
+    void mayCreate(collection).then(setCanCreate);
+  }, [collection]);
+
+  // Every page, following `next` links; items appear as pages arrive.
+  useEffect(() => {
+    const ctl = new AbortController();
+    setItems([]);
+    setError(undefined);
+    setLoading(true);
+    const filtered = applied.name || applied.tags;
+    (async () => {
+      let page: ListBody = filtered
+        ? await call('POST', `${collection}/-query?limit=${PAGE}`, queryOf(kind.kind, applied.name, applied.tags), { signal: ctl.signal })
+        : await call('GET', `${collection}?limit=${PAGE}`, undefined, { signal: ctl.signal });
+      let all = page.items;
+      setItems(all);
+      for (let next = page.links.find((l) => l.rel === 'next'); next && !ctl.signal.aborted; next = page.links.find((l) => l.rel === 'next')) {
+        page = await call('GET', next.href, undefined, { signal: ctl.signal });
+        all = all.concat(page.items);
+        setItems(all);
+      }
+      performance.mark('keel-list-loaded');
+      setLoading(false);
+    })().catch((err) => {
+      if (err?.name === 'AbortError') return;
+      setError(err);
+      setLoading(false);
+    });
+    return () => ctl.abort();
+  }, [collection, applied.name, applied.tags]);
+
+  // Live: creates, edits and deletes of this kind (in this GVC) arrive without a reload.
+  useEffect(() => {
+    const stop = watch(org, { kind: kind.kind }, (event) => {
+      setLive(true);
+      const self = selfOf(event.object);
+      if (!self.startsWith(`${collection}/`) && !(kind.kind === 'gvc' && self.startsWith(`/org/${org}/gvc/`))) return;
+      if (applied.name && !event.object.name.includes(applied.name)) return;
+      setItems((current) => {
+        const rest = current.filter((i) => i.name !== event.object.name);
+        return event.type === 'delete' ? rest : [...rest, event.object];
+      });
+    });
+    return stop;
+  }, [collection, applied.name]);
+
+  const sorted = useMemo(() => {
+    const key = sort.key;
+    const value = (i: Item) => (key === 'status' ? statusSummary(i) : String(i[key] ?? ''));
+    const out = [...items].sort((a, b) => (value(a) < value(b) ? -1 : value(a) > value(b) ? 1 : 0));
+    return sort.desc ? out.reverse() : out;
+  }, [items, sort]);
+
+  const header = (key: SortKey, label: string) => (
+    <div role="columnheader" aria-sort={sort.key === key ? (sort.desc ? 'descending' : 'ascending') : 'none'}>
+      <button type="button" class="linkish" onClick={() => setSort({ key, desc: sort.key === key ? !sort.desc : false })}>
+        {label} {sort.key === key ? (sort.desc ? '▼' : '▲') : ''}
+      </button>
+    </div>
+  );
+
+  return (
+    <section>
+      <div class="title-row">
+        <h1>
+          {kind.kind} {gvc ? <span class="muted">in gvc {gvc}</span> : null}
+        </h1>
+        {canCreate ? (
+          <a class="button" href={`#${collection}/-new`}>
+            Create {kind.kind}
+          </a>
+        ) : null}
+      </div>
+      <p class="muted">{kind.summary}</p>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setApplied({ name, tags });
+        }}
+      >
+        <label>
+          Name contains <input name="name" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          Tags (key or key=value) <input name="tags" value={tags} onInput={(e) => setTags((e.target as HTMLInputElement).value)} />
+        </label>
+        <button type="submit">Filter</button>
+        <span class="muted" aria-live="polite" data-testid="count">
+          {loading ? `Loading… ${items.length}` : `${items.length} items`}
+          {live ? ' · live' : ''}
+        </span>
+      </form>
+      <ErrorBox error={error ? explain(error) : undefined} />
+      <div role="table" aria-label={`${kind.kind} items`} aria-rowcount={sorted.length + 1} class="table">
+        <div role="rowgroup">
+          <div role="row" class="row head">
+            {header('name', 'Name')}
+            <div role="columnheader">Description</div>
+            <div role="columnheader">Tags</div>
+            {header('status', 'Status')}
+            {header('lastModified', 'Last change')}
+          </div>
+        </div>
+        <Rows items={sorted} org={org} />
+      </div>
+    </section>
+  );
+}
+
+/** Only the rows in view (plus a margin) are in the document; the rest is blank space of the right height. */
+function Rows(props: { items: Item[]; org: string }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const [top, setTop] = useState(0);
+  const [height, setHeight] = useState(600);
+  useEffect(() => {
+    if (ref.current) setHeight(ref.current.clientHeight || 600);
+  }, []);
+  useEffect(() => {
+    if (props.items.length) requestAnimationFrame(() => performance.mark('keel-list-rendered'));
+  }, [props.items]);
+  const first = Math.max(0, Math.floor(top / ROW) - 10);
+  const last = Math.min(props.items.length, Math.ceil((top + height) / ROW) + 10);
+  const shown = props.items.slice(first, last);
+  return (
+    <div role="rowgroup" class="rows" ref={ref} tabIndex={0} aria-label="rows" onScroll={(e) => setTop((e.target as HTMLDivElement).scrollTop)}>
+      <div style={{ height: `${props.items.length * ROW}px`, position: 'relative' }}>
+        {shown.map((item, i) => (
+          <div role="row" aria-rowindex={first + i + 2} class="row" key={item.id ?? item.name} style={{ position: 'absolute', top: `${(first + i) * ROW}px`, left: 0, right: 0 }}>
+            <div role="cell">
+              <a href={`#${selfOf(item)}`}>{item.name}</a>
+            </div>
+            <div role="cell" class="ellipsis">
+              {item.description && item.description !== item.name ? item.description : ''}
+            </div>
+            <div role="cell" class="ellipsis">
+              <Tags tags={item.tags} />
+            </div>
+            <div role="cell">{statusSummary(item)}</div>
+            <div role="cell" title={item.lastModified}>
+              {ago(item.lastModified)}
+            </div>
+          </div>
+        ))}
+      </div>
+      {!props.items.length ? <p class="muted empty">No items to show.</p> : null}
+    </div>
+  );
+}

@@ -1,0 +1,438 @@
+// The parts of an item's overview that only some kinds have. Each reads and writes through the
+// same public API as any client; a kind without a panel shows the generic overview only.
+import { useEffect, useState } from 'preact/hooks';
+import { call, explain, type Item, type ListBody } from './api';
+import { ErrorBox, ago, useLoad } from './widgets';
+
+interface PanelProps {
+  item: Item;
+  kind: string;
+  org: string;
+  path: string;
+  canEdit: boolean;
+  onChange: (i: Item) => void;
+}
+
+export function KindPanel(props: PanelProps) {
+  switch (props.kind) {
+    case 'workload':
+      return <WorkloadPanel {...props} />;
+    case 'volumeset':
+      return <VolumeSetPanel {...props} />;
+    case 'domain':
+      return <DomainPanel {...props} />;
+    case 'secret':
+      return <SecretPanel {...props} />;
+    case 'serviceaccount':
+      return <ServiceAccountPanel {...props} />;
+    case 'policy':
+      return <PolicyPanel {...props} />;
+    default:
+      return null;
+  }
+}
+
+/** Reloads when something under the item (a deployment, a command) changes, as the item page hears from -watch. */
+function useChildChanges(reload: () => void): void {
+  useEffect(() => {
+    const on = () => reload();
+    document.addEventListener('keel-child-change', on);
+    return () => document.removeEventListener('keel-child-change', on);
+  }, []);
+}
+
+function Commands(props: { path: string }) {
+  const commands = useLoad((signal) => call<ListBody>('GET', `${props.path}/-command`, undefined, { signal }), [props.path]);
+  useChildChanges(commands.reload);
+  useEffect(() => {
+    // Commands move through their stages without touching the parent; follow them while any is unfinished.
+    const open = commands.data?.items.some((c) => !['completed', 'failed', 'cancelled'].includes(c.lifecycleStage));
+    if (!open) return;
+    const t = setTimeout(commands.reload, 1000);
+    return () => clearTimeout(t);
+  }, [commands.data]);
+  return (
+    <div>
+      <h2>Commands</h2>
+      <ErrorBox error={commands.error ? explain(commands.error) : undefined} />
+      {commands.data?.items.length ? (
+        <table class="grid" aria-label="Commands">
+          <thead>
+            <tr>
+              <th scope="col">Type</th>
+              <th scope="col">Stage</th>
+              <th scope="col">Requested</th>
+              <th scope="col">Spec</th>
+            </tr>
+          </thead>
+          <tbody>
+            {commands.data.items.map((c) => (
+              <tr key={c.id}>
+                <td>{c.type}</td>
+                <td data-testid="command-stage">{c.lifecycleStage}</td>
+                <td title={c.created}>{ago(c.created)}</td>
+                <td>
+                  <code>{JSON.stringify(c.spec)}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : (
+        <p class="muted">No commands.</p>
+      )}
+    </div>
+  );
+}
+
+function WorkloadPanel(props: PanelProps) {
+  const { item, path } = props;
+  const deployments = useLoad((signal) => call<ListBody>('GET', `${path}/deployment`, undefined, { signal }), [path, item.version]);
+  useChildChanges(deployments.reload);
+  const [error, setError] = useState<string>();
+  const [done, setDone] = useState<string>();
+  const act = async (label: string, run: () => Promise<unknown>) => {
+    setError(undefined);
+    setDone(undefined);
+    try {
+      const result = await run();
+      if (result && typeof result === 'object' && 'kind' in result && (result as Item).kind === 'workload') props.onChange(result as Item);
+      setDone(label);
+    } catch (err) {
+      setError(explain(err));
+    }
+  };
+  const suspended = item.spec?.defaultOptions?.suspend === true;
+  return (
+    <div>
+      <h2>Deployments</h2>
+      <ErrorBox error={deployments.error ? explain(deployments.error) : undefined} />
+      <table class="grid" aria-label="Deployments">
+        <thead>
+          <tr>
+            <th scope="col">Location</th>
+            <th scope="col">Ready</th>
+            <th scope="col">Message</th>
+            <th scope="col">Versions</th>
+            <th scope="col">Endpoint</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(deployments.data?.items ?? []).map((d) => (
+            <tr key={d.name} data-testid="deployment-row">
+              <td>{d.name}</td>
+              <td data-testid="deployment-ready">{d.status?.ready ? 'Ready' : 'Not ready'}</td>
+              <td>{d.status?.message ?? ''}</td>
+              <td>{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
+              <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {deployments.data && !deployments.data.items.length ? <p class="muted">No deployments yet.</p> : null}
+      {props.canEdit ? (
+        <div class="actions">
+          <button type="button" onClick={() => act('Redeployment requested.', () => call('PATCH', path, { tags: { 'cpln/deployTimestamp': new Date().toISOString() } }))}>
+            Force redeploy
+          </button>
+          <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, { spec: { defaultOptions: { suspend: !suspended } } }))}>
+            {suspended ? 'Resume' : 'Suspend'}
+          </button>
+          {item.spec?.type === 'cron' ? (
+            <button type="button" onClick={() => act('Run requested.', () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: {} }))}>
+              Run now
+            </button>
+          ) : null}
+          {done ? <span role="status">{done}</span> : null}
+        </div>
+      ) : null}
+      <ErrorBox error={error} />
+      <Commands path={path} />
+    </div>
+  );
+}
+
+function VolumeSetPanel(props: PanelProps) {
+  const locations: any[] = props.item.status?.locations ?? [];
+  const snapshots: any[] = props.item.status?.snapshots ?? [];
+  return (
+    <div>
+      <h2>Volumes per location</h2>
+      {locations.length ? (
+        <table class="grid" aria-label="Volumes">
+          <thead>
+            <tr>
+              <th scope="col">Location</th>
+              <th scope="col">Volume</th>
+              <th scope="col">Lifecycle</th>
+              <th scope="col">Capacity (GB)</th>
+              <th scope="col">Snapshots</th>
+            </tr>
+          </thead>
+          <tbody>
+            {locations.flatMap((l) =>
+              (l.volumes ?? []).map((v: any, i: number) => (
+                <tr key={`${l.name}-${i}`}>
+                  <td>{l.name}</td>
+                  <td>{v.index ?? i}</td>
+                  <td>{v.lifecycle ?? ''}</td>
+                  <td>{v.storageCapacity ?? ''}</td>
+                  <td>{(v.volumeSnapshots ?? v.snapshots ?? []).map((s: any) => s.name).join(', ')}</td>
+                </tr>
+              )),
+            )}
+          </tbody>
+        </table>
+      ) : (
+        <p class="muted">No volumes yet (a workload that mounts this set creates them).</p>
+      )}
+      {snapshots.length ? <pre tabIndex={0} class="code">{JSON.stringify(snapshots, null, 2)}</pre> : null}
+      <Commands path={props.path} />
+    </div>
+  );
+}
+
+function DomainPanel(props: PanelProps) {
+  const records: any[] = props.item.status?.dnsConfig ?? [];
+  return (
+    <div>
+      <h2>DNS records to create</h2>
+      {records.length ? (
+        <table class="grid" aria-label="DNS records">
+          <thead>
+            <tr>
+              <th scope="col">Type</th>
+              <th scope="col">Host</th>
+              <th scope="col">Value</th>
+              <th scope="col">TTL</th>
+            </tr>
+          </thead>
+          <tbody>
+            {records.map((r, i) => (
+              <tr key={i}>
+                <td>{r.type}</td>
+                <td>{r.host}</td>
+                <td>
+                  <code>{r.value}</code>
+                </td>
+                <td>{r.ttl}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : (
+        <p class="muted">No DNS records reported yet.</p>
+      )}
+      {props.item.status?.status ? <p>Domain status: {String(props.item.status.status)}</p> : null}
+    </div>
+  );
+}
+
+/** Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). */
+function SecretPanel(props: PanelProps) {
+  const [value, setValue] = useState<unknown>();
+  const [error, setError] = useState<string>();
+  return (
+    <div>
+      <h2>Value ({props.item.type})</h2>
+      {value === undefined ? (
+        <p>
+          <span class="muted">Hidden. </span>
+          <button
+            type="button"
+            onClick={async () => {
+              try {
+                setValue((await call<Item>('GET', `${props.path}/-reveal`)).data ?? null);
+              } catch (err) {
+                setError(explain(err));
+              }
+            }}
+          >
+            Reveal
+          </button>
+        </p>
+      ) : (
+        <div>
+          <pre tabIndex={0} class="code" data-testid="secret-value">{typeof value === 'string' ? value : JSON.stringify(value, null, 2)}</pre>
+          <button type="button" onClick={() => setValue(undefined)}>
+            Hide
+          </button>
+        </div>
+      )}
+      <ErrorBox error={error} />
+    </div>
+  );
+}
+
+/** Mint a key (shown once, with a copy button); revoke keys. */
+function ServiceAccountPanel(props: PanelProps) {
+  const [description, setDescription] = useState('');
+  const [minted, setMinted] = useState<string>();
+  const [copied, setCopied] = useState(false);
+  const [error, setError] = useState<string>();
+  const keys: any[] = props.item.keys ?? [];
+  const refresh = async () => props.onChange(await call<Item>('GET', props.path));
+  return (
+    <div>
+      <h2>Keys</h2>
+      {minted ? (
+        <div class="minted" role="status">
+          <p>
+            <strong>Copy this key now: it is shown only once.</strong>
+          </p>
+          <code data-testid="minted-key">{minted}</code>{' '}
+          <button
+            type="button"
+            onClick={async () => {
+              await navigator.clipboard?.writeText(minted).catch(() => undefined);
+              setCopied(true);
+            }}
+          >
+            {copied ? 'Copied' : 'Copy'}
+          </button>
+        </div>
+      ) : null}
+      <table class="grid" aria-label="Keys">
+        <thead>
+          <tr>
+            <th scope="col">Key</th>
+            <th scope="col">Description</th>
+            <th scope="col">Created</th>
+            <th scope="col">Revoke</th>
+          </tr>
+        </thead>
+        <tbody>
+          {keys.map((k) => (
+            <tr key={k.name}>
+              <td>
+                <code>{k.name}</code>
+              </td>
+              <td>{k.description}</td>
+              <td title={k.created}>{ago(k.created)}</td>
+              <td>
+                {props.canEdit ? (
+                  <button
+                    type="button"
+                    class="small danger"
+                    onClick={async () => {
+                      try {
+                        props.onChange(await call<Item>('PATCH', props.path, { '$drop/keys': [k.name] }));
+                      } catch (err) {
+                        setError(explain(err));
+                      }
+                    }}
+                  >
+                    Revoke {k.name}
+                  </button>
+                ) : null}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {props.canEdit ? (
+        <form
+          class="inline"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            try {
+              const result = await call<{ key: string }>('POST', `${props.path}/-addKey`, { description: description || 'console' });
+              setMinted(result.key);
+              setCopied(false);
+              await refresh();
+            } catch (err) {
+              setError(explain(err));
+            }
+          }}
+        >
+          <label>
+            Key description <input value={description} onInput={(e) => setDescription((e.target as HTMLInputElement).value)} />
+          </label>
+          <button type="submit">Mint key</button>
+        </form>
+      ) : null}
+      <ErrorBox error={error} />
+    </div>
+  );
+}
+
+interface Binding {
+  permissions: string[];
+  principalLinks: string[];
+}
+
+/** Bindings editor: each binding's permissions picked from the target kind's permission schema. */
+function PolicyPanel(props: PanelProps) {
+  const targetKind = String(props.item.targetKind ?? '');
+  const schema = useLoad(
+    (signal) => call<{ items: { name: string; description: string }[] }>('GET', `/org/${props.org}/${targetKind}/-schema/permissions`, undefined, { signal }),
+    [targetKind],
+  );
+  const [bindings, setBindings] = useState<Binding[]>(() => structuredClone(props.item.bindings ?? []));
+  const [error, setError] = useState<string>();
+  const [saved, setSaved] = useState(false);
+  useEffect(() => setBindings(structuredClone(props.item.bindings ?? [])), [props.item.version]);
+  const update = (i: number, change: Partial<Binding>) => {
+    setSaved(false);
+    setBindings((bs) => bs.map((b, j) => (j === i ? { ...b, ...change } : b)));
+  };
+  const perms = schema.data?.items ?? [];
+  return (
+    <div>
+      <h2>Bindings</h2>
+      <p class="muted">
+        Target kind {targetKind}; {props.item.targetLinks?.length ? `${props.item.targetLinks.length} target link(s)` : props.item.target === 'all' ? 'all items' : 'no targets yet'}.
+      </p>
+      {bindings.map((b, i) => (
+        <fieldset key={i} class="binding" disabled={!props.canEdit}>
+          <legend>Binding {i + 1}</legend>
+          <div class="perms">
+            {perms.map((p) => (
+              <label key={p.name} title={p.description}>
+                <input
+                  type="checkbox"
+                  checked={b.permissions.includes(p.name)}
+                  onChange={(e) => update(i, { permissions: (e.target as HTMLInputElement).checked ? [...b.permissions, p.name] : b.permissions.filter((x) => x !== p.name) })}
+                />{' '}
+                {p.name}
+              </label>
+            ))}
+          </div>
+          <label>
+            Principal links (one per line)
+            <textarea rows={3} value={b.principalLinks.join('\n')} onInput={(e) => update(i, { principalLinks: (e.target as HTMLTextAreaElement).value.split('\n').map((s) => s.trim()).filter(Boolean) })} />
+          </label>
+          {props.canEdit ? (
+            <button type="button" class="small" onClick={() => setBindings((bs) => bs.filter((_, j) => j !== i))}>
+              Remove binding {i + 1}
+            </button>
+          ) : null}
+        </fieldset>
+      ))}
+      {props.canEdit ? (
+        <div class="actions">
+          <button type="button" onClick={() => setBindings((bs) => [...bs, { permissions: [], principalLinks: [] }])}>
+            Add binding
+          </button>
+          <button
+            type="button"
+            class="primary"
+            onClick={async () => {
+              setError(undefined);
+              try {
+                props.onChange(await call<Item>('PATCH', props.path, { version: props.item.version, bindings }));
+                setSaved(true);
+              } catch (err) {
+                setError(explain(err));
+              }
+            }}
+          >
+            Save bindings
+          </button>
+          {saved ? <span role="status">Saved.</span> : null}
+        </div>
+      ) : null}
+      <ErrorBox error={error ?? (schema.error ? explain(schema.error) : undefined)} />
+    </div>
+  );
+}

@@ -1,0 +1,358 @@
+// The web console at /console, driven in a real headless Chromium (Debian's package) against a Keel
+// with its reconcilers on: sign-in, every kind's list, create and live deployments, YAML edit with
+// the server's dry-run diff, a conflict, history with diff and restore, the audit trail, and a
+// limited key. Each main screen is checked with axe-core and kept as a screenshot in
+// test-output/console/.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { stringify } from 'yaml';
+import { ensureConsoleBuilt } from './support/console.js';
+import { startKeel, type TestKeel } from './support/keel.js';
+import { freePort } from './support/ports.js';
+
+const CHROMIUM = process.env.KEEL_CHROMIUM ?? '/usr/bin/chromium';
+const available = existsSync(CHROMIUM);
+if (!available && process.env.KEEL_REQUIRE_CHROMIUM === '1') throw new Error(`Chromium is required (KEEL_REQUIRE_CHROMIUM=1) but ${CHROMIUM} does not exist`);
+if (!available) console.log(`# NOTICE: ${CHROMIUM} not found; the console browser tests are SKIPPED (apt-get install chromium)`);
+
+const OUT = join(import.meta.dirname, '..', 'test-output', 'console');
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const WAIT = 20_000;
+
+describe('console', { skip: available ? false : 'Chromium is not installed' }, () => {
+  let k: TestKeel;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  const external: string[] = [];
+
+  const open = async (hash: string) => {
+    await page.goto(`${base}/console/#${hash}`);
+  };
+  const shot = (name: string) => page.screenshot({ path: join(OUT, `${name}.png`), fullPage: false });
+  /** No serious or critical accessibility violations on the screen as it is. */
+  const axe = async (screen: string) => {
+    if (!(await page.evaluate(() => 'axe' in globalThis))) await page.addScriptTag({ content: AXE });
+    const violations = await page.evaluate(async () => {
+      const result = await (globalThis as any).axe.run((globalThis as any).document, { resultTypes: ['violations'] });
+      return result.violations.map((v: any) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n: any) => n.target.join(' ')) }));
+    });
+    const bad = violations.filter((v: { impact: string }) => v.impact === 'serious' || v.impact === 'critical');
+    assert.deepEqual(bad, [], `${screen}: ${JSON.stringify(bad, null, 2)}`);
+  };
+  /** Replaces the CodeMirror editor's text as a person would (select all, type). */
+  const typeInEditor = async (text: string) => {
+    const content = page.locator('.editor .cm-content').first();
+    await content.waitFor({ timeout: WAIT });
+    await content.click();
+    await page.keyboard.press('Control+a');
+    await page.keyboard.press('Delete');
+    await page.keyboard.insertText(text);
+  };
+  const signIn = async (key: string) => {
+    await page.goto(`${base}/`);
+    await page.waitForURL(/\/console\//, { timeout: WAIT });
+    await page.locator('#key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('navigation', { name: 'Kinds' }).waitFor({ timeout: WAIT });
+  };
+  const keyFor = async (name: string, policy?: Record<string, unknown>) => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
+    if (policy) assert.equal((await k.call('POST', '/org/acme/policy', policy)).status, 201);
+    return (await k.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: 'console test' })).body.key as string;
+  };
+
+  before(async () => {
+    ensureConsoleBuilt();
+    mkdirSync(OUT, { recursive: true });
+    // Deployments take a few steps to become ready, slow enough to see them change on the page.
+    k = await startKeel('sqlite', 'acme', { auditPort: await freePort(), reconcile: true, reconcileStepMs: 400 });
+    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
+    await k.app.audit.listen({ host: '127.0.0.1', port: k.config.auditPort });
+    base = `http://127.0.0.1:${(k.app.core.server.address() as { port: number }).port}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.on('request', (request) => {
+      const url = request.url();
+      if (!url.startsWith(`${base}/`) && !url.startsWith(`http://127.0.0.1:${k.config.auditPort}/`) && !url.startsWith('data:')) external.push(url);
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await k?.close();
+  });
+
+  test('the initial JavaScript stays within 300 KB gzipped; the editor is a separate chunk', async () => {
+    const html = await (await fetch(`${base}/console/`)).text();
+    const scripts = [...html.matchAll(/<script[^>]+src="([^"]+)"/g), ...html.matchAll(/<link[^>]+rel="modulepreload"[^>]+href="([^"]+)"/g)].map((m) => m[1]);
+    assert.ok(scripts.length >= 1, html);
+    const { gzipSync } = await import('node:zlib');
+    let total = 0;
+    for (const src of scripts) {
+      const res = await fetch(`${base}${src}`);
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type') ?? '', /javascript/);
+      assert.match(res.headers.get('cache-control') ?? '', /immutable/);
+      total += gzipSync(Buffer.from(await res.arrayBuffer())).length;
+    }
+    assert.ok(total <= 300 * 1024, `initial JavaScript is ${total} bytes gzipped`);
+    assert.ok(!scripts.some((s) => s.includes('editor')), 'the editor chunk is not loaded up front');
+  });
+
+  test('sign in with a pasted key; the key stays in the tab session; sign-out clears it', async () => {
+    await page.goto(`${base}/`);
+    await page.waitForURL(/\/console\//, { timeout: WAIT });
+    await page.locator('#key').waitFor();
+    await shot('signin');
+    await axe('sign-in');
+    await page.locator('#key').fill('not-a-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').waitFor({ timeout: WAIT });
+    await signIn(k.token);
+    await page.getByRole('heading', { name: 'Org acme' }).waitFor({ timeout: WAIT });
+    assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.getItem('keel.key')), k.token);
+    assert.equal(await page.evaluate(() => (globalThis as any).localStorage.length), 0);
+    await shot('home');
+    await axe('org home');
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.locator('#key').waitFor();
+    assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.getItem('keel.key')), null);
+    await signIn(k.token);
+  });
+
+  test('every kind of the registry has a list that loads without an error', async () => {
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'browse' })).status, 201);
+    const kinds = (await k.call('GET', '/-kinds', undefined, { token: null })).body.items as Array<{ kind: string; scope: string; operations: Record<string, boolean> }>;
+    const shown = kinds.filter((d) => d.kind !== 'org' && (d.operations.create || d.operations.update || d.operations.delete));
+    assert.ok(shown.length > 15);
+    for (const def of shown) {
+      const path = def.scope === 'gvc' ? `/org/acme/gvc/browse/${def.kind}` : `/org/acme/${def.kind}`;
+      await open(path);
+      await page.getByRole('heading', { name: new RegExp(`^${def.kind}`) }).waitFor({ timeout: WAIT });
+      await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+      assert.equal(await page.getByRole('alert').count(), 0, `${def.kind}: ${await page.getByRole('alert').allTextContents()}`);
+      // The navigation offers the same kind.
+      assert.equal(await page.getByRole('navigation', { name: 'Kinds' }).getByRole('link', { name: def.kind, exact: true }).count(), 1, def.kind);
+    }
+    assert.equal((await k.call('POST', '/org/acme/gvc/browse/volumeset', { name: 'data', spec: { initialCapacity: 10, performanceClass: 'general-purpose-ssd', fileSystemType: 'ext4' } })).status, 201);
+    await open('/org/acme/gvc/browse/volumeset/data');
+    await page.getByRole('heading', { name: 'Volumes per location' }).waitFor({ timeout: WAIT });
+    await page.getByRole('heading', { name: 'Commands' }).waitFor({ timeout: WAIT });
+    await open('/org/acme/location');
+    await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+    assert.ok((await page.getByRole('row').count()) > 5, 'built-in locations are listed');
+    await shot('list');
+    await axe('list');
+  });
+
+  test('create a GVC and a workload from templates; its deployment becomes ready without a reload', async () => {
+    await open('/org/acme/gvc/-new');
+    await typeInEditor(stringify({ kind: 'gvc', name: 'shop', spec: { staticPlacement: { locationLinks: ['//location/aws-us-east-2'] } } }));
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    await page.waitForURL(/#\/org\/acme\/gvc\/shop$/, { timeout: WAIT });
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop')).status, 200);
+
+    await open('/org/acme/gvc/shop/workload/-new');
+    await page.locator('.editor .cm-content').first().waitFor({ timeout: WAIT });
+    const template = await page.locator('.editor .cm-content').first().innerText();
+    assert.match(template, /containers/, 'the workload template has a container');
+    await typeInEditor(template.replace('new-workload', 'web'));
+    await page.evaluate(() => ((globalThis as any).__sameDocument = true));
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    await page.waitForURL(/#\/org\/acme\/gvc\/shop\/workload\/web$/, { timeout: WAIT });
+    await page.getByRole('table', { name: 'Deployments' }).waitFor({ timeout: WAIT });
+    const firstSeen = await page.getByTestId('deployment-ready').allTextContents();
+    assert.ok(!firstSeen.includes('Ready'), `not ready at first: ${firstSeen}`);
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
+    assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), true, 'the page was not reloaded');
+    await shot('workload');
+    await axe('workload');
+  });
+
+  test('edit in YAML: the dry run shows the diff and saves nothing; the save carries the version', async () => {
+    const before = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body;
+    await open('/org/acme/gvc/shop/workload/web?tab=yaml');
+    await page.locator('.editor .cm-content').first().waitFor({ timeout: WAIT });
+    const text = await page.locator('.editor .cm-content').first().innerText();
+    await typeInEditor(text.replace(/^description: .*$/m, 'description: edited in the console'));
+    await page.getByRole('button', { name: 'Review changes (dry run)' }).click();
+    const review = page.getByTestId('review');
+    await review.getByText('edited in the console').first().waitFor({ timeout: WAIT });
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.version, before.version, 'the dry run saved nothing');
+    await shot('edit-diff');
+    await axe('edit diff');
+    await page.getByRole('button', { name: `Save version ${before.version + 1}` }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor({ timeout: WAIT });
+    const after = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body;
+    assert.equal(after.description, 'edited in the console');
+    assert.equal(after.version, before.version + 1);
+  });
+
+  test('a save of a version someone changed meanwhile is refused and shows what changed', async () => {
+    await open('/org/acme/gvc/shop/workload/web?tab=yaml');
+    await page.locator('.editor .cm-content').first().waitFor({ timeout: WAIT });
+    const text = await page.locator('.editor .cm-content').first().innerText();
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/shop/workload/web', { description: 'changed by someone else' })).status, 200);
+    await typeInEditor(text.replace(/^description: .*$/m, 'description: my stale edit'));
+    await page.getByRole('button', { name: 'Review changes (dry run)' }).click();
+    const conflict = page.getByTestId('conflict');
+    await conflict.waitFor({ timeout: WAIT });
+    await conflict.getByText('changed by someone else').first().waitFor({ timeout: WAIT });
+    assert.match((await page.getByRole('alert').allTextContents()).join(' '), /409/);
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.description, 'changed by someone else');
+    await shot('conflict');
+  });
+
+  test('history lists the versions, diffs any two, and restores one as a new version', async () => {
+    const current = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body;
+    await open('/org/acme/gvc/shop/workload/web?tab=history');
+    await page.getByTestId('version-row').nth(2).waitFor({ timeout: WAIT });
+    const rows = await page.getByTestId('version-row').count();
+    assert.equal(rows, current.version);
+    await page.getByRole('checkbox', { name: /Compare version 1 / }).check();
+    await page.getByRole('checkbox', { name: new RegExp(`Compare version ${current.version} `) }).check();
+    await page.getByTestId('diff').getByText(`Version ${current.version}`).waitFor({ timeout: WAIT });
+    await page.getByTestId('diff').getByText('changed by someone else').first().waitFor({ timeout: WAIT });
+    await shot('history');
+    await axe('history');
+    await page.getByRole('button', { name: 'Restore version 1' }).click();
+    await page.getByRole('status').filter({ hasText: /Restored version 1/ }).waitFor({ timeout: WAIT });
+    const first = (await k.call('GET', '/org/acme/gvc/shop/workload/web/-history')).body.items.at(-1).resource;
+    const restored = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body;
+    assert.equal(restored.version, current.version + 1);
+    assert.equal(restored.description, first.description);
+    assert.notEqual(restored.description, current.description);
+    assert.deepEqual(restored.spec, first.spec);
+    const history = (await k.call('GET', '/org/acme/gvc/shop/workload/web/-history')).body.items;
+    assert.equal(history[0].subject.name, 'admin');
+    assert.equal(history[0].version, current.version + 1);
+  });
+
+  test('the audit trail filters by subject and shows each raw event', async () => {
+    const robot = await keyFor('robot', { name: 'robot-edits', targetKind: 'gvc', target: 'all', bindings: [{ permissions: ['edit'], principalLinks: ['//serviceaccount/robot'] }] });
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/shop', { description: 'robot was here' }, { token: robot })).status, 200);
+    await open('/org/acme/-audit');
+    await page.getByTestId('audit-row').first().waitFor({ timeout: WAIT });
+    await page.getByLabel('Subject').fill('robot');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/subjectName=robot/, { timeout: WAIT });
+    await page.getByTestId('audit-subject').first().filter({ hasText: 'robot' }).waitFor({ timeout: WAIT });
+    const subjects = await page.getByTestId('audit-subject').allTextContents();
+    assert.ok(subjects.length >= 1);
+    assert.ok(subjects.every((s) => s === 'robot'), subjects.join(','));
+    await page.getByText('Raw JSON').first().click();
+    await page.getByText('"robot was here"').first().waitFor({ timeout: WAIT });
+    await shot('audit');
+    await axe('audit trail');
+  });
+
+  test('lists filter by name and tags through -query, sort, and show new items live', async () => {
+    for (const [name, team] of [['alpha-one', 'red'], ['alpha-two', 'blue'], ['beta-one', 'red']]) {
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name, tags: { team } })).status, 201);
+    }
+    await open('/org/acme/gvc');
+    await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+    const rowNames = () => page.locator('[role=rowgroup].rows [role=row] a').allTextContents();
+    await page.getByLabel('Name contains').fill('alpha');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /^2 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await rowNames(), ['alpha-one', 'alpha-two']);
+    await page.getByRole('button', { name: /^Name/ }).click();
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[role=rowgroup].rows [role=row] a')?.textContent === 'alpha-two', undefined, { timeout: WAIT });
+    await page.getByLabel('Name contains').fill('');
+    await page.getByLabel(/^Tags/).fill('team=red');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /^2 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual((await rowNames()).sort(), ['alpha-one', 'beta-one']);
+    await page.getByLabel(/^Tags/).fill('');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /live/ }).or(page.getByTestId('count').filter({ hasText: /items/ })).first().waitFor({ timeout: WAIT });
+    await page.evaluate(() => ((globalThis as any).__sameDocument = 'list'));
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'arrived-live' })).status, 201);
+    await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'arrived-live' }).waitFor({ timeout: WAIT });
+    assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), 'list');
+  });
+
+  test('service account: mint a key shown once with a copy button, then revoke it', async () => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'deployer' })).status, 201);
+    await open('/org/acme/serviceaccount/deployer');
+    await page.getByLabel('Key description').fill('from the console');
+    await page.getByRole('button', { name: 'Mint key' }).click();
+    const minted = (await page.getByTestId('minted-key').innerText({ timeout: WAIT })).trim();
+    assert.equal((await k.call('GET', '/org/acme/serviceaccount/deployer', undefined, { token: minted })).status !== 401, true, 'the minted key authenticates');
+    await page.getByRole('button', { name: 'Copy' }).waitFor();
+    await shot('serviceaccount');
+    await axe('service account');
+    const keyName = (await k.call('GET', '/org/acme/serviceaccount/deployer')).body.keys[0].name;
+    await page.getByRole('button', { name: `Revoke ${keyName}` }).click();
+    await page.getByRole('button', { name: `Revoke ${keyName}` }).waitFor({ state: 'detached', timeout: WAIT });
+    assert.deepEqual((await k.call('GET', '/org/acme/serviceaccount/deployer')).body.keys ?? [], []);
+    assert.equal((await k.call('GET', '/org/acme/gvc', undefined, { token: minted })).status, 401, 'the revoked key no longer works');
+  });
+
+  test('secret values stay hidden until revealed; policy bindings are edited with the kind permissions', async () => {
+    assert.equal((await k.call('POST', '/org/acme/secret', { name: 'db-password', type: 'opaque', data: { payload: 'hunter2-console', encoding: 'plain' } })).status, 201);
+    await open('/org/acme/secret/db-password');
+    await page.getByRole('button', { name: 'Reveal' }).waitFor({ timeout: WAIT });
+    assert.ok(!(await page.content()).includes('hunter2-console'));
+    await page.getByRole('button', { name: 'Reveal' }).click();
+    await page.getByTestId('secret-value').filter({ hasText: 'hunter2-console' }).waitFor({ timeout: WAIT });
+    await open('/org/acme/secret/db-password?tab=history');
+    await page.getByTestId('version-row').first().waitFor({ timeout: WAIT });
+    assert.ok(!(await page.content()).includes('hunter2-console'), 'history never shows the value');
+
+    assert.equal((await k.call('POST', '/org/acme/policy', { name: 'readers', targetKind: 'secret', target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/deployer'] }] })).status, 201);
+    await open('/org/acme/policy/readers');
+    await page.getByRole('checkbox', { name: 'reveal' }).check({ timeout: WAIT });
+    await page.getByRole('button', { name: 'Save bindings' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor({ timeout: WAIT });
+    const policy = (await k.call('GET', '/org/acme/policy/readers')).body;
+    assert.deepEqual([...policy.bindings[0].permissions].sort(), ['reveal', 'view']);
+    await shot('policy');
+    await axe('policy');
+    await open('/org/acme/secret/db-password?tab=access');
+    await page.getByRole('table', { name: 'Who can do what' }).getByText(/deployer/).first().waitFor({ timeout: WAIT });
+  });
+
+  test('a limited key sees only what it may view, without edit or delete controls; a 403 is explained', async () => {
+    assert.equal((await k.call('POST', '/org/acme/gvc/shop/workload', { name: 'secret-sauce', spec: { type: 'standard', containers: [{ name: 'c', image: 'nginx' }] } })).status, 201);
+    const limited = await keyFor('looker', { name: 'looker-web', targetKind: 'workload', targetLinks: ['//gvc/shop/workload/web'], bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/looker'] }] });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await signIn(limited);
+    await open('/org/acme/gvc/shop/workload');
+    await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+    const names = await page.locator('[role=rowgroup].rows [role=row] a').allTextContents();
+    assert.deepEqual(names, ['web']);
+    assert.equal(await page.getByRole('link', { name: /Create workload/ }).count(), 0);
+    await open('/org/acme/gvc/shop/workload/web');
+    await page.getByRole('heading', { name: /web/ }).waitFor({ timeout: WAIT });
+    await page.getByRole('table', { name: 'Deployments' }).waitFor({ timeout: WAIT });
+    assert.equal(await page.getByRole('button', { name: 'Delete' }).count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Add tag' }).count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Force redeploy' }).count(), 0);
+    await open('/org/acme/gvc/shop/workload/web?tab=yaml');
+    await page.getByText('Read only').waitFor({ timeout: WAIT });
+    assert.equal(await page.getByRole('button', { name: /Review changes/ }).count(), 0);
+    await open('/org/acme/gvc/shop/workload/web?tab=history');
+    await page.getByTestId('version-row').first().waitFor({ timeout: WAIT });
+    assert.equal(await page.getByRole('button', { name: /Restore/ }).count(), 0);
+    await shot('limited');
+    await open('/org/acme/gvc/shop/workload/secret-sauce');
+    const alert = page.getByRole('alert');
+    await alert.waitFor({ timeout: WAIT });
+    assert.match(await alert.innerText(), /permission.*403/i);
+    await shot('forbidden');
+    await axe('forbidden');
+  });
+
+  test('nothing was requested from any other host', () => {
+    assert.deepEqual(external, []);
+  });
+});
