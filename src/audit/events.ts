@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
 import type { KindDef, Resource } from '../kinds/types.js';
-import { jsonOf } from '../resources/present.js';
+import { jsonOf, withoutHidden } from '../resources/present.js';
 import type { AuditRecord, NewAuditEvent } from '../store/types.js';
 
 /**
@@ -133,6 +133,6 @@ export function eventlogEntry(record: AuditRecord): Record<string, unknown> {
 /** One version of an item, as its -history lists it: who changed it, when, how, and the item as it then was. */
 export function historyEntry(def: KindDef, record: AuditRecord): Record<string, unknown> {
   const event = JSON.parse(record.body) as { eventTime: string; subject: unknown; action: { type: string }; resource: { version: number; data: Resource } };
-  const resource = def.hidden ? def.hidden(event.resource.data) : event.resource.data;
+  const resource = withoutHidden(event.resource.data, def.hidden ?? []);
   return { version: event.resource.version, action: event.action.type, at: event.eventTime, subject: event.subject, resource };
 }

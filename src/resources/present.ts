@@ -40,7 +40,7 @@ export function present(def: KindDef, item: StoredItem, options: { reveal?: bool
 }
 
 /** A copy without the kind's hidden paths (copied along each path, so nothing shared is changed). */
-function withoutHidden(resource: Resource, hidden: readonly string[]): Resource {
+export function withoutHidden(resource: Resource, hidden: readonly string[]): Resource {
   let out = resource;
   for (const path of hidden) out = without(out, path.split('.')) as Resource;
   return out;
