@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'gone'
   | 'quota_exceeded'
   | 'rate_limited'
   | 'service_unavailable'
@@ -26,6 +27,7 @@ const STATUS: Record<ErrorCode, number> = {
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  gone: 410,
   quota_exceeded: 429,
   rate_limited: 429,
   service_unavailable: 503,

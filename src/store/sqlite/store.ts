@@ -257,6 +257,12 @@ export class SqliteStore implements Store {
     return { seq: head?.sealed_seq ?? 0, hash: head?.last_hash ?? '', prunedUpTo: pruned?.up_to_seq ?? 0, prunedHash: pruned?.hash ?? '' };
   }
 
+  async auditPosition(org: string) {
+    // A commit moves last_seq and the data it changed in one synchronous step on this thread.
+    const seq = this.stmt(this.reader, 'SELECT last_seq FROM audit_heads WHERE org = ?').pluck().get(org) as number | undefined;
+    return { seq: seq ?? 0, pending: false };
+  }
+
   async auditOrgs(): Promise<string[]> {
     return (this.stmt(this.reader, 'SELECT org FROM audit_heads ORDER BY org').all() as Array<{ org: string }>).map((r) => r.org);
   }
