@@ -111,7 +111,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   };
 
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
-  mountRoutes(core, resources);
+  mountRoutes(core, resources, store);
   mountWatch(core, store, auth, config);
   installLiving(core, store, auth, config); // issue 9
   mountAccessRoutes(core, resources, store, auth);
