@@ -46,7 +46,7 @@ export async function openSse(url: string, headers: Record<string, string>): Pro
   let ended = false;
   const queue: SseEvent[] = [];
   const pull = async (): Promise<void> => {
-    let chunk: ReadableStreamReadResult<Uint8Array>;
+    let chunk: { done: boolean; value?: Uint8Array };
     try {
       chunk = await reader.read();
     } catch {
