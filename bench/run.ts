@@ -19,6 +19,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   audit: benchAudit,
   auth: benchAuth,
   query: () => import('./query.js').then((m) => m.benchQuery()),
+  watch: () => import('./watch.js').then((m) => m.benchWatch()),
 };
 
 function postgresVersion(): string {

@@ -12,6 +12,8 @@ const POLL_MS = 250; // how soon changes made by other Keel processes arrive
 const READ_BATCH = 500;
 /** Recent events kept in memory: a watcher behind them reads the store instead (see Watcher). */
 const RING = 2048;
+/** Watchers woken per turn of the event loop (thousands share one feed). */
+const WAKE_SLICE = 250;
 
 /** A change as watchers see it: parsed once per process, encoded once for every watcher that may see it. */
 export interface ChainEvent {
@@ -23,6 +25,8 @@ export interface ChainEvent {
   /** The resource as the change left it (its response body). */
   object: Record<string, unknown>;
   sse?: string;
+  /** Service accounts' view decisions on this event, by link: made once however many streams they hold. */
+  views?: Map<string, boolean>;
 }
 
 export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>): ChainEvent {
@@ -142,7 +146,18 @@ export class OrgFeed {
       this.base = dropped[dropped.length - 1].seq;
     }
     this.position = through;
-    if (access.length) this.hooks.onAccess(this.org, access);
-    for (const subscriber of this.subscribers) subscriber.wake();
+    if (access.length) {
+      // Decisions made before the change are not reused after it.
+      for (const event of this.ring) event.views = undefined;
+      this.hooks.onAccess(this.org, access);
+    }
+    const all = [...this.subscribers];
+    let next = 0;
+    const wakeSome = () => {
+      const end = Math.min(all.length, next + WAKE_SLICE);
+      for (; next < end; next++) all[next].wake();
+      if (next < all.length) setImmediate(wakeSome);
+    };
+    wakeSome();
   }
 }

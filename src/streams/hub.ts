@@ -36,7 +36,7 @@ export class WatchHub {
   private readonly replays = new Map<string, number>();
   private readonly bookmarks: NodeJS.Timeout;
   private readonly recheck: NodeJS.Timeout;
-  /** Orgs whose watchers are to be checked again (coalesced: one check per org at a time). */
+  /** Watchers to be checked again (see checkDirty). */
   private readonly dirty = new Set<Watcher>();
   private checking = false;
 
@@ -184,21 +184,22 @@ export class WatchHub {
     this.checking = true;
     try {
       while (this.dirty.size) {
-        const watchers = [...this.dirty];
+        const watchers = [...this.dirty].filter((w) => w.open);
         this.dirty.clear();
+        // One question per distinct key and per distinct principal, org and kind; answered together.
         const keys = new Map<string, Promise<string | undefined>>();
         const members = new Map<string, Promise<boolean>>();
+        const asked: Array<{ watcher: Watcher; keyName?: string; member: string }> = [];
         for (const watcher of watchers) {
           const keyName = this.held.get(watcher)?.keyName;
-          if (!watcher.open) continue;
           if (keyName !== undefined && !keys.has(keyName)) {
             // A lookup that fails ends the stream rather than leaving it unchecked.
             keys.set(keyName, this.store.findKey(keyName).then((r) => r && `/org/${r.org}/serviceaccount/${r.serviceAccount}`, (err) => void this.onError(err)));
           }
-          const memberKey = `${watcher.principal.link}\n${watcher.org}\n${watcher.kind ?? ''}`;
-          if (!members.has(memberKey)) {
+          const member = `${watcher.principal.link}\n${watcher.org}\n${watcher.kind ?? ''}\n${watcher.viewing}`;
+          if (!members.has(member)) {
             members.set(
-              memberKey,
+              member,
               this.mayWatch(watcher).then(
                 (may) => may,
                 (err) => {
@@ -208,18 +209,19 @@ export class WatchHub {
               ),
             );
           }
+          asked.push({ watcher, keyName, member });
         }
-        for (const watcher of watchers) {
-          if (!watcher.open) continue;
-          const keyName = this.held.get(watcher)?.keyName;
-          const keyValid = keyName === undefined || (await keys.get(keyName)) === watcher.principal.link;
-          const member = await members.get(`${watcher.principal.link}\n${watcher.org}\n${watcher.kind ?? ''}`);
-          // Checked again meanwhile: its newest check decides.
-          if (this.dirty.has(watcher)) continue;
-          if (keyValid && member) {
+        const keyOwners = new Map<string, string | undefined>();
+        for (const [name, owner] of keys) keyOwners.set(name, await owner);
+        const allowed = new Map<string, boolean>();
+        for (const [member, may] of members) allowed.set(member, await may);
+        for (const { watcher, keyName, member } of asked) {
+          // Checked again meanwhile (or ended): its newest check decides.
+          if (!watcher.open || this.dirty.has(watcher)) continue;
+          const keyValid = keyName === undefined || keyOwners.get(keyName) === watcher.principal.link;
+          if (keyValid && allowed.get(member)) {
             if (watcher.paused) watcher.resume();
-          }
-          else watcher.end();
+          } else watcher.end();
         }
       }
     } finally {

@@ -198,16 +198,23 @@ forEachBackend('watch limits', (backend) => {
 
     // Replays: two clients that do not read hold the principal's two replays (from the oldest retained position).
     const oldest = (await k.store.auditHead('acme')).prunedUpTo;
-    const holders = await Promise.all(
-      [0, 1].map(
-        () =>
-          new Promise<IncomingMessage>((resolve, reject) => {
-            const req = httpRequest(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) }, resolve);
-            req.on('error', reject);
-            req.end();
-          }),
-      ),
-    );
+    const replay = () =>
+      new Promise<IncomingMessage>((resolve, reject) => {
+        const req = httpRequest(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) }, resolve);
+        req.on('error', reject);
+        req.end();
+      });
+    const holders: IncomingMessage[] = [];
+    // The server sees the ten closed streams go as their sockets close: until then a new one is over the cap.
+    for (let attempt = 0; holders.length < 2; attempt++) {
+      const res = await replay();
+      if (res.statusCode === 429 && attempt < 500) {
+        res.resume();
+        await new Promise((resolve) => res.once('end', resolve));
+        continue;
+      }
+      holders.push(res);
+    }
     for (const h of holders) {
       assert.equal(h.statusCode, 200);
       h.pause();
