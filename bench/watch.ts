@@ -1,8 +1,14 @@
 // Watch fan-out: 1,000 and 5,000 open watch streams on one Keel process (SQLite); the time one
 // change takes to reach every one of them, and the memory the streams add to the process.
 import { Agent, request, type IncomingMessage } from 'node:http';
-import { readFileSync } from 'node:fs';
-import { startKeel, type RunningKeel, type Section } from './harness.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openStore } from '../src/store/open.js';
+import type { Store } from '../src/store/types.js';
+import { readAt } from '../src/streams/position.js';
+import { PG_URL, startKeel, type RunningKeel, type Section } from './harness.js';
+import { withBenchSchema } from './pg-schema.js';
 
 const COUNTS = (process.env.BENCH_WATCHERS ?? '1000,5000').split(',').map(Number);
 /** Changes timed per watcher count. */
@@ -99,9 +105,53 @@ async function fanOut(count: number): Promise<FanOut> {
   }
 }
 
+/**
+ * What Keel-Seq adds to one read, in µs: the same store read alone and inside readAt (the position
+ * read before and after it), alternated over rounds; the median round's difference.
+ */
+async function positionCost(store: Store): Promise<number> {
+  const key = { org: 'bench', kind: 'gvc', gvc: '', name: 'fan' };
+  const read = () => store.get(key);
+  const N = 2000;
+  const time = async (fn: () => Promise<unknown>) => {
+    const started = performance.now();
+    for (let i = 0; i < N; i++) await fn();
+    return ((performance.now() - started) / N) * 1000;
+  };
+  await time(() => readAt(store, 'bench', read)); // warm-up
+  const deltas: number[] = [];
+  for (let round = 0; round < 7; round++) {
+    const plain = await time(read);
+    const positioned = await time(() => readAt(store, 'bench', read));
+    deltas.push(positioned - plain);
+  }
+  return deltas.sort((a, b) => a - b)[3];
+}
+
+async function positionCosts(): Promise<{ sqlite: number; postgres: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'keel-bench-seq-'));
+  try {
+    const sqlite = await openStore({ dataDir: dir });
+    const sqliteCost = await positionCost(sqlite);
+    await sqlite.close();
+    const postgresCost = await withBenchSchema(PG_URL, async (url) => {
+      const store = await openStore({ dataDir: dir, databaseUrl: await url() });
+      try {
+        return await positionCost(store);
+      } finally {
+        await store.close();
+      }
+    });
+    return { sqlite: sqliteCost, postgres: postgresCost };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function benchWatch(): Promise<Section> {
   const results: FanOut[] = [];
   for (const count of COUNTS) results.push(await fanOut(count));
+  const seqCost = await positionCosts();
   const at = (n: number) => results.find((r) => r.watchers === n);
   const top = at(5000) ?? results[results.length - 1];
   return {
@@ -112,8 +162,13 @@ export async function benchWatch(): Promise<Section> {
       ...results.map((r) => `| ${r.watchers} | ${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | ${r.max.toFixed(0)} | ${r.extraMb.toFixed(0)} |`),
       '',
       `Goals at ${top.watchers} watchers: p99 ≤ 1000 ms (**${top.p99.toFixed(0)}**), extra memory ≤ 200 MB (**${top.extraMb.toFixed(0)}**).`,
+      `Keel-Seq on a read (the position read before and after it) adds **${seqCost.sqlite.toFixed(1)} µs** per read on SQLite and **${seqCost.postgres.toFixed(0)} µs** (two round trips) on PostgreSQL, measured in-process against the same store read alone.`,
       `Each of ${CHANGES} PATCHes of one GVC is timed from the request until every stream (SQLite, one Keel process, key auth) has received its event; the streams are read by this one benchmark process, so the figures include its own time to take 5,000 sockets' data. Memory: the Keel process's RSS at its peak during the changes minus before the streams opened.`,
     ],
-    figures: Object.fromEntries(results.flatMap((r) => [[`watch${r.watchers}P50Ms`, r.p50], [`watch${r.watchers}P99Ms`, r.p99], [`watch${r.watchers}ExtraMb`, r.extraMb]])),
+    figures: {
+      ...Object.fromEntries(results.flatMap((r) => [[`watch${r.watchers}P50Ms`, r.p50], [`watch${r.watchers}P99Ms`, r.p99], [`watch${r.watchers}ExtraMb`, r.extraMb]])),
+      keelSeqSqliteMicros: seqCost.sqlite,
+      keelSeqPostgresMicros: seqCost.postgres,
+    },
   };
 }
