@@ -21,6 +21,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   query: () => import('./query.js').then((m) => m.benchQuery()),
   adversarial: () => import('./adversarial.js').then((m) => m.benchAdversarial()),
   console: () => import('./console.js').then((m) => m.benchConsole()),
+  watch: () => import('./watch.js').then((m) => m.benchWatch()),
 };
 
 function postgresVersion(): string {

@@ -51,6 +51,14 @@ export interface Config {
   reconcile?: boolean;
   /** Duration of one simulated lifecycle step in ms (KEEL_RECONCILE_SPEED, default 1000). */
   reconcileStepMs?: number;
+  /** A quiet watch gets a bookmark event carrying its position this often. */
+  watchBookmarkMs: number;
+  /** Watch streams one principal may hold open at once on one process (429 above). */
+  watchStreamsPerPrincipal: number;
+  /** Watches of one principal that may replay stored history at once (429 above). */
+  watchReplaysPerPrincipal: number;
+  /** Bytes a watch may have waiting for a slow client before it is disconnected with its position. */
+  watchBufferBytes: number;
 }
 
 type Parser<T> = (value: unknown, name: string) => T;
@@ -127,6 +135,10 @@ export const OPTIONS: Option[] = [
   option('auditMaxEvents', 'KEEL_AUDIT_MAX_EVENTS', '--audit-max-events', whole(0, 1_000_000_000), 'keep at most this many audit events per org (0 = all)'),
   option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
   option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
+  option('watchBookmarkMs', 'KEEL_WATCH_BOOKMARK_MS', '--watch-bookmark-ms', whole(10, 3_600_000), 'a quiet watch gets a bookmark event this often'),
+  option('watchStreamsPerPrincipal', 'KEEL_WATCH_STREAMS_PER_PRINCIPAL', '--watch-streams-per-principal', whole(10, 1_000_000), 'open watch streams per principal (429 above)'),
+  option('watchReplaysPerPrincipal', 'KEEL_WATCH_REPLAYS_PER_PRINCIPAL', '--watch-replays-per-principal', whole(1, 10_000), 'watches per principal replaying history at once (429 above)'),
+  option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a slow watch client may fall behind before it is disconnected'),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
 ];
 
@@ -154,6 +166,10 @@ export const DEFAULTS: Config = {
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,
   reconcileStepMs: 1000,
+  watchBookmarkMs: 30_000,
+  watchStreamsPerPrincipal: 100,
+  watchReplaysPerPrincipal: 2,
+  watchBufferBytes: 1024 * 1024,
 };
 
 export interface ConfigSources {

@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'headers_too_large'
+  | 'gone'
   | 'quota_exceeded'
   | 'rate_limited'
   | 'service_unavailable'
@@ -30,6 +31,7 @@ const STATUS: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   headers_too_large: 431,
+  gone: 410,
   quota_exceeded: 429,
   rate_limited: 429,
   service_unavailable: 503,

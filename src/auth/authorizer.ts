@@ -17,6 +17,15 @@ export interface Target {
  */
 export type ViewFilter = ((params: SqlParams, mayDrive: boolean) => { where: string; join?: string }) | null;
 
+/** How much of a kind a principal may view: every item, or at most the linked ones and those a query matches. */
+export interface ViewScope {
+  all: boolean;
+  /** Self links of items granted by name. */
+  links: Set<string>;
+  /** Some policy grants by targetQuery (decided per item). */
+  query: boolean;
+}
+
 /** One line of an access report: a principal a policy binding grants the permission to, and how the policy targets the item. */
 export interface AccessEntry {
   principalLink: string;
@@ -31,6 +40,8 @@ export interface Authorizer {
   /** Throws 403 unless the principal holds `permission` on the target. */
   check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void>;
   viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter>;
+  /** Every kind of which the principal may view some items in the org (the kinds absent: none). */
+  viewScope(principal: Principal, org: string): Promise<Map<string, ViewScope>>;
   /** For each permission of the kind, who holds it on the target and through which policy binding. */
   accessReport(def: KindDef, target: Target): Promise<Map<string, AccessEntry[]>>;
   /** Forgets cached decisions of an org after a write that can change them. */

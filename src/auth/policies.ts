@@ -6,7 +6,7 @@ import { compileQuery, matchesQuery, parseQuery, type Query } from '../query/ind
 import { parseLink, selfLink } from '../resources/links.js';
 import type { SqlParams } from '../store/sql.js';
 import type { Store, StoredItem } from '../store/types.js';
-import type { AccessEntry, Authorizer, Target, ViewFilter } from './authorizer.js';
+import type { AccessEntry, Authorizer, Target, ViewFilter, ViewScope } from './authorizer.js';
 import { isMember, toGroup, type Group } from './membership.js';
 import { requiredPermission } from './permissions.js';
 import type { Principal } from './principal.js';
@@ -136,6 +136,25 @@ export class PolicyAuthorizer implements Authorizer {
       }
       return { where: clauses.length ? clauses.join(' OR ') : '1 = 0' };
     };
+  }
+
+  async viewScope(principal: Principal, org: string): Promise<Map<string, ViewScope>> {
+    const access = await this.access(org);
+    const principals = this.principalLinks(principal, access);
+    const scopes = new Map<string, ViewScope>();
+    for (const [kind, policies] of access.policies) {
+      const def = findKind(kind)!;
+      const wanted = requiredPermission(def, 'view');
+      for (const policy of policies) {
+        if (!policy.bindings.some((b) => b.permissions.some((p) => grants(def, p, wanted)) && b.principalLinks.some((l) => principals.has(l)))) continue;
+        let scope = scopes.get(kind);
+        if (!scope) scopes.set(kind, (scope = { all: false, links: new Set(), query: false }));
+        scope.all ||= policy.all;
+        scope.query ||= Boolean(policy.targetQuery);
+        for (const link of policy.targetLinks) scope.links.add(link);
+      }
+    }
+    return scopes;
   }
 
   async accessReport(def: KindDef, target: Target): Promise<Map<string, AccessEntry[]>> {

@@ -134,8 +134,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   };
 
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
-  mountRoutes(core, resources);
-  mountWatch(core, store, auth);
+  mountRoutes(core, resources, store);
+  mountWatch(core, store, auth, config);
   installLiving(core, store, auth, config); // issue 9
   mountAccessRoutes(core, resources, store, auth);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });

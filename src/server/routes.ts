@@ -6,6 +6,8 @@ import type { KindDef, Place, Resource } from '../kinds/types.js';
 import { parseQuery, type Query } from '../query/index.js';
 import { jsonOf } from '../resources/present.js';
 import type { Page, Resources } from '../resources/service.js';
+import type { Store } from '../store/types.js';
+import { POSITION_HEADER, readAt } from '../streams/position.js';
 import { sendError } from './errors.js';
 import { pageSizeOf } from './paging.js';
 
@@ -31,7 +33,13 @@ function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPM
 }
 
 /** Every kind's routes, derived from the registry: one generic handler per operation. */
-export function mountRoutes(app: FastifyInstance, resources: Resources): void {
+export function mountRoutes(app: FastifyInstance, resources: Resources, store: Store): void {
+  // Lists, queries and item reads name the chain position they reflect (Keel-Seq): a watch from it misses nothing.
+  const positioned = async <T>(request: FastifyRequest, reply: FastifyReply, read: () => Promise<T>): Promise<T> => {
+    const { value, seq } = await readAt(store, orgOf(request), read);
+    reply.header(POSITION_HEADER, String(seq));
+    return value;
+  };
   for (const def of KINDS) {
     if (def.kind === 'org') continue;
     const collection = def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}` : `/org/:org/${def.kind}`;
@@ -40,7 +48,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
     const nameOf = (request: FastifyRequest) => (request.params as Params)[nameParam];
 
     mount(app, collection, {
-      GET: (request) => list(resources, def, placeOf(def, request), request),
+      GET: (request, reply) => positioned(request, reply, () => list(resources, def, placeOf(def, request), request)),
       POST: async (request, reply) => {
         const created = await resources.create(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
         return sendResource(reply.code(201).header('location', selfOf(created)), created);
@@ -52,7 +60,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       },
     });
     mount(app, item, {
-      GET: async (request, reply) => sendResource(reply, await resources.get(request.principal, def, placeOf(def, request), nameOf(request))),
+      GET: async (request, reply) => sendResource(reply, await positioned(request, reply, () => resources.get(request.principal, def, placeOf(def, request), nameOf(request)))),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
       PUT: async (request, reply) => {
         const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
@@ -66,10 +74,10 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
     });
     mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) });
     mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) });
-    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request) => list(resources, def, placeOf(def, request), request) });
-    mountKindWide(app, resources, def);
+    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => positioned(request, reply, () => list(resources, def, placeOf(def, request), request)) });
+    mountKindWide(app, resources, def, positioned);
   }
-  mountOrgs(app, resources);
+  mountOrgs(app, resources, positioned);
   mountActions(app, resources);
 }
 
@@ -77,10 +85,11 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
  * Routes that address a kind as a whole: its query (org-wide, also for gvc-scoped kinds, and within
  * one GVC under the GVC's path) and its permission schema.
  */
-function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef): void {
+function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef, positioned: Positioned): void {
   const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
-  mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
-  if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
+  // The org query spans orgs: no one org's position.
+  mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }), def.kind === 'org' ? undefined : positioned);
+  if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request), positioned);
   mount(app, `${base}/-schema/permissions`, {
     GET: async (request) => {
       const self = def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`;
@@ -89,24 +98,27 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
   });
 }
 
+type Positioned = <T>(request: FastifyRequest, reply: FastifyReply, read: () => Promise<T>) => Promise<T>;
+
 /** POST runs a query; GET follows a page's `next` link. */
-function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, url: string, placeFor: (request: FastifyRequest) => Place): void {
+function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, url: string, placeFor: (request: FastifyRequest) => Place, positioned?: Positioned): void {
+  const at: Positioned = positioned ?? ((_request, _reply, read) => read());
   mount(app, url, {
-    POST: async (request) => {
+    POST: async (request, reply) => {
       const place = placeFor(request);
       const query = parseQuery(emptyToUndefined(request.body), def);
-      return queryPage(resources, def, place, request, query, echoOf(request.body, def, place));
+      return at(request, reply, () => queryPage(resources, def, place, request, query, echoOf(request.body, def, place)));
     },
-    GET: async (request) => {
+    GET: async (request, reply) => {
       const place = placeFor(request);
       const token = decodeNext((request.query as QueryString).next, request.server.maxPageSize);
       const query = parseQuery(token.query, def);
-      return queryPage(resources, def, place, request, query, token.echo, token.after, token.limit);
+      return at(request, reply, () => queryPage(resources, def, place, request, query, token.echo, token.after, token.limit));
     },
   });
 }
 
-function mountOrgs(app: FastifyInstance, resources: Resources): void {
+function mountOrgs(app: FastifyInstance, resources: Resources, positioned: Positioned): void {
   const org = findKind('org')!;
   mount(app, '/org', {
     GET: async (request) => ({ kind: 'list', itemKind: 'org', items: await resources.listOrgs(request.principal), links: [{ rel: 'self', href: '/org' }] }),
@@ -116,12 +128,12 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     },
   });
   mount(app, '/org/:org', {
-    GET: async (request, reply) => sendResource(reply, await resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request))),
+    GET: async (request, reply) => sendResource(reply, await positioned(request, reply, () => resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request)))),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
   mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) });
-  mountKindWide(app, resources, org);
+  mountKindWide(app, resources, org, positioned);
 }
 
 /** Kind-specific sub-resources. */

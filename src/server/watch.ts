@@ -1,92 +1,110 @@
 import type { FastifyInstance } from 'fastify';
-import { changes } from '../audit/changes.js';
-import { PLATFORM_CONTEXT } from '../audit/events.js';
 import type { Authorizer } from '../auth/authorizer.js';
+import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { parseLink } from '../resources/links.js';
-import type { AuditRecord, Store } from '../store/types.js';
+import { parseQuery } from '../query/index.js';
+import type { Store } from '../store/types.js';
+import { viewsAny, WatchHub } from '../streams/hub.js';
+import type { WatchFilter } from '../streams/watcher.js';
+import { tokenOf } from './authenticate.js';
 
-const POLL_MS = 250; // how soon changes made by other Keel processes arrive
-const HEARTBEAT_MS = 15_000;
-const CHANGE_ACTIONS = new Set(['create', 'edit', 'delete', 'status']);
+const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
+const MAX_NAMES = 100;
 
 /**
- * GET /org/{org}/-watch?kind=K: server-sent events of the creates, updates and deletes of the
- * items the caller may view, read from the org's audit chain. The event id is the chain's seq,
- * so a client resumes with Last-Event-ID (or ?since=) and sees every change exactly once, in
- * commit order, whichever Keel process made it.
+ * GET /org/{org}/-watch: server-sent events of the creates, updates and deletes of the items the
+ * caller may view, read from the org's audit chain. The event id is the chain's seq, so a client
+ * resumes with Last-Event-ID (or ?since=, e.g. a list's Keel-Seq) and sees every change exactly
+ * once, in commit order, whichever Keel process made it. Narrowed by ?kind=, ?gvc=, ?name=a,b and
+ * ?query=<a -query body as JSON>. See docs/streams.md.
  */
-export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer): void {
+export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer, config: Config): void {
+  const hub = new WatchHub(
+    store,
+    auth,
+    {
+      streamsPerPrincipal: config.watchStreamsPerPrincipal,
+      replaysPerPrincipal: config.watchReplaysPerPrincipal,
+      bookmarkMs: config.watchBookmarkMs,
+      bufferBytes: config.watchBufferBytes,
+    },
+    (err) => app.log.error({ err }, 'watch'),
+  );
   // Streams end when the server closes, so a graceful shutdown is not held up by watchers.
-  const closers = new Set<() => void>();
-  app.addHook('preClose', async () => {
-    for (const close of closers) close();
-  });
+  app.addHook('preClose', async () => hub.close());
   app.get('/org/:org/-watch', { config: { streaming: true } }, async (request, reply) => {
     const { org } = request.params as { org: string };
-    const { kind, since } = request.query as { kind?: string; since?: string };
+    const query = request.query as Record<string, string | undefined>;
     const principal = request.principal;
     await auth.requireMember(principal, org);
-    if (kind !== undefined && !findKind(kind)) throw ApiError.badRequest(`unknown kind '${kind}'`, [{ path: 'kind', message: 'is not a kind' }]);
-    const resume = request.headers['last-event-id'] ?? since;
-    let last = resume === undefined ? (await store.auditHead(org)).seq : Number(resume);
-    if (!Number.isInteger(last) || last < 0) throw ApiError.badRequest('Last-Event-ID must be a sequence number', [{ path: 'Last-Event-ID', message: 'is not a sequence number' }]);
+    const filter = watchFilter(query);
+    hub.admit(principal);
+
+    const header = request.headers['last-event-id'];
+    const resume = (Array.isArray(header) ? header[0] : header) ?? query.since;
+    const head = await store.auditHead(org);
+    let from = head.seq;
+    if (resume !== undefined) {
+      from = /^\d{1,15}$/.test(resume) ? Number(resume) : NaN;
+      if (!Number.isSafeInteger(from)) throw ApiError.badRequest('since (or Last-Event-ID) must be a sequence number', [{ path: 'since', message: 'is not a sequence number' }]);
+      if (from > head.seq) {
+        throw ApiError.badRequest(`position ${from} is past the org's head ${head.seq}; list again and watch from its Keel-Seq`, [{ path: 'since', message: `is past the head ${head.seq}` }]);
+      }
+      if (from < head.prunedUpTo) {
+        throw new ApiError('gone', `position ${from} is older than the retained history (it starts after ${head.prunedUpTo}); list again and watch from its Keel-Seq`, { oldest: head.prunedUpTo });
+      }
+    }
+    const viewing = await viewsAny(auth, principal, org, filter.kind);
+    const feed = await hub.feed(org);
+    // Checked again after the reads above: concurrent opens of one principal are counted by now.
+    hub.admit(principal);
+    if (from < feed.position && feed.after(from) === 'behind') hub.admitReplay(principal);
 
     reply.hijack();
     const out = reply.raw;
     out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     out.write(': watching\n\n');
-
-    let open = true;
-    let wake: () => void = () => {};
-    const onChange = (changed: string) => changed === org && wake();
-    changes.on('change', onChange);
-    const heartbeat = setInterval(() => out.write(': heartbeat\n\n'), HEARTBEAT_MS);
-    const stop = () => {
-      open = false;
-      wake();
-    };
-    closers.add(stop);
-    request.raw.once('close', stop);
-
-    const visible = async (event: AuditRecord): Promise<boolean> => {
-      const def = findKind(event.resourceType);
-      if (!def) return false;
-      const body = JSON.parse(event.body) as { resource: { link?: string; data?: Record<string, unknown> } };
-      const target = body.resource.link ? parseLink(body.resource.link) : undefined;
-      try {
-        await auth.check(principal, 'view', def, { org, gvc: target?.gvc, name: event.resourceName, fields: () => body.resource.data ?? {} });
-        return true;
-      } catch (err) {
-        if (err instanceof ApiError && err.code === 'forbidden') return false;
-        throw err;
-      }
-    };
-
-    try {
-      while (open) {
-        const events = await store.audit({ org, context: PLATFORM_CONTEXT, resourceType: kind, afterSeq: last, limit: 500 });
-        for (const event of events) {
-          last = event.seq;
-          if (!CHANGE_ACTIONS.has(event.actionType) || !(await visible(event))) continue;
-          const resource = (JSON.parse(event.body) as { resource: { data: unknown } }).resource.data;
-          out.write(`id: ${event.seq}\nevent: ${event.actionType}\ndata: ${JSON.stringify({ type: event.actionType, seq: event.seq, kind: event.resourceType, object: resource })}\n\n`);
-        }
-        if (events.length === 500) continue;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, POLL_MS);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-      }
-    } finally {
-      closers.delete(stop);
-      clearInterval(heartbeat);
-      changes.off('change', onChange);
-      out.end();
-    }
+    const watcher = hub.open({ feed, principal, filter, from, out, viewing }, tokenOf(request));
+    out.once('close', () => watcher.end());
   });
+}
+
+/** The watch's narrowing from its query parameters (400 when one is malformed). */
+function watchFilter(query: Record<string, string | undefined>): WatchFilter {
+  const filter: WatchFilter = {};
+  const { kind, gvc, name } = query;
+  if (kind !== undefined) {
+    if (!findKind(kind)) throw ApiError.badRequest(`unknown kind '${kind}'`, [{ path: 'kind', message: 'is not a kind' }]);
+    filter.kind = kind;
+  }
+  if (gvc !== undefined) {
+    if (!NAME.test(gvc) || gvc.length > 64) throw ApiError.badRequest(`gvc '${gvc}' is not a valid name`, [{ path: 'gvc', message: 'is not a valid name' }]);
+    if (kind !== undefined && findKind(kind)!.scope !== 'gvc') throw ApiError.badRequest(`kind '${kind}' does not live in a GVC`, [{ path: 'gvc', message: `does not apply to ${kind}` }]);
+    filter.gvc = gvc;
+  }
+  if (name !== undefined) {
+    const names = name.split(',');
+    if (names.length > MAX_NAMES || names.some((n) => n === '' || n.length > 256)) {
+      throw ApiError.badRequest(`name must list 1 to ${MAX_NAMES} names separated by commas`, [{ path: 'name', message: 'is not a list of names' }]);
+    }
+    filter.names = new Set(names);
+  }
+  if (query.query !== undefined) {
+    let body: unknown;
+    try {
+      body = JSON.parse(query.query);
+    } catch {
+      throw ApiError.badRequest('query must be the JSON of a -query body', [{ path: 'query', message: 'is not JSON' }]);
+    }
+    const bodyKind = body && typeof body === 'object' && typeof (body as { kind?: unknown }).kind === 'string' ? (body as { kind: string }).kind : undefined;
+    const queryKind = kind ?? bodyKind;
+    if (queryKind === undefined) throw ApiError.badRequest('a query needs a kind: give ?kind= or the query\'s kind', [{ path: 'kind', message: 'is required with query' }]);
+    if (bodyKind !== undefined && bodyKind !== queryKind) throw ApiError.badRequest(`the query's kind '${bodyKind}' is not the watch's kind '${queryKind}'`, [{ path: 'query.kind', message: `is not ${queryKind}` }]);
+    const queryDef = findKind(queryKind);
+    if (!queryDef) throw ApiError.badRequest(`unknown kind '${queryKind}'`, [{ path: 'query.kind', message: 'is not a kind' }]);
+    filter.query = parseQuery(body, queryDef);
+    filter.kind = queryKind;
+  }
+  return filter;
 }

@@ -75,6 +75,7 @@ export function auditQuery(layout: AuditLayout, filter: AuditFilter): { sql: str
   // Lets the planner use the index that holds custom contexts only (migrations 5, 8 and 9).
   if (filter.context !== undefined && filter.context !== PLATFORM_CONTEXT) where.push(`${col('context')} <> '${PLATFORM_CONTEXT}'`);
   if (filter.resourceTypes) where.push(filter.resourceTypes.length ? `${col('resource_type')} IN (${filter.resourceTypes.map((t) => p.add(t)).join(', ')})` : 'FALSE');
+  if (filter.resourceNames) where.push(filter.resourceNames.length ? `${col('resource_name')} IN (${filter.resourceNames.map((n) => p.add(n)).join(', ')})` : 'FALSE');
   if (filter.resourceId !== undefined) where.push(`${col('resource_id')} = ${p.add(filter.resourceId)}`);
   if (filter.from !== undefined) where.push(`${col('event_time')} >= ${p.add(filter.from)}`);
   if (filter.to !== undefined) where.push(`${col('event_time')} <= ${p.add(filter.to)}`);

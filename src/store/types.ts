@@ -75,6 +75,8 @@ export interface AuditFilter {
   /** Any of these resource types. */
   resourceTypes?: readonly string[];
   resourceName?: string;
+  /** Any of these resource names. */
+  resourceNames?: readonly string[];
   resourceId?: string;
   subjectName?: string;
   actionType?: string;
@@ -131,6 +133,12 @@ export interface Store {
   audit(filter: AuditFilter): Promise<AuditRecord[]>;
   /** The org's chain head (0 and '' before its first event) and the anchor left by pruning. */
   auditHead(org: string): Promise<{ seq: number; hash: string; prunedUpTo: number; prunedHash: string }>;
+  /**
+   * The org's last committed seq, read in one cheap statement (no sealing first), and whether it has
+   * committed events still waiting for their place (PostgreSQL chains them after commit): while
+   * some wait, reads may show changes whose seq is not yet given.
+   */
+  auditPosition(org: string): Promise<{ seq: number; pending: boolean }>;
   /** Removes an org's events older than `before` or beyond the newest `keep`, recording the new chain anchor. */
   pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number>;
   /** Orgs that have audit events (for retention). */

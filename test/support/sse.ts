@@ -6,9 +6,34 @@ export interface SseEvent {
 }
 
 export interface SseStream {
-  /** Resolves with the next `count` events (in arrival order). */
+  /** Resolves with the next `count` events (in arrival order); rejects if the stream ends first. */
   take(count: number): Promise<SseEvent[]>;
+  /** Resolves with the events up to and including the first one `stop` accepts. */
+  takeUntil(stop: (event: SseEvent) => boolean): Promise<SseEvent[]>;
+  /** Resolves with every event left once the server ends the stream. */
+  rest(): Promise<SseEvent[]>;
   close(): void;
+}
+
+/** Parses complete SSE blocks off the front of `buffer`; returns the events and what is left. */
+export function parseSse(buffer: string): { events: SseEvent[]; left: string } {
+  const events: SseEvent[] = [];
+  let cut: number;
+  while ((cut = buffer.indexOf('\n\n')) >= 0) {
+    const block = buffer.slice(0, cut);
+    buffer = buffer.slice(cut + 2);
+    const event: SseEvent = { data: undefined };
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) continue;
+      const [field, ...rest] = line.split(':');
+      const value = rest.join(':').replace(/^ /, '');
+      if (field === 'id') event.id = value;
+      else if (field === 'event') event.event = value;
+      else if (field === 'data') event.data = JSON.parse(value);
+    }
+    if (event.data !== undefined) events.push(event);
+  }
+  return { events, left: buffer };
 }
 
 export async function openSse(url: string, headers: Record<string, string>): Promise<SseStream> {
@@ -18,31 +43,42 @@ export async function openSse(url: string, headers: Record<string, string>): Pro
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let buffer = '';
+  let ended = false;
   const queue: SseEvent[] = [];
   const pull = async (): Promise<void> => {
-    const { value, done } = await reader.read();
-    if (done) throw new Error('the stream ended');
-    buffer += decoder.decode(value, { stream: true });
-    let cut: number;
-    while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      const event: SseEvent = { data: undefined };
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':')) continue;
-        const [field, ...rest] = line.split(':');
-        const value = rest.join(':').replace(/^ /, '');
-        if (field === 'id') event.id = value;
-        else if (field === 'event') event.event = value;
-        else if (field === 'data') event.data = JSON.parse(value);
-      }
-      if (event.data !== undefined) queue.push(event);
+    let chunk: { done: boolean; value?: Uint8Array };
+    try {
+      chunk = await reader.read();
+    } catch {
+      chunk = { done: true, value: undefined };
     }
+    if (chunk.done) {
+      ended = true;
+      return;
+    }
+    const parsed = parseSse(buffer + decoder.decode(chunk.value, { stream: true }));
+    buffer = parsed.left;
+    queue.push(...parsed.events);
   };
   return {
     async take(count) {
-      while (queue.length < count) await pull();
+      while (queue.length < count) {
+        if (ended) throw new Error(`the stream ended after ${queue.length} of ${count} events`);
+        await pull();
+      }
       return queue.splice(0, count);
+    },
+    async takeUntil(stop) {
+      for (;;) {
+        const at = queue.findIndex(stop);
+        if (at >= 0) return queue.splice(0, at + 1);
+        if (ended) throw new Error(`the stream ended before the awaited event (${queue.length} events seen)`);
+        await pull();
+      }
+    },
+    async rest() {
+      while (!ended) await pull();
+      return queue.splice(0);
     },
     close() {
       controller.abort();

@@ -153,6 +153,13 @@ export class PostgresStore implements Store {
     return { seq: Number(r.last_seq ?? 0), hash: r.last_hash ?? '', prunedUpTo: Number(r.up_to_seq ?? 0), prunedHash: r.pruned_hash ?? '' };
   }
 
+  async auditPosition(org: string) {
+    const { rows } = await this.reads.query(prepared(
+      'SELECT (SELECT last_seq FROM audit_heads WHERE org = $1) AS seq, EXISTS (SELECT 1 FROM audit_pending WHERE org = $1) AS pending',
+      [org]));
+    return { seq: Number(rows[0].seq ?? 0), pending: rows[0].pending === true };
+  }
+
   async auditOrgs(): Promise<string[]> {
     const { rows } = await this.reads.query('SELECT org FROM audit_heads ORDER BY org');
     return rows.map((r) => r.org as string);

@@ -79,6 +79,8 @@ export class SqliteStore implements Store {
   /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
   private deadline = 0;
   private budgetMs = Infinity;
+  /** Orgs' last committed seqs, cached with the item reads (see auditPosition). */
+  private readonly positions = new Map<string, number>();
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
 
   constructor(file: string) {
@@ -180,17 +182,7 @@ export class SqliteStore implements Store {
    * mutate them (none do: presentation and patching copy).
    */
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    // Asked once per turn of the event loop (each question starts a read transaction, which
-    // takes file locks) and again after each of this process's commits.
-    if (!this.versionChecked) {
-      const version = this.stmt(this.reader, 'PRAGMA data_version').pluck().get() as number;
-      if (version !== this.cachedAt) {
-        this.cache.clear();
-        this.cachedAt = version;
-      }
-      this.versionChecked = true;
-      setImmediate(() => (this.versionChecked = false));
-    }
+    this.checkVersion();
     const id = itemKeyString(key);
     const hit = this.cache.get(id);
     if (hit !== undefined) return hit ?? undefined;
@@ -198,6 +190,23 @@ export class SqliteStore implements Store {
     if (this.cache.size >= CACHE_ENTRIES) this.cache.clear();
     this.cache.set(id, item ?? null);
     return item;
+  }
+
+  /**
+   * Drops the cached reads when another connection committed. Asked once per turn of the event loop
+   * (each question starts a read transaction, which takes file locks) and again after each of this
+   * process's commits.
+   */
+  private checkVersion(): void {
+    if (this.versionChecked) return;
+    const version = this.stmt(this.reader, 'PRAGMA data_version').pluck().get() as number;
+    if (version !== this.cachedAt) {
+      this.cache.clear();
+      this.positions.clear();
+      this.cachedAt = version;
+    }
+    this.versionChecked = true;
+    setImmediate(() => (this.versionChecked = false));
   }
 
   async list(request: ListRequest): Promise<StoredItem[]> {
@@ -287,6 +296,18 @@ export class SqliteStore implements Store {
     }
     const pruned = this.stmt(this.reader, 'SELECT up_to_seq, hash FROM audit_prunes WHERE org = ?').get(org) as { up_to_seq: number; hash: string } | undefined;
     return { seq: head?.sealed_seq ?? 0, hash: head?.last_hash ?? '', prunedUpTo: pruned?.up_to_seq ?? 0, prunedHash: pruned?.hash ?? '' };
+  }
+
+  async auditPosition(org: string) {
+    // A commit moves last_seq and the data it changed in one synchronous step on this thread; the
+    // position is cached like item reads are (see get) and dropped with them.
+    this.checkVersion();
+    let seq = this.positions.get(org);
+    if (seq === undefined) {
+      seq = (this.stmt(this.reader, 'SELECT last_seq FROM audit_heads WHERE org = ?').pluck().get(org) as number | undefined) ?? 0;
+      this.positions.set(org, seq);
+    }
+    return { seq, pending: false };
   }
 
   async auditOrgs(): Promise<string[]> {
@@ -420,6 +441,7 @@ export class SqliteStore implements Store {
     // connections' commits (and an in-memory database reads through its writer); then look again
     // for those.
     this.cache.clear();
+    this.positions.clear();
     this.versionChecked = false;
     return outcomes;
   }

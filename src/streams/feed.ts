@@ -1,0 +1,163 @@
+import { changes, type AppendedEvent } from '../audit/changes.js';
+import { PLATFORM_CONTEXT } from '../audit/events.js';
+import { parseLink } from '../resources/links.js';
+import type { AuditRecord, Store } from '../store/types.js';
+
+/** Actions that change an item (others, such as a secret's reveal, are not watch events). */
+export const CHANGE_ACTIONS = new Set(['create', 'edit', 'delete', 'status']);
+/** Kinds whose changes can change who may read what: their events make watchers be checked again. */
+export const ACCESS_KINDS = new Set(['serviceaccount', 'policy', 'group', 'user', 'org']);
+
+const POLL_MS = 250; // how soon changes made by other Keel processes arrive
+const READ_BATCH = 500;
+/** Recent events kept in memory: a watcher behind them reads the store instead (see Watcher). */
+const RING = 2048;
+/** Watchers woken per turn of the event loop (thousands share one feed). */
+const WAKE_SLICE = 250;
+
+/** A change as watchers see it: parsed once per process, encoded once for every watcher that may see it. */
+export interface ChainEvent {
+  seq: number;
+  kind: string;
+  name: string;
+  action: string;
+  gvc?: string;
+  /** The resource as the change left it (its response body). */
+  object: Record<string, unknown>;
+  sse?: string;
+  /** Service accounts' view decisions on this event, by link: made once however many streams they hold. */
+  views?: Map<string, boolean>;
+}
+
+export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>): ChainEvent {
+  const body = JSON.parse(record.body) as { resource: { link?: string; data?: Record<string, unknown> } };
+  const link = body.resource.link ? parseLink(body.resource.link) : undefined;
+  return { seq: record.seq, kind: record.resourceType, name: record.resourceName, action: record.actionType, gvc: link?.gvc, object: body.resource.data ?? {} };
+}
+
+/** The event as one server-sent event, made once. */
+export function encoded(event: ChainEvent): string {
+  return (event.sse ??= `id: ${event.seq}\nevent: ${event.action}\ndata: ${JSON.stringify({ type: event.action, seq: event.seq, kind: event.kind, object: event.object })}\n\n`);
+}
+
+export interface FeedSubscriber {
+  /** Called (synchronously, cheaply) when the feed's position moved. */
+  wake(): void;
+}
+
+export interface FeedHooks {
+  onError(err: unknown): void;
+  /** Events of ACCESS_KINDS arrived (permissions may have changed): told before any watcher is woken. */
+  onAccess(org: string, events: ChainEvent[]): void;
+}
+
+/**
+ * Follows one org's audit chain for every watcher of the org in this process: one reader, woken by
+ * this process's commits and polling for other processes', keeping the latest change events in a
+ * ring. Watchers are cursors over it (see Watcher), so a change is read and parsed once however
+ * many watch it.
+ */
+export class OrgFeed {
+  /** Seq of the last event read: the ring holds every change event in (base, position]. */
+  position: number;
+  private base: number;
+  private readonly ring: ChainEvent[] = [];
+  readonly subscribers = new Set<FeedSubscriber>();
+  private reading = false;
+  private again = false;
+  private readonly timer: NodeJS.Timeout;
+  private readonly onChange = (org: string, appended?: AppendedEvent) => {
+    if (org !== this.org) return;
+    const event = appended?.event;
+    // This process's own write, next in the chain: taken as it is instead of read back.
+    if (event?.seq === this.position + 1 && event.context === PLATFORM_CONTEXT && !this.reading) {
+      this.append([{ ...event, seq: event.seq }], event.seq);
+      return;
+    }
+    void this.read();
+  };
+
+  constructor(
+    private readonly store: Store,
+    readonly org: string,
+    head: number,
+    private readonly hooks: FeedHooks,
+  ) {
+    this.position = head;
+    this.base = head;
+    changes.on('change', this.onChange);
+    this.timer = setInterval(() => void this.read(), POLL_MS);
+    this.timer.unref();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    changes.off('change', this.onChange);
+  }
+
+  /**
+   * The first change event after `seq`: 'behind' when the ring no longer (or never did) hold the
+   * events after it, 'none' when the feed has none after it yet.
+   */
+  after(seq: number): ChainEvent | 'behind' | 'none' {
+    if (seq < this.base) return 'behind';
+    const ring = this.ring;
+    let lo = 0;
+    let hi = ring.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (ring[mid].seq <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < ring.length ? ring[lo] : 'none';
+  }
+
+  /** Reads what the chain holds after the position; one read at a time, again if woken meanwhile. */
+  async read(): Promise<void> {
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    this.reading = true;
+    try {
+      do {
+        this.again = false;
+        const records = await this.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.position, limit: READ_BATCH });
+        if (records.length) this.append(records, records[records.length - 1].seq);
+        if (records.length === READ_BATCH) this.again = true;
+      } while (this.again && this.subscribers.size > 0);
+    } catch (err) {
+      this.hooks.onError(err);
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  private append(records: ReadonlyArray<Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>>, through: number): void {
+    const access: ChainEvent[] = [];
+    for (const record of records) {
+      if (!CHANGE_ACTIONS.has(record.actionType)) continue;
+      const event = chainEvent(record);
+      this.ring.push(event);
+      if (ACCESS_KINDS.has(event.kind)) access.push(event);
+    }
+    if (this.ring.length > RING) {
+      const dropped = this.ring.splice(0, this.ring.length - RING);
+      this.base = dropped[dropped.length - 1].seq;
+    }
+    this.position = through;
+    if (access.length) {
+      // Decisions made before the change are not reused after it.
+      for (const event of this.ring) event.views = undefined;
+      this.hooks.onAccess(this.org, access);
+    }
+    const all = [...this.subscribers];
+    let next = 0;
+    const wakeSome = () => {
+      const end = Math.min(all.length, next + WAKE_SLICE);
+      for (; next < end; next++) all[next].wake();
+      if (next < all.length) setImmediate(wakeSome);
+    };
+    wakeSome();
+  }
+}

@@ -1,0 +1,277 @@
+import type { ServerResponse } from 'node:http';
+import { PLATFORM_CONTEXT } from '../audit/events.js';
+import type { Authorizer, ViewScope } from '../auth/authorizer.js';
+import type { Principal } from '../auth/principal.js';
+import { ApiError } from '../errors.js';
+import { findKind } from '../kinds/index.js';
+import { matchesQuery, type Query } from '../query/index.js';
+import { parseLink } from '../resources/links.js';
+import type { Store } from '../store/types.js';
+import { CHANGE_ACTIONS, chainEvent, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
+
+/** What a watch is narrowed to, besides permission. */
+export interface WatchFilter {
+  kind?: string;
+  gvc?: string;
+  names?: Set<string>;
+  query?: Query;
+}
+
+/** Events read from the store per statement, and the widest seq range one statement covers: both bound one read's time. */
+const CHUNK = 200;
+const SPAN = 5000;
+/** Events handled between two turns of the event loop. */
+const SLICE = 64;
+/** How long a replay waits for a client to take what was sent before it is disconnected. */
+const DRAIN_WAIT_MS = 30_000;
+/** How long an ended stream may take to hand its last bytes to a client that does not read. */
+const END_WAIT_MS = 10_000;
+
+export interface WatcherOptions {
+  store: Store;
+  auth: Authorizer;
+  feed: OrgFeed;
+  principal: Principal;
+  filter: WatchFilter;
+  /** The position after which events are sent. */
+  from: number;
+  /** Whether the principal could view some of what the filter follows when the watch opened. */
+  viewing: boolean;
+  out: ServerResponse;
+  bufferBytes: number;
+  /** Told once when the stream ends, for whatever reason. */
+  onEnd(watcher: Watcher): void;
+  /** Told when the watcher starts and stops reading history from the store. */
+  onReplay(watcher: Watcher, replaying: boolean): void;
+}
+
+const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * One watch stream: a cursor over its org's chain that sends, in seq order and exactly once, the
+ * change events its principal may view and its filter selects. It takes events from the org's
+ * feed while they are in its ring, and from the store (in bounded chunks, narrowed in SQL to the
+ * kinds and names the principal may view) when it is behind the ring.
+ */
+export class Watcher implements FeedSubscriber {
+  /** Everything up to this seq has been considered (sent or skipped). */
+  last: number;
+  open = true;
+  replaying = false;
+  /** Held while its principal is being checked again: nothing is sent meanwhile. */
+  paused = false;
+  private pumping = false;
+  private again = false;
+  private scope?: Promise<Map<string, ViewScope>>;
+
+  constructor(private readonly o: WatcherOptions) {
+    this.last = o.from;
+  }
+
+  get principal(): Principal {
+    return this.o.principal;
+  }
+
+  get viewing(): boolean {
+    return this.o.viewing;
+  }
+
+  get kind(): string | undefined {
+    return this.o.filter.kind;
+  }
+
+  get org(): string {
+    return this.o.feed.org;
+  }
+
+  wake(): void {
+    if (this.open) void this.pump();
+  }
+
+  /** Holds the stream until resume() (permissions may have changed: see WatchHub). */
+  pause(): void {
+    this.paused = true;
+    this.scope = undefined;
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.wake();
+  }
+
+  /** Sends what the feed has after the cursor; one pump at a time, again if woken meanwhile. */
+  async pump(): Promise<void> {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        let handled = 0;
+        while (this.open && !this.paused && this.last < this.o.feed.position) {
+          const next = this.o.feed.after(this.last);
+          if (next === 'behind') {
+            await this.replayChunk();
+            continue;
+          }
+          this.setReplaying(false);
+          if (next === 'none') {
+            this.last = this.o.feed.position;
+            break;
+          }
+          const decided = this.wants(next);
+          const wanted = typeof decided === 'boolean' ? decided : await decided;
+          if (!this.open || this.paused) break;
+          if (wanted) {
+            this.o.out.write(encoded(next));
+            if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(next.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
+          }
+          this.last = next.seq;
+          if (++handled % SLICE === 0) await yieldTurn();
+        }
+      } while (this.again && this.open);
+    } catch (err) {
+      this.end();
+      throw err;
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Sends a bookmark with the cursor's position, when no event is being sent. */
+  bookmark(): void {
+    if (!this.open || this.pumping || this.paused) return;
+    this.o.out.write(`id: ${this.last}\nevent: bookmark\ndata: {"seq":${this.last}}\n\n`);
+  }
+
+  /** Ends the stream: the client sees it close (a revoked principal, a shutdown). */
+  end(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.setReplaying(false);
+    this.o.out.end();
+    const socket = this.o.out.socket;
+    // A client that does not read would hold the last bytes (and the socket) forever.
+    if (socket && this.o.out.writableLength > 0) setTimeout(() => socket.destroy(), END_WAIT_MS).unref();
+    this.o.onEnd(this);
+  }
+
+  /** Closes with a final event naming the position to resume from. */
+  private disconnect(seq: number, reason: string, message: string): void {
+    this.last = seq;
+    this.o.out.write(`id: ${seq}\nevent: disconnect\ndata: ${JSON.stringify({ seq, reason, message })}\n\n`);
+    this.end();
+  }
+
+  private setReplaying(replaying: boolean): void {
+    if (this.replaying === replaying) return;
+    this.replaying = replaying;
+    this.o.onReplay(this, replaying);
+  }
+
+  /**
+   * The next stored events after the cursor, for a watcher behind the ring. Only the kinds (and,
+   * when a kind is granted by links only, the names) the principal may view are read at all.
+   */
+  private async replayChunk(): Promise<void> {
+    this.setReplaying(true);
+    if (this.o.out.writableLength > this.o.bufferBytes / 2) await this.drained();
+    if (!this.open) return;
+    const narrowed = await this.narrowing();
+    if (!this.open || this.paused) return;
+    // Nothing the principal may view is selected: nothing to read up to the feed.
+    const through = narrowed ? Math.min(this.o.feed.position, this.last + SPAN) : this.o.feed.position;
+    let records: Awaited<ReturnType<Store['audit']>> = [];
+    if (narrowed) {
+      records = await this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed });
+    }
+    for (const record of records) {
+      if (!this.open || this.paused) return;
+      if (CHANGE_ACTIONS.has(record.actionType) && this.passes(record.resourceType, record.resourceName)) {
+        const event = chainEvent(record);
+        const decided = this.wants(event);
+        const wanted = typeof decided === 'boolean' ? decided : await decided;
+        if (!this.open || this.paused) return;
+        if (wanted) this.o.out.write(encoded(event));
+      }
+      this.last = record.seq;
+    }
+    if (records.length < CHUNK) this.last = Math.max(this.last, through);
+    await yieldTurn();
+  }
+
+  /** The SQL narrowing of a replay: undefined when the principal may view nothing the filter selects. */
+  private async narrowing(): Promise<{ resourceTypes: string[]; resourceNames?: string[] } | undefined> {
+    const scopes = await (this.scope ??= this.o.auth.viewScope(this.o.principal, this.org));
+    const { kind, names } = this.o.filter;
+    const kinds = [...scopes.keys()].filter((k) => kind === undefined || k === kind);
+    if (kinds.length === 0) return undefined;
+    let resourceNames = names && [...names];
+    // One kind granted only item by item: the names of those items narrow the read too.
+    const only = kinds.length === 1 ? scopes.get(kinds[0])! : undefined;
+    if (only && !only.all && !only.query) {
+      const granted = [...only.links].map(parseLink).filter((t) => t?.kind === kinds[0] && (this.o.filter.gvc === undefined || t.gvc === this.o.filter.gvc)).map((t) => t!.name);
+      resourceNames = resourceNames ? resourceNames.filter((n) => granted.includes(n)) : granted;
+      if (resourceNames.length === 0) return undefined;
+    }
+    return { resourceTypes: kinds, ...(resourceNames ? { resourceNames } : {}) };
+  }
+
+  private drained(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.o.out.off('drain', done);
+        this.disconnect(this.last, 'slow_consumer', 'the client did not read the replay; reconnect from this position');
+        resolve();
+      }, DRAIN_WAIT_MS);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.o.out.once('drain', done);
+    });
+  }
+
+  /** The filter's checks that need only the event's place. */
+  private passes(kind: string, name: string): boolean {
+    const f = this.o.filter;
+    return (f.kind === undefined || f.kind === kind) && (f.names === undefined || f.names.has(name));
+  }
+
+  /**
+   * Whether to send the event: its place first, then permission, and only then its content (the
+   * query). A service account's decision is the same for all its streams (see ChainEvent.views),
+   * so a change fanned out to thousands of them is decided once, without a promise.
+   */
+  private wants(event: ChainEvent): boolean | Promise<boolean> {
+    const f = this.o.filter;
+    if (!this.passes(event.kind, event.name) || (f.gvc !== undefined && event.gvc !== f.gvc)) return false;
+    const principal = this.o.principal;
+    const shared = principal.kind === 'serviceaccount';
+    const known = shared ? event.views?.get(principal.link) : undefined;
+    if (known !== undefined) return known && this.matches(event);
+    return this.mayView(event).then((may) => {
+      if (shared) (event.views ??= new Map()).set(principal.link, may);
+      return may && this.matches(event);
+    });
+  }
+
+  private matches(event: ChainEvent): boolean {
+    const query = this.o.filter.query;
+    return query === undefined || matchesQuery(query, event.object, { gvc: event.gvc });
+  }
+
+  private async mayView(event: ChainEvent): Promise<boolean> {
+    const def = findKind(event.kind);
+    if (!def) return false;
+    try {
+      await this.o.auth.check(this.o.principal, 'view', def, { org: this.org, gvc: event.gvc, name: event.name, fields: () => event.object });
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'forbidden') return false;
+      throw err;
+    }
+  }
+}
