@@ -19,6 +19,7 @@ import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
+import { mountLogs } from './logs-api.js';
 import { installLiving } from '../reconcile/index.js'; // issue 9: deployments, -command, reconcilers
 
 export interface App {
@@ -115,6 +116,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountWatch(core, store, auth);
   installLiving(core, store, auth, config); // issue 9
   mountAccessRoutes(core, resources, store, auth);
+  mountLogs(core, store, auth, config);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   await Promise.all([core.ready(), audit.ready()]);
