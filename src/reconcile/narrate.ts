@@ -101,7 +101,7 @@ function tellCommand(item: StoredItem, action: string, before: Data | undefined)
   const spec = (item.data.spec ?? {}) as Data;
   const status = (item.data.status ?? {}) as Data;
   const labels: Told['labels'] =
-    parentKind === 'workload' ? { gvc: item.gvc, workload: parent } : { gvc: item.gvc, volumeset: parent, ...(spec.location ? { location: String(spec.location) } : {}) };
+    parentKind === 'workload' ? { gvc: item.gvc, workload: parent } : { gvc: item.gvc, volumeset: parent, ...(spec.location ? { location: String(spec.location).split('/').pop() } : {}) };
   const stage = item.data.lifecycleStage;
   const out: Told[] = [];
   const name = `Command ${type} ${item.id}`;

@@ -89,6 +89,16 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
     retention = setInterval(() => void pruneLogLines(store, config, Date.now()).catch((err) => app.log.error({ err }, 'log retention failed')), RETENTION_EVERY_MS);
     retention.unref();
   });
+  // Upgraded (or refused) WebSocket connections are the server's no longer: closing the server would
+  // wait for them, so they are ended with it.
+  const upgraded = new Set<import('node:stream').Duplex>();
+  app.server.on('upgrade', (_request, socket) => {
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
+  });
+  app.addHook('preClose', async () => {
+    for (const socket of upgraded) socket.destroy();
+  });
   app.addHook('onClose', async () => {
     clearInterval(retention);
     feed.close();
@@ -96,6 +106,12 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
 
   app.register(async (logs) => {
     await logs.register(websocket, { options: { maxPayload: 64 * 1024 } });
+    // An upgrade answered over HTTP (401, 403, 400) ends its connection: nothing reads the socket
+    // after the answer, so a client's half-close would otherwise leave it open (and hold close()).
+    logs.addHook('onSend', (request, reply, payload, done) => {
+      if (request.ws) reply.header('connection', 'close');
+      done(null, payload);
+    });
 
     const rangeRead = async (request: FastifyRequest, instant: boolean) => {
       const { org } = request.params as { org: string };
