@@ -9,6 +9,8 @@ import type { Resource } from '../kinds/types.js';
 import { present } from '../resources/present.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { deepEqual } from '../json.js';
+import { stamp } from '../logs/time.js';
+import { narrate } from './narrate.js';
 
 export interface ReconcileContext {
   store: Store;
@@ -53,11 +55,17 @@ export function soonest(a: number | undefined, b: number | undefined): number | 
  */
 export async function writeStatus(ctx: ReconcileContext, item: StoredItem, data: Record<string, unknown>, view?: (item: StoredItem) => Resource): Promise<void> {
   await ctx.tx.writeStatus(item, data);
-  await recordStatus(ctx, { ...item, data }, view);
+  await recordStatus(ctx, { ...item, data }, view, 'status', item.data);
 }
 
-/** Appends the 'status' (or other) event of a reconciler's write; call it last in the transaction's writes of this item. */
-export async function recordStatus(ctx: ReconcileContext, item: StoredItem, view?: (item: StoredItem) => Resource, action = 'status'): Promise<void> {
+/**
+ * Appends the 'status' (or other) event of a reconciler's write, and the log lines that tell of it
+ * (see narrate.ts; `before` is the item's data before the write, absent for a new item); call it
+ * last in the transaction's writes of this item.
+ */
+export async function recordStatus(ctx: ReconcileContext, item: StoredItem, view?: (item: StoredItem) => Resource, action = 'status', before?: Record<string, unknown>): Promise<void> {
+  const told = narrate(item, action, before);
+  if (told.length > 0) await ctx.tx.appendLogs(told.map(({ labels, line }) => ({ org: item.org, ts: stamp(ctx.now), labels, line })));
   if (!ctx.audit) return;
   const resource = view ? view(item) : present(findKind(item.kind)!, item);
   const event = changeEvent(item.org, KEEL_ACTOR, action, resource);

@@ -21,7 +21,8 @@ import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
 import { allowCoreOrigin, mountConsole } from './console.js';
 import type { AddressInfo } from 'node:net';
-import { installLiving } from '../reconcile/index.js'; // issue 9: deployments, -command, reconcilers
+import { mountLogs } from './logs-api.js';
+import { installLiving } from '../reconcile/index.js';
 
 export interface App {
   core: FastifyInstance;
@@ -136,8 +137,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
   mountRoutes(core, resources, store);
   mountWatch(core, store, auth, config);
-  installLiving(core, store, auth, config); // issue 9
+  installLiving(core, store, auth, config);
   mountAccessRoutes(core, resources, store, auth);
+  mountLogs(core, store, auth, config);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   mountConsole(core);

@@ -26,7 +26,8 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     const host = (request.headers.host ?? `${config.host}:${config.port}`).replace(/:\d+$/, '');
     const audit = `${request.protocol}://${host}:${config.auditPort}`;
     const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
-    return { endpoints: { api, audit }, firebase: {} };
+    // `cpln logs` calls the Loki-compatible logs API at endpoints.logs: Keel serves it itself.
+    return { endpoints: { api, audit, logs: api }, firebase: {} };
   });
   // Liveness: the process answers. Readiness: it can reach its store and is not shutting down.
   app.get('/healthz', open, async () => ({ status: 'ok' }));

@@ -230,4 +230,30 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE AGGREGATE keel_chain(TEXT, BIGINT, TEXT) (SFUNC = keel_chain_step, STYPE = TEXT);`,
     },
   },
+  {
+    version: 11,
+    name: 'log lines of the simulated platform',
+    // One row per line, its labels as columns ('' when a line has no such label). `ts` is the
+    // line's time in nanoseconds since the epoch as 19 digits, so text order is time order on both
+    // backends and no value passes through a JavaScript number. Reads scan an org's time range, or
+    // one workload's (the selector `cpln logs` is used with most).
+    sql: {
+      sqlite: `
+        CREATE TABLE log_lines (
+          id INTEGER PRIMARY KEY, org TEXT NOT NULL, ts TEXT NOT NULL,
+          gvc TEXT NOT NULL, workload TEXT NOT NULL, location TEXT NOT NULL, container TEXT NOT NULL,
+          replica TEXT NOT NULL, volumeset TEXT NOT NULL, line TEXT NOT NULL
+        );
+        CREATE INDEX log_lines_time ON log_lines (org, ts, id);
+        CREATE INDEX log_lines_workload ON log_lines (org, gvc, workload, ts, id);`,
+      postgres: `
+        CREATE TABLE log_lines (
+          id BIGSERIAL PRIMARY KEY, org TEXT NOT NULL, ts TEXT COLLATE "C" NOT NULL,
+          gvc TEXT COLLATE "C" NOT NULL, workload TEXT COLLATE "C" NOT NULL, location TEXT COLLATE "C" NOT NULL,
+          container TEXT COLLATE "C" NOT NULL, replica TEXT COLLATE "C" NOT NULL, volumeset TEXT COLLATE "C" NOT NULL, line TEXT NOT NULL
+        );
+        CREATE INDEX log_lines_time ON log_lines (org, ts, id);
+        CREATE INDEX log_lines_workload ON log_lines (org, gvc, workload, ts, id);`,
+    },
+  },
 ];

@@ -89,6 +89,39 @@ export interface AuditFilter {
   limit: number;
 }
 
+/** The labels a log line may carry (a line without one has '' there, which LogQL reads as "no such label"). */
+export const LOG_LABELS = ['gvc', 'workload', 'location', 'container', 'replica', 'volumeset'] as const;
+export type LogLabel = (typeof LOG_LABELS)[number];
+
+/** A log line as written: `ts` is nanoseconds since the epoch as 19 digits. */
+export interface NewLogLine {
+  org: string;
+  ts: string;
+  labels: Partial<Record<LogLabel, string>>;
+  line: string;
+}
+
+export interface LogLine extends NewLogLine {
+  id: number;
+  labels: Record<LogLabel, string>;
+}
+
+/** Log lines of an org in a time range, with the parts of a LogQL query that SQL can evaluate. */
+export interface LogFilter {
+  org: string;
+  /** Inclusive and exclusive bounds, as `ts`. */
+  from: string;
+  to: string;
+  /** Newest first. */
+  backward: boolean;
+  labels: ReadonlyArray<{ label: LogLabel; op: '=' | '!='; value: string }>;
+  /** Substrings the line must contain (or, negated, must not). */
+  contains: ReadonlyArray<{ text: string; negate: boolean }>;
+  /** Continues a scan after this line (in its direction). */
+  after?: { ts: string; id: number };
+  limit: number;
+}
+
 /** Operations inside one transaction. Reads made here see the transaction's own writes. */
 export interface Tx {
   /** Reads an item; `lock` holds it against concurrent writers until the transaction ends. */
@@ -118,6 +151,8 @@ export interface Tx {
    * transaction's promise resolves (see NewAuditEvent.seq).
    */
   appendAudit(event: NewAuditEvent): Promise<void>;
+  /** Adds log lines; they exist exactly when the transaction commits. */
+  appendLogs(lines: readonly NewLogLine[]): Promise<void>;
 }
 
 export interface Store {
@@ -143,6 +178,12 @@ export interface Store {
   pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number>;
   /** Orgs that have audit events (for retention). */
   auditOrgs(): Promise<string[]>;
+  /** Log lines in the filter's order, at most `limit`. */
+  logs(filter: LogFilter): Promise<LogLine[]>;
+  /** The distinct values a label has on an org's lines in a time range, sorted, at most `limit`. */
+  logLabelValues(org: string, label: LogLabel, from: string, to: string, limit: number): Promise<string[]>;
+  /** Removes up to `max` of an org's lines older than `before` (a `ts`); returns how many. */
+  pruneLogs(org: string, before: string, max: number): Promise<number>;
   /** Runs `fn` in one transaction: all of its writes happen, or none. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /**

@@ -101,6 +101,7 @@ export class OptimisticTx implements Tx {
   tryLock = async (): Promise<boolean> => this.refuse();
   putKey = async (): Promise<void> => this.refuse();
   deleteKeys = async (): Promise<void> => this.refuse();
+  appendLogs = async (): Promise<void> => this.refuse();
 
   /**
    * Sends the writes: 'committed', 'conflict' when the item changed since it was read (run the

@@ -7,7 +7,8 @@ import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
 import { AUDIT_LAYOUT, getOn, pendingInsert, prepared, updateCtes } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
-import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
+import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
+import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
 // the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
@@ -168,6 +169,23 @@ export class PostgresStore implements Store {
   async pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number> {
     await this.sealer.seal(org);
     return this.lockingTransaction(async (tx) => (tx as PgTx).pruneAudit(org, options));
+  }
+
+  async logs(filter: LogFilter): Promise<LogLine[]> {
+    const { sql, values } = logsQuery('postgres', filter);
+    const { rows } = await this.reads.query<LogRow>(sql, values);
+    return rows.map(fromLogRow);
+  }
+
+  async logLabelValues(org: string, label: LogLabel, from: string, to: string, limit: number): Promise<string[]> {
+    const { sql, values } = labelValuesQuery('postgres', org, label, from, to, limit);
+    const { rows } = await this.reads.query(sql, values);
+    return rows.map((r) => r.value as string);
+  }
+
+  async pruneLogs(org: string, before: string, max: number): Promise<number> {
+    const { sql, values } = pruneLogsQuery('postgres', org, before, max);
+    return (await this.pool.query(sql, values)).rowCount ?? 0;
   }
 
   async ping(): Promise<void> {
@@ -353,6 +371,16 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
       const insert = pendingInsert([event], 1);
       await client.query(prepared(insert.sql, insert.values));
       appended.push(event);
+    },
+    async appendLogs(lines) {
+      if (lines.length === 0) return;
+      // One statement for every line: a column of values per array.
+      const rows = lines.map(logValues);
+      const columns = INSERT_COLUMNS.map((_, i) => rows.map((row) => row[i]));
+      await client.query(
+        `INSERT INTO log_lines (${INSERT_COLUMNS.join(', ')}) SELECT * FROM unnest(${INSERT_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`,
+        columns,
+      );
     },
     async pruneAudit(org, options) {
       let cutoff = 0;

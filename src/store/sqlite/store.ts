@@ -11,7 +11,8 @@ import { auditLayout, LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } f
 import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
-import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, Store, StoredItem, Tx } from '../types.js';
+import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
+import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, Store, StoredItem, Tx } from '../types.js';
 
 // One writer connection (transactions serialized by a mutex, so an open transaction never
 // interleaves with another request's statements) and one reader connection: in WAL mode the
@@ -30,6 +31,7 @@ const CACHE_ENTRIES = 10_000;
 /** Transactions committed together at most (bounds how long one batch holds the writer). */
 const MAX_BATCH = 64;
 
+const INSERT_LOG = `INSERT INTO log_lines (${INSERT_COLUMNS.join(', ')}) VALUES (${INSERT_COLUMNS.map(() => '?').join(', ')})`;
 const GET_ITEM = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
 /** Audit events inserted by one statement at most. */
 const EVENTS_PER_INSERT = 16;
@@ -343,6 +345,21 @@ export class SqliteStore implements Store {
     });
   }
 
+  async logs(filter: LogFilter): Promise<LogLine[]> {
+    const { sql, values } = logsQuery('sqlite', filter);
+    return (this.stmt(this.reader, sql).all(...values) as LogRow[]).map(fromLogRow);
+  }
+
+  async logLabelValues(org: string, label: LogLabel, from: string, to: string, limit: number): Promise<string[]> {
+    const { sql, values } = labelValuesQuery('sqlite', org, label, from, to, limit);
+    return this.stmt(this.reader, sql).pluck().all(...values) as string[];
+  }
+
+  async pruneLogs(org: string, before: string, max: number): Promise<number> {
+    const { sql, values } = pruneLogsQuery('sqlite', org, before, max);
+    return this.transaction(async () => this.stmt(this.writer, sql).run(...values).changes);
+  }
+
   async ping(): Promise<void> {
     this.stmt(this.reader, 'SELECT 1').get();
   }
@@ -522,6 +539,10 @@ export class SqliteStore implements Store {
       this.chainHeads.set(event.org, { seq, no: head.no });
       this.appendedRows.push(head.no * ORG_SPAN + seq, event.context, event.body);
       event.seq = seq;
+    },
+    appendLogs: async (lines) => {
+      const insert = this.stmt(this.writer, INSERT_LOG);
+      for (const line of lines) insert.run(logValues(line));
     },
   };
 

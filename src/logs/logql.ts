@@ -1,0 +1,218 @@
+// The part of LogQL that Keel evaluates: a stream selector over labels (=, !=, =~, !~) followed by
+// line filters (|=, !=, |~, !~). Regular expressions are RE2's as Loki's are: they run on V8's
+// linear-time engine, which takes what RE2 takes (no backreferences or lookaround), so no pattern
+// can make a request backtrack for long. Label matchers are anchored; line filters search.
+import v8 from 'node:v8';
+import { ApiError } from '../errors.js';
+import { LOG_LABELS, type LogFilter, type LogLabel } from '../store/types.js';
+
+v8.setFlagsFromString('--enable-experimental-regexp-engine');
+
+export const MAX_QUERY_LENGTH = 4096;
+const MAX_MATCHERS = 32;
+const MAX_FILTERS = 32;
+
+export interface Matcher {
+  label: string;
+  op: '=' | '!=' | '=~' | '!~';
+  value: string;
+  test(value: string): boolean;
+}
+
+export interface LineFilter {
+  op: '|=' | '!=' | '|~' | '!~';
+  value: string;
+  test(line: string): boolean;
+}
+
+export interface LogQuery {
+  matchers: Matcher[];
+  filters: LineFilter[];
+}
+
+const bad = (message: string) => ApiError.badRequest(`parse error: ${message}`, [{ path: 'query', message }]);
+
+/** Parses a LogQL log query; anything else (a metric query, a parser stage) is a 400 naming it. */
+export function parseLogQL(text: string): LogQuery {
+  if (typeof text !== 'string' || text.trim() === '') throw bad('the query is empty; give a stream selector such as {gvc="g", workload="w"}');
+  if (text.length > MAX_QUERY_LENGTH) throw bad(`the query is longer than ${MAX_QUERY_LENGTH} characters`);
+  const lexer = new Lexer(text);
+  if (/^\s*[a-z_]+\s*\(/i.test(text)) throw bad('metric queries are not supported; Keel answers log queries (a stream selector and line filters)');
+  lexer.expect('{');
+  const matchers: Matcher[] = [];
+  while (!lexer.take('}')) {
+    if (matchers.length > 0) lexer.expect(',');
+    const label = lexer.ident();
+    const op = lexer.op(['=~', '!~', '!=', '=']) as Matcher['op'];
+    const value = lexer.string();
+    matchers.push(matcher(label, op, value));
+    if (matchers.length > MAX_MATCHERS) throw bad(`more than ${MAX_MATCHERS} label matchers`);
+  }
+  if (!matchers.some((m) => (m.op === '=' || m.op === '=~') && !m.test(''))) {
+    throw bad('queries need at least one = or =~ label matcher that does not match the empty value (for example {gvc="g"})');
+  }
+  const filters: LineFilter[] = [];
+  while (!lexer.done()) {
+    if (lexer.peek('|') && !lexer.peek('|=') && !lexer.peek('|~')) throw bad(`unsupported pipeline stage at '${lexer.rest(20)}': Keel evaluates line filters (|= != |~ !~) only`);
+    const op = lexer.op(['|=', '!=', '|~', '!~']) as LineFilter['op'];
+    filters.push(lineFilter(op, lexer.string()));
+    if (filters.length > MAX_FILTERS) throw bad(`more than ${MAX_FILTERS} line filters`);
+  }
+  return { matchers, filters };
+}
+
+function matcher(label: string, op: Matcher['op'], value: string): Matcher {
+  if (op === '=') return { label, op, value, test: (v) => v === value };
+  if (op === '!=') return { label, op, value, test: (v) => v !== value };
+  const re = regex(value, true);
+  return { label, op, value, test: op === '=~' ? (v) => re.test(v) : (v) => !re.test(v) };
+}
+
+function lineFilter(op: LineFilter['op'], value: string): LineFilter {
+  if (op === '|=') return { op, value, test: (line) => line.includes(value) };
+  if (op === '!=') return { op, value, test: (line) => !line.includes(value) };
+  const re = regex(value, false);
+  return { op, value, test: op === '|~' ? (line) => re.test(line) : (line) => !re.test(line) };
+}
+
+/** An RE2 pattern on the linear-time engine; `(?i)` at its start makes it case-insensitive. */
+function regex(pattern: string, anchored: boolean): RegExp {
+  let source = pattern.replace(/\(\?P</g, '(?<');
+  if (source.startsWith('(?i)')) source = foldCase(source.slice(4));
+  try {
+    return new RegExp(anchored ? `^(?:${source})$` : source, 'l');
+  } catch (err) {
+    throw bad(`invalid regular expression ${JSON.stringify(pattern)}: ${(err as Error).message.replace(/^Invalid regular expression: /, '')} (RE2 syntax: no backreferences or lookaround)`);
+  }
+}
+
+const isLetter = (c: string | undefined) => c !== undefined && c.toLowerCase() !== c.toUpperCase() && c.length === 1;
+const otherCase = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase());
+
+/**
+ * Rewrites a pattern to match either case of each letter (the linear engine has no `i` flag):
+ * `a` becomes `[aA]`, and a class gains the other case of its letters and letter ranges.
+ */
+function foldCase(pattern: string): string {
+  let out = '';
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      const escape = /^\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|[pP]\{[^}]*\}|c[a-zA-Z]|[\s\S])/.exec(pattern.slice(i))?.[0] ?? c;
+      out += escape;
+      i += escape.length - 1;
+    } else if (inClass) {
+      if (c === ']') inClass = false;
+      const high = pattern[i + 2];
+      if (isLetter(c) && pattern[i + 1] === '-' && isLetter(high) && (c === c.toLowerCase()) === (high === high.toLowerCase())) {
+        out += `${c}-${high}${otherCase(c)}-${otherCase(high)}`;
+        i += 2;
+      } else out += isLetter(c) ? c + otherCase(c) : c;
+    } else if (c === '[') {
+      inClass = true;
+      out += c;
+      if (pattern[i + 1] === '^') out += pattern[++i];
+    } else if (c === '(' && pattern[i + 1] === '?') {
+      // A group's own syntax ((?:, (?<name>) is not text to match.
+      const head = /^\(\?(?::|<[A-Za-z_][A-Za-z0-9_]*>)/.exec(pattern.slice(i))?.[0] ?? '(?';
+      out += head;
+      i += head.length - 1;
+    } else if (c === '{') {
+      const quantifier = /^\{\d*(,\d*)?\}/.exec(pattern.slice(i))?.[0] ?? c;
+      out += quantifier;
+      i += quantifier.length - 1;
+    } else out += isLetter(c) ? `[${c}${otherCase(c)}]` : c;
+  }
+  return out;
+}
+
+/** Whether a line with these labels (a missing label reads as '') matches the query. */
+export function matches(query: LogQuery, labels: Partial<Record<string, string>>, line: string): boolean {
+  for (const m of query.matchers) if (!m.test(labels[m.label] ?? '')) return false;
+  for (const f of query.filters) if (!f.test(line)) return false;
+  return true;
+}
+
+/** True when a matcher on a label no line has rules out every line (Keel's lines carry LOG_LABELS only). */
+export function matchesNothing(query: LogQuery): boolean {
+  return query.matchers.some((m) => !(LOG_LABELS as readonly string[]).includes(m.label) && !m.test(''));
+}
+
+/** The parts of the query the store evaluates in SQL (the rest is checked on each line read). */
+export function pushdown(query: LogQuery): Pick<LogFilter, 'labels' | 'contains'> {
+  return {
+    labels: query.matchers
+      .filter((m) => (m.op === '=' || m.op === '!=') && (LOG_LABELS as readonly string[]).includes(m.label))
+      .map((m) => ({ label: m.label as LogLabel, op: m.op as '=' | '!=', value: m.value })),
+    contains: query.filters.filter((f) => f.op === '|=' || f.op === '!=').map((f) => ({ text: f.value, negate: f.op === '!=' })),
+  };
+}
+
+/** Whether every part of the query is in its pushdown (so each line the store returns matches). */
+export function fullyPushed(query: LogQuery): boolean {
+  return query.matchers.every((m) => m.op === '=' || m.op === '!=') && query.filters.every((f) => f.op === '|=' || f.op === '!=');
+}
+
+class Lexer {
+  private at = 0;
+  constructor(private readonly text: string) {}
+
+  private skip(): void {
+    while (this.at < this.text.length && /\s/.test(this.text[this.at])) this.at++;
+  }
+  done(): boolean {
+    this.skip();
+    return this.at >= this.text.length;
+  }
+  rest(n: number): string {
+    return this.text.slice(this.at, this.at + n);
+  }
+  peek(token: string): boolean {
+    this.skip();
+    return this.text.startsWith(token, this.at);
+  }
+  take(token: string): boolean {
+    if (!this.peek(token)) return false;
+    this.at += token.length;
+    return true;
+  }
+  expect(token: string): void {
+    if (this.take(token)) return;
+    throw bad(this.done() ? `unexpected end of query, expected '${token}'` : `expected '${token}' at '${this.rest(20)}'`);
+  }
+  op(ops: string[]): string {
+    for (const op of ops) if (this.take(op)) return op;
+    throw bad(this.done() ? `unexpected end of query, expected one of ${ops.join(' ')}` : `expected one of ${ops.join(' ')} at '${this.rest(20)}'`);
+  }
+  ident(): string {
+    this.skip();
+    const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(this.text.slice(this.at));
+    if (!m) throw bad(this.done() ? 'unexpected end of query, expected a label name' : `expected a label name at '${this.rest(20)}'`);
+    this.at += m[0].length;
+    return m[0];
+  }
+  /** A "double-quoted" string (JSON escapes) or a `raw` one. */
+  string(): string {
+    this.skip();
+    const quote = this.text[this.at];
+    if (quote === '`') {
+      const end = this.text.indexOf('`', this.at + 1);
+      if (end < 0) throw bad('unterminated `string`');
+      const value = this.text.slice(this.at + 1, end);
+      this.at = end + 1;
+      return value;
+    }
+    if (quote !== '"') throw bad(this.done() ? 'unexpected end of query, expected a "string"' : `expected a "string" at '${this.rest(20)}'`);
+    let end = this.at + 1;
+    while (end < this.text.length && this.text[end] !== '"') end += this.text[end] === '\\' ? 2 : 1;
+    if (end >= this.text.length) throw bad('unterminated "string"');
+    const literal = this.text.slice(this.at, end + 1);
+    this.at = end + 1;
+    try {
+      return JSON.parse(literal) as string;
+    } catch {
+      throw bad(`invalid string ${literal.slice(0, 40)}`);
+    }
+  }
+}

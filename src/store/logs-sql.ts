@@ -1,0 +1,54 @@
+// The log_lines statements both backends share; only placeholders and the substring function differ.
+import { SqlParams, type Dialect } from './sql.js';
+import { LOG_LABELS, type LogFilter, type LogLabel, type LogLine, type NewLogLine } from './types.js';
+
+const COLUMNS = `id, org, ts, ${LOG_LABELS.join(', ')}, line`;
+/** Lines a label-values answer looks at, at most: the answer stays bounded however busy the range. */
+export const LABEL_SCAN = 100_000;
+
+export type LogRow = { id: number | string; org: string; ts: string; line: string } & Record<LogLabel, string>;
+
+export function fromLogRow(row: LogRow): LogLine {
+  const labels = {} as Record<LogLabel, string>;
+  for (const label of LOG_LABELS) labels[label] = row[label];
+  return { id: Number(row.id), org: row.org, ts: row.ts, labels, line: row.line };
+}
+
+/** The columns a line is inserted with, in order: org, ts, the labels, line. */
+export const INSERT_COLUMNS = ['org', 'ts', ...LOG_LABELS, 'line'];
+
+/** A line's values in INSERT_COLUMNS order. */
+export function logValues(line: NewLogLine): string[] {
+  return [line.org, line.ts, ...LOG_LABELS.map((label) => line.labels[label] ?? ''), line.line];
+}
+
+export function logsQuery(dialect: Dialect, filter: LogFilter): { sql: string; values: unknown[] } {
+  const params = new SqlParams(dialect);
+  const where = [`org = ${params.add(filter.org)}`, `ts >= ${params.add(filter.from)}`, `ts < ${params.add(filter.to)}`];
+  for (const m of filter.labels) where.push(`${m.label} ${m.op === '=' ? '=' : '<>'} ${params.add(m.value)}`);
+  for (const c of filter.contains) {
+    const found = dialect === 'sqlite' ? `instr(line, ${params.add(c.text)})` : `strpos(line, ${params.add(c.text)})`;
+    where.push(`${found} ${c.negate ? '=' : '>'} 0`);
+  }
+  const [cmp, order] = filter.backward ? ['<', 'DESC'] : ['>', 'ASC'];
+  if (filter.after) {
+    const ts = params.add(filter.after.ts);
+    where.push(`(ts ${cmp} ${ts} OR (ts = ${ts} AND id ${cmp} ${params.add(filter.after.id)}))`);
+  }
+  const sql = `SELECT ${COLUMNS} FROM log_lines WHERE ${where.join(' AND ')} ORDER BY ts ${order}, id ${order} LIMIT ${params.add(filter.limit)}`;
+  return { sql, values: params.values };
+}
+
+export function labelValuesQuery(dialect: Dialect, org: string, label: LogLabel, from: string, to: string, limit: number): { sql: string; values: unknown[] } {
+  if (!LOG_LABELS.includes(label)) throw new Error(`not a log label: ${label}`);
+  const params = new SqlParams(dialect);
+  const scan = `SELECT ${label} AS value FROM log_lines WHERE org = ${params.add(org)} AND ts >= ${params.add(from)} AND ts < ${params.add(to)} AND ${label} <> '' ORDER BY ts DESC LIMIT ${params.add(LABEL_SCAN)}`;
+  return { sql: `SELECT DISTINCT value FROM (${scan}) s ORDER BY value LIMIT ${params.add(limit)}`, values: params.values };
+}
+
+/** Deletes up to `max` of an org's oldest lines before `before`, oldest first. */
+export function pruneLogsQuery(dialect: Dialect, org: string, before: string, max: number): { sql: string; values: unknown[] } {
+  const params = new SqlParams(dialect);
+  const oldest = `SELECT id FROM log_lines WHERE org = ${params.add(org)} AND ts < ${params.add(before)} ORDER BY ts, id LIMIT ${params.add(max)}`;
+  return { sql: `DELETE FROM log_lines WHERE id IN (${oldest})`, values: params.values };
+}

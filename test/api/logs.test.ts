@@ -1,0 +1,345 @@
+// The logs API (Loki-compatible, as `cpln logs` calls it) over the lines Keel's simulated platform
+// writes: selectors, line filters, direction, limits and times, labels, permissions, bad queries,
+// retention, and the tail over a WebSocket.
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import WebSocket from 'ws';
+import { pruneLogLines } from '../../src/server/logs-api.js';
+import { tsOfMs } from '../../src/logs/time.js';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+
+const STEP = 100;
+const [L1, L2] = ['aws-us-west-2', 'gcp-us-east1'];
+const LOGS = '/logs/org/acme/loki/api/v1';
+
+export type Entry = { labels: Record<string, string>; ts: string; line: string };
+
+/** Every line of a Loki answer, flattened, in the answer's order per stream. */
+export function entries(body: any): Entry[] {
+  assert.equal(body.status, 'success');
+  assert.equal(body.data.resultType, 'streams');
+  return body.data.result.flatMap((s: any) => s.values.map(([ts, line]: [string, string]) => ({ labels: s.stream, ts, line })));
+}
+
+async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value: T) => boolean, ms = 20_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await get();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 1500)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const q = (params: Record<string, string | number>) => new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString();
+
+forEachBackend('logs API', (backend) => {
+  let k: TestKeel;
+  let base: string;
+  const range = (query: string, extra: Record<string, string | number> = {}, token?: string) =>
+    k.call('GET', `${LOGS}/query_range?${q({ query, limit: 1000, ...extra })}`, undefined, token === undefined ? {} : { token });
+  const lines = async (query: string, extra: Record<string, string | number> = {}) => {
+    const res = await range(query, extra);
+    assert.equal(res.status, 200, res.raw);
+    return entries(res.body);
+  };
+
+  before(async () => {
+    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
+    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
+    base = `127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${L1}`, `//location/${L2}`] } } })).status, 201);
+    const web = { name: 'web', spec: { type: 'standard', containers: [{ name: 'nginx', image: 'nginx:1.25', ports: [{ protocol: 'http', number: 80 }] }, { name: 'sidecar', image: 'busybox:1' }] } };
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', web)).status, 201);
+    const job = { name: 'job', spec: { type: 'cron', containers: [{ name: 'main', image: 'busybox:1' }], job: { schedule: '0 0 * * *' } } };
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', job)).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/volumeset', { name: 'data', spec: { initialCapacity: 10, performanceClass: 'general-purpose-ssd' } })).status, 201);
+    // What the tests below read: both rollouts of web done, job's started, the volumes created.
+    await waitFor('the first lines', () => lines('{gvc="prod"}'), (es) =>
+      es.filter((e) => /^Rollout of workload version 1 .* complete/.test(e.line) && e.labels.workload === 'web').length === 2 &&
+      es.filter((e) => /^Rollout of workload version 1 .* started/.test(e.line) && e.labels.workload === 'job').length === 2 &&
+      es.filter((e) => /unbound \(was creating\)/.test(e.line) && e.labels.volumeset === 'data').length === 2 &&
+      es.some((e) => e.line.startsWith('Workload is ready')),
+    );
+  });
+  after(() => k.close());
+
+  test('/discovery names the logs endpoint: Keel itself', async () => {
+    const res = await k.call('GET', '/discovery', undefined, { token: null, headers: { host: base } });
+    assert.equal(res.body.endpoints.logs, `http://${base}`);
+    assert.equal(res.body.endpoints.logs, res.body.endpoints.api);
+  });
+
+  test('rollouts per location, replicas starting and passing health checks, in Loki\'s stream shape', async () => {
+    const all = await waitFor('both rollouts complete', () => lines('{gvc="prod", workload="web"}', { direction: 'forward' }), (es) => es.filter((e) => /complete/.test(e.line)).length === 2);
+    for (const location of [L1, L2]) {
+      const here = all.filter((e) => e.labels.location === location);
+      assert.ok(here.some((e) => e.line === `Rollout of workload version 1 to ${location} started` && !e.labels.container), location);
+      for (const container of ['nginx', 'sidecar']) {
+        const own = here.filter((e) => e.labels.container === container);
+        assert.deepEqual(
+          own.map((e) => e.line),
+          [`Creating container ${container} from image ${container === 'nginx' ? 'nginx:1.25' : 'busybox:1'}`, `Started container ${container}`, `Health check passed: container ${container} is ready`],
+        );
+        assert.match(own[0].labels.replica, /^web-[0-9a-f]{9}-[0-9a-f]{5}$/);
+        assert.equal(new Set(own.map((e) => e.labels.replica)).size, 1);
+      }
+    }
+    // Times are ns since the epoch, as strings; a forward answer is oldest first within each stream.
+    for (const e of all) {
+      assert.match(e.ts, /^\d{19}$/);
+      assert.ok(Math.abs(Number(BigInt(e.ts) / 1_000_000n) - Date.now()) < 120_000);
+    }
+    const res = await range('{gvc="prod", workload="web"}', { direction: 'forward' });
+    for (const stream of res.body.data.result) {
+      const times = stream.values.map((v: [string, string]) => BigInt(v[0]));
+      assert.deepEqual(times, [...times].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    }
+    await waitFor('the workload ready line', () => lines('{workload="web"} |= "Workload is ready"'), (es) => es.length === 1 && es[0].labels.gvc === 'prod' && !es[0].labels.location);
+  });
+
+  test('selectors (=, !=, =~, !~) and line filters (|=, !=, |~, !~) pick exactly the matching lines', async () => {
+    const all = await lines('{gvc="prod"}');
+    assert.ok(all.length >= 10);
+    const same = (got: Entry[], want: Entry[]) => {
+      const key = (e: Entry) => `${e.ts} ${e.line}`;
+      assert.deepEqual(got.map(key).sort(), want.map(key).sort());
+      assert.ok(want.length > 0 && want.length < all.length, 'the case narrows the set');
+    };
+    same(await lines(`{gvc="prod", location="${L1}"}`), all.filter((e) => e.labels.location === L1));
+    same(await lines('{gvc="prod", container!="nginx"}'), all.filter((e) => e.labels.container !== 'nginx'));
+    same(await lines('{gvc="prod", container=~"side.*|ngi"}'), all.filter((e) => e.labels.container === 'sidecar'));
+    same(await lines(`{gvc="prod", location!~"gcp-.*"}`), all.filter((e) => !e.labels.location?.startsWith('gcp-')));
+    same(await lines('{gvc="prod"} |= "Health check"'), all.filter((e) => e.line.includes('Health check')));
+    same(await lines('{gvc="prod"} != "container"'), all.filter((e) => !e.line.includes('container')));
+    same(await lines('{gvc="prod"} |~ "(?i)ROLLOUT.*COMPLETE"'), all.filter((e) => /rollout.*complete/i.test(e.line)));
+    same(await lines('{gvc="prod"} !~ "^(Started|Creating)" |= "nginx"'), all.filter((e) => !/^(Started|Creating)/.test(e.line) && e.line.includes('nginx')));
+    // A label no line carries reads as empty.
+    assert.deepEqual(await lines('{gvc="prod", team="a"}'), []);
+    same(await lines('{gvc="prod", team="", workload="web"}'), all.filter((e) => e.labels.workload === 'web'));
+    assert.deepEqual(await lines('{gvc="elsewhere"}'), []);
+  });
+
+  test('direction, limit, start and end (ns, s and RFC 3339)', async () => {
+    const forward = await lines('{gvc="prod", workload="web"}', { direction: 'forward' });
+    const byTime = (es: Entry[]) => es.map((e) => e.ts).sort();
+    const times = byTime(forward);
+    const first2 = await lines('{gvc="prod", workload="web"}', { direction: 'forward', limit: 2 });
+    assert.deepEqual(byTime(first2), times.slice(0, 2));
+    const last2 = await lines('{gvc="prod", workload="web"}', { limit: 2 });
+    assert.deepEqual(byTime(last2), times.slice(-2));
+    // start inclusive, end exclusive.
+    const [from, to] = [times[1], times[times.length - 2]];
+    const between = await lines('{gvc="prod", workload="web"}', { start: BigInt(from).toString(), end: BigInt(to).toString() });
+    assert.deepEqual(byTime(between), times.filter((t) => t >= from && t < to));
+    const iso = new Date(Number(BigInt(to) / 1_000_000n) + 1).toISOString();
+    const untilIso = await lines('{gvc="prod", workload="web"}', { start: new Date(Date.now() - 600_000).toISOString(), end: iso });
+    assert.deepEqual(byTime(untilIso), times.filter((t) => BigInt(t) < BigInt(Date.parse(iso)) * 1_000_000n));
+    const soon = Math.floor(Date.now() / 1000) + 60;
+    const seconds = await lines('{gvc="prod", workload="web"}', { start: soon, end: soon + 60 });
+    assert.deepEqual(seconds, []);
+    // query (instant): the lines up to its time.
+    const instant = await k.call('GET', `${LOGS}/query?${q({ query: '{gvc="prod", workload="web"}', limit: 1000, time: BigInt(to).toString() })}`);
+    assert.equal(instant.status, 200, instant.raw);
+    assert.deepEqual(byTime(entries(instant.body)), times.filter((t) => t < to));
+  });
+
+  test('labels and label values', async () => {
+    const labels = await k.call('GET', `${LOGS}/labels`);
+    assert.equal(labels.status, 200);
+    assert.deepEqual(labels.body, { status: 'success', data: ['gvc', 'workload', 'location', 'container', 'replica', 'volumeset'] });
+    const locations = await k.call('GET', `${LOGS}/label/location/values`);
+    assert.deepEqual(locations.body, { status: 'success', data: [L1, L2] });
+    const containers = await k.call('GET', `${LOGS}/label/container/values?${q({ query: '{workload="web"}' })}`);
+    assert.deepEqual(containers.body.data, ['nginx', 'sidecar']);
+    assert.deepEqual((await k.call('GET', `${LOGS}/label/team/values`)).body, { status: 'success', data: [] });
+    // Before any line: nothing.
+    const old = await k.call('GET', `${LOGS}/labels?${q({ start: '1000000000', end: '1000003600' })}`);
+    assert.deepEqual(old.body.data, []);
+  });
+
+  test('cron runs, command stages and volume operations are logged', async () => {
+    const run = await k.call('POST', '/org/acme/gvc/prod/workload/job/-command', { type: 'runCronWorkload', spec: { location: L1 } });
+    assert.equal(run.status, 201, run.raw);
+    const cron = await waitFor('the cron run', () => lines('{gvc="prod", workload="job"} |= "Cron job"', { direction: 'forward' }), (es) => es.length === 2);
+    assert.match(cron[0].line, /^Cron job started in replica job-[0-9a-f]{5}$/);
+    assert.equal(cron[0].labels.replica, cron[0].line.split(' ').pop());
+    assert.match(cron[1].line, /completed$/);
+    const stages = await lines('{gvc="prod", workload="job"} |= "Command runCronWorkload"', { direction: 'forward' });
+    assert.deepEqual(stages.map((e) => e.line.replace(/ [0-9a-f-]{36}/, ' ID')), ['Command runCronWorkload ID running', 'Command runCronWorkload ID completed']);
+
+    await waitFor('volumes ready', () => lines(`{volumeset="data", location="${L1}"}`), (es) => es.some((e) => /unbound \(was creating\)/.test(e.line)));
+    const expand = await k.call('POST', '/org/acme/gvc/prod/volumeset/data/-command', { type: 'expandVolume', spec: { location: `//location/${L1}`, volumeIndex: 0, newStorageCapacity: 20 } });
+    assert.equal(expand.status, 201, expand.raw);
+    const resized = await waitFor('the resize', () => lines(`{gvc="prod", volumeset="data"} |~ "resized|expandVolume"`, { direction: 'forward' }), (es) => es.some((e) => /completed$/.test(e.line)));
+    assert.ok(resized.every((e) => e.labels.location === L1), JSON.stringify(resized));
+    assert.ok(resized.some((e) => /^Volume 0 \(data-aws-us-west-2-0\): resized from 10 GiB to 20 GiB$/.test(e.line)), JSON.stringify(resized));
+    assert.ok(resized.some((e) => /expandVolume .* running$/.test(e.line)));
+    const failing = await k.call('POST', '/org/acme/gvc/prod/volumeset/data/-command', { type: 'shrinkVolume', spec: { location: L1, volumeIndex: 0, newStorageCapacity: 30 } });
+    assert.equal(failing.status, 201);
+    await waitFor('the failure', () => lines('{volumeset="data"} |= "failed:"'), (es) => es.length === 1 && /is not smaller than the current size 20$/.test(es[0].line));
+  });
+
+  test('reading needs readLogs on the org: 403 without it (query, labels, tail), 200 once granted', async () => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'reader' })).status, 201);
+    const key = (await k.call('POST', '/org/acme/serviceaccount/reader/-addKey', { description: 't' })).body.key as string;
+    // view alone is not enough.
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['//serviceaccount/reader'] })).status, 200);
+    assert.equal((await k.call('GET', '/org/acme/gvc/prod', undefined, { token: key })).status, 200);
+    const denied = await range('{gvc="prod"}', {}, key);
+    assert.equal(denied.status, 403);
+    assert.deepEqual(Object.keys(denied.body).sort(), ['code', 'details', 'id', 'message', 'status']);
+    assert.equal(denied.body.code, 'forbidden');
+    assert.equal((await k.call('GET', `${LOGS}/labels`, undefined, { token: key })).status, 403);
+    assert.equal((await k.call('GET', `${LOGS}/label/gvc/values`, undefined, { token: key })).status, 403);
+    assert.equal((await k.call('GET', `${LOGS}/query?${q({ query: '{gvc="prod"}' })}`, undefined, { token: key })).status, 403);
+    assert.equal(await tailRefusal(key), 403);
+    assert.equal((await range('{gvc="prod"}', {}, 'not-a-key')).status, 401);
+    assert.equal(await tailRefusal('not-a-key'), 401);
+
+    const policy = { name: 'log-readers', targetKind: 'org', target: 'all', bindings: [{ permissions: ['readLogs'], principalLinks: ['//serviceaccount/reader'] }] };
+    assert.equal((await k.call('POST', '/org/acme/policy', policy)).status, 201);
+    const granted = await range('{gvc="prod"}', {}, key);
+    assert.equal(granted.status, 200);
+    assert.ok(entries(granted.body).length > 0);
+    // Another org's logs stay out of reach.
+    assert.equal((await k.call('GET', `/logs/org/other/loki/api/v1/query_range?${q({ query: '{gvc="prod"}' })}`, undefined, { token: key })).status, 403);
+  });
+
+  test('bad queries and parameters: 400 with the error object, naming what is wrong', async () => {
+    const cases: Array<[Record<string, string | number>, RegExp]> = [
+      [{ query: '{gvc="prod"' }, /expected ','/],
+      [{ query: '{}' }, /at least one = or =~ label matcher/],
+      [{ query: '{gvc=~".*"}' }, /at least one = or =~ label matcher/],
+      [{ query: '' }, /empty/],
+      [{ query: 'sum(count_over_time({gvc="prod"}[1m]))' }, /metric queries are not supported/],
+      [{ query: '{gvc="prod"} | json' }, /unsupported pipeline stage/],
+      [{ query: '{gvc="prod"} |~ "(a)\\\\1"' }, /invalid regular expression.*RE2/],
+      [{ query: '{gvc="prod"} |~ "(?=x)"' }, /invalid regular expression/],
+      [{ query: '{gvc="pr\\qod"}' }, /invalid string/],
+      [{ query: `{gvc="${'x'.repeat(5000)}"}` }, /longer than 4096/],
+      [{ query: '{gvc="prod"}', limit: 5001 }, /max entries limit per query exceeded/],
+      [{ query: '{gvc="prod"}', limit: -1 }, /limit must be/],
+      [{ query: '{gvc="prod"}', direction: 'sideways' }, /direction must be forward or backward/],
+      [{ query: '{gvc="prod"}', start: 'yesterday' }, /start must be/],
+      [{ query: '{gvc="prod"}', start: '2020-01-01T00:00:00Z', end: '2020-03-01T00:00:00Z' }, /time range exceeds the limit/],
+      [{ query: '{gvc="prod"}', start: '2020-01-02T00:00:00Z', end: '2020-01-01T00:00:00Z' }, /end timestamp must not be before/],
+      [{ query: '{gvc="prod"}', since: 'forever' }, /since must be a duration/],
+    ];
+    for (const [params, message] of cases) {
+      const res = await k.call('GET', `${LOGS}/query_range?${q(params)}`);
+      assert.equal(res.status, 400, `${JSON.stringify(params).slice(0, 100)}: ${res.raw}`);
+      assert.deepEqual(Object.keys(res.body).sort(), ['code', 'details', 'id', 'message', 'status']);
+      assert.equal(res.body.code, 'bad_request');
+      assert.match(res.body.message, message);
+    }
+    // A pattern that backtracks exponentially elsewhere runs in linear time here.
+    const started = Date.now();
+    assert.equal((await range(`{gvc="prod"} |~ "(a+)+$"`)).status, 200);
+    assert.equal((await range(`{gvc=~"(p|r|o|d|x+)+y", workload="web"}`)).status, 200);
+    assert.ok(Date.now() - started < 5_000);
+    // tail refuses a bad query before upgrading.
+    assert.equal(await tailRefusal(k.token, '{gvc="prod"'), 400);
+    // tail is a WebSocket only.
+    const plain = await k.call('GET', `${LOGS}/tail?${q({ query: '{gvc="prod"}' })}`);
+    assert.equal(plain.status, 400);
+    assert.match(plain.body.message, /WebSocket/);
+  });
+
+  test('retention: lines older than KEEL_LOGS_MAX_AGE_DAYS, or the org\'s shorter logsRetentionDays, are removed', async () => {
+    const now = Date.now();
+    const line = (daysAgo: number, text: string) => ({ org: 'acme', ts: tsOfMs(now - daysAgo * 86_400_000), labels: { gvc: 'old', workload: 'w' }, line: text });
+    await k.store.transaction((tx) => tx.appendLogs([line(40, 'forty days ago'), line(10, 'ten days ago'), line(3, 'three days ago'), line(0.5, 'hours ago')]));
+    // Two windows: one query may span 721h at most.
+    const window = (fromDays: number, toDays: number) => lines('{gvc="old"}', { start: tsOfMs(now - fromDays * 86_400_000), end: tsOfMs(now - toDays * 86_400_000 + 1), direction: 'forward' });
+    const kept = async () => [...(await window(50, 25)), ...(await window(25, 0))].map((e) => e.line);
+    assert.deepEqual(await kept(), ['forty days ago', 'ten days ago', 'three days ago', 'hours ago']);
+    assert.equal(await pruneLogLines(k.store, { logsMaxAgeDays: 30 }, now), 1);
+    assert.deepEqual(await kept(), ['ten days ago', 'three days ago', 'hours ago']);
+    // The org asks for less: its retention wins; it cannot ask for more than the server keeps.
+    const org = (await k.call('GET', '/org/acme')).body;
+    assert.equal((await k.call('PATCH', '/org/acme', { spec: { observability: { logsRetentionDays: 5 } } })).status, 200, org.name);
+    assert.equal(await pruneLogLines(k.store, { logsMaxAgeDays: 30 }, now), 1);
+    assert.deepEqual(await kept(), ['three days ago', 'hours ago']);
+    assert.equal((await k.call('PATCH', '/org/acme', { spec: { observability: { logsRetentionDays: 100 } } })).status, 200);
+    assert.equal(await pruneLogLines(k.store, { logsMaxAgeDays: 2 }, now), 1);
+    assert.deepEqual(await kept(), ['hours ago']);
+    // 0 keeps everything.
+    assert.equal((await k.call('PATCH', '/org/acme', { spec: { observability: { '$drop': ['logsRetentionDays'] } } })).status, 200);
+    assert.equal(await pruneLogLines(k.store, { logsMaxAgeDays: 0 }, now + 400 * 86_400_000), 0);
+    // The simulated platform's own recent lines are still there.
+    assert.ok((await lines('{gvc="prod"}')).length > 0);
+  });
+
+  test('tail over a WebSocket: the bare key or Bearer; the newest lines, then each new matching line', async () => {
+    for (const authorization of [k.token, `Bearer ${k.token}`]) {
+      const start = (BigInt(Date.now() - 600_000) * 1_000_000n).toString();
+      const tail = await openTail(authorization, { query: '{gvc="prod", workload="web"} |= "Rollout"', limit: 2, start });
+      const history = await tail.next((es) => es.length >= 2);
+      assert.equal(history.length, 2);
+      assert.ok(history.every((e) => e.line.startsWith('Rollout') && e.labels.workload === 'web'));
+      const image = `nginx:${Date.now()}`;
+      const current = (await k.call('GET', '/org/acme/gvc/prod/workload/web')).body;
+      assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/web', { spec: { '$patch/containers': [{ name: 'nginx', image }] } })).status, 200);
+      const version = current.version + 1;
+      const live = await tail.next((es) => es.filter((e) => e.line === `Rollout of workload version ${version} to ${L1} started` || e.line === `Rollout of workload version ${version} to ${L2} started`).length === 2);
+      assert.ok(live.every((e) => e.line.includes('Rollout')), 'only matching lines');
+      const seen = [...history, ...live].map((e) => `${e.ts} ${e.line}`);
+      assert.equal(new Set(seen).size, seen.length, 'no line twice');
+      tail.close();
+    }
+  });
+
+  /** Opens a tail; next(ok) waits until the lines received since the last next() satisfy ok, and returns them. */
+  async function openTail(authorization: string, params: Record<string, string | number>) {
+    const ws = new WebSocket(`ws://${base}${LOGS}/tail?${q(params)}`, { headers: { authorization } });
+    let got: Entry[] = [];
+    let wake = () => {};
+    ws.on('message', (data) => {
+      const body = JSON.parse(String(data));
+      for (const s of body.streams) for (const [ts, line] of s.values) got.push({ labels: s.stream, ts, line });
+      wake();
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    return {
+      async next(ok: (es: Entry[]) => boolean, ms = 20_000): Promise<Entry[]> {
+        const deadline = Date.now() + ms;
+        while (!ok(got)) {
+          if (Date.now() > deadline) throw new Error(`tail: timed out; got ${JSON.stringify(got).slice(0, 1500)}`);
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, 100);
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        const out = got;
+        got = [];
+        return out;
+      },
+      close: () => ws.close(),
+    };
+  }
+
+  /** The HTTP status a tail upgrade is refused with. */
+  function tailRefusal(authorization: string, query = '{gvc="prod"}'): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(`ws://${base}${LOGS}/tail?${q({ query })}`, { headers: { authorization } });
+      ws.once('unexpected-response', (_request, response) => {
+        resolve(response.statusCode ?? 0);
+        response.resume();
+        ws.terminate();
+      });
+      ws.once('open', () => {
+        ws.close();
+        reject(new Error('the tail was opened'));
+      });
+      ws.once('error', () => {});
+    });
+  }
+});
