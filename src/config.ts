@@ -39,6 +39,17 @@ export interface Config {
   reconcile?: boolean;
   /** Duration of one simulated lifecycle step in ms (KEEL_RECONCILE_SPEED, default 1000). */
   reconcileStepMs?: number;
+  // Keel for CI and local development (docs/ci.md).
+  /** The first org's superuser key, fixed instead of minted (KEEL_ADMIN_KEY; checked when the server starts). */
+  adminKey?: string;
+  /** A file or directory of `cpln apply` documents applied on every start (KEEL_INIT). */
+  init?: string;
+  /** POST /-admin/reset and `keel reset` work (KEEL_ALLOW_RESET=on). */
+  allowReset?: boolean;
+  /** Fault injection: the /-admin/faults rules and their request hook (KEEL_FAULTS=on). */
+  faults?: boolean;
+  /** A JSON or YAML file of fault rules loaded at start (KEEL_FAULTS_FILE; needs KEEL_FAULTS=on). */
+  faultsFile?: string;
 }
 
 type Parser<T> = (value: unknown, name: string) => T;
@@ -103,6 +114,11 @@ export const OPTIONS: Option[] = [
   option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
   option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
+  option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
+  option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
+  option('allowReset', 'KEEL_ALLOW_RESET', '--allow-reset', onOff, 'on/off: allow keel reset and POST /-admin/reset'),
+  option('faults', 'KEEL_FAULTS', '--faults', onOff, 'on/off: fault injection (/-admin/faults)'),
+  option('faultsFile', 'KEEL_FAULTS_FILE', '--faults-file', text, 'JSON or YAML file of fault rules loaded at start (with KEEL_FAULTS=on)'),
 ];
 
 export const DEFAULTS: Config = {
@@ -208,6 +224,7 @@ export function printableConfig(config: Config): Record<string, unknown> {
     if (url.password) url.password = '****';
     out.databaseUrl = url.toString();
   }
+  if (config.adminKey) out.adminKey = `${config.adminKey.split('.')[0]}.****`;
   return out;
 }
 

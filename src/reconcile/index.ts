@@ -5,17 +5,18 @@ import type { Authorizer } from '../auth/authorizer.js';
 import type { Config } from '../config.js';
 import { mountSubresources } from '../server/subresources.js';
 import type { Store } from '../store/types.js';
-import { ReconcileRunner } from './runner.js';
+import { ReconcileRunner, type RunnerOptions } from './runner.js';
 
 export const DEFAULT_STEP_MS = 1000;
 
-export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config): ReconcileRunner | undefined {
+export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config, faults?: RunnerOptions['faults']): ReconcileRunner | undefined {
   mountSubresources(core, store, auth, { audit: config.audit });
   if (!config.reconcile) return undefined;
   const runner = new ReconcileRunner(store, {
     stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,
     audit: config.audit,
     onError: (err, key) => core.log.error({ err, key }, 'reconcile failed'),
+    faults,
   });
   core.addHook('onReady', async () => runner.start());
   core.addHook('onClose', async () => runner.stop());

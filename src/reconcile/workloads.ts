@@ -42,6 +42,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     const status: Record<string, any> = structuredClone(previous);
     const since = Date.parse(String(existing?.data.since ?? '')) || ctx.now;
     let moved = false;
+    let failure: string | undefined;
     let versions = (status.versions ?? []) as Version[];
     if (!versions.some((v) => v.workload === workload.version)) {
       versions.push({
@@ -58,7 +59,11 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       const latest = versions.find((v) => v.workload === workload.version)!;
       const due = since + ctx.stepMs;
       if (!latest.ready && !suspended) {
-        if (ctx.now >= due) {
+        const syncFailed = ctx.fault?.('deploymentSyncFailed');
+        if (syncFailed) latest.message = failure = `Sync failed: ${syncFailed}`;
+        else if (ctx.fault?.('deploymentNeverReady')) {
+          // stays deploying
+        } else if (ctx.now >= due) {
           latest.ready = true;
           latest.message = 'Ready';
           latest.containers = containersOf(spec, true);
@@ -78,7 +83,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       ready: versions.some((v) => v.ready) && !suspended,
       deploying: !latest.ready && !suspended,
       versions,
-      message: suspended ? 'Suspended' : latest.ready ? 'Ready' : 'Deploying',
+      message: suspended ? 'Suspended' : latest.ready ? 'Ready' : (failure ?? 'Deploying'),
     });
     states.push({ ready: status.ready, latest: latest.ready && !suspended });
     if (!existing) {

@@ -20,6 +20,9 @@ import { mountAccessRoutes } from './access-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
 import { installLiving } from '../reconcile/index.js'; // issue 9: deployments, -command, reconcilers
+import { Faults, installFaults } from '../admin/faults.js';
+import { mountAdmin } from '../admin/routes.js';
+import { onReplaced } from '../store/snapshots.js';
 
 export interface App {
   core: FastifyInstance;
@@ -53,6 +56,13 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     },
     { audit: config.audit },
   );
+  // A restore or reset replaced what these remember (in this process or, on PostgreSQL, another).
+  const stopForgetting = onReplaced(store, () => {
+    auth.invalidateAll();
+    keys.invalidateAll();
+  });
+  // Only with KEEL_FAULTS=on does fault injection exist at all (its hook runs on every request).
+  const faults = config.faults ? (config.faultsFile ? Faults.fromFile(config.faultsFile) : new Faults()) : undefined;
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -106,6 +116,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     });
     // --- end authentication
     installRateLimit(app, config);
+    if (faults && api === 'core') installFaults(app, faults);
     mountMeta(app, config, store);
     return app;
   };
@@ -113,8 +124,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
   mountRoutes(core, resources);
   mountWatch(core, store, auth);
-  installLiving(core, store, auth, config); // issue 9
+  installLiving(core, store, auth, config, faults?.scenario); // issue 9
   mountAccessRoutes(core, resources, store, auth);
+  mountAdmin(core, { config, store, faults });
+  if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
+  core.addHook('onClose', async () => stopForgetting());
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   await Promise.all([core.ready(), audit.ready()]);

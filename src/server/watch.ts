@@ -6,6 +6,7 @@ import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { parseLink } from '../resources/links.js';
 import type { AuditRecord, Store } from '../store/types.js';
+import { onReplaced } from '../store/snapshots.js';
 
 const POLL_MS = 250; // how soon changes made by other Keel processes arrive
 const HEARTBEAT_MS = 15_000;
@@ -23,6 +24,12 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer)
   app.addHook('preClose', async () => {
     for (const close of closers) close();
   });
+  // After a restore or reset the positions streams are at belong to another history: they end, and
+  // a client that resumes from one is told where it stands (400 past the head).
+  const stopFollowing = onReplaced(store, () => {
+    for (const close of closers) close();
+  });
+  app.addHook('onClose', async () => stopFollowing());
   app.get('/org/:org/-watch', { config: { streaming: true } }, async (request, reply) => {
     const { org } = request.params as { org: string };
     const { kind, since } = request.query as { kind?: string; since?: string };
