@@ -11,6 +11,7 @@ import { checkSnapshotName, type SnapshotInfo } from '../store/snapshots.js';
 import type { Store } from '../store/types.js';
 import { parseRules, type Faults } from './faults.js';
 import { resetStore } from './reset.js';
+import { SeedError } from './seed.js';
 
 export interface AdminOptions {
   config: Config;
@@ -42,7 +43,12 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults }: Admi
     if (!config.allowReset) throw ApiError.notFound('reset is off: start Keel with KEEL_ALLOW_RESET=on to allow it');
     await superuser(request);
     const started = performance.now();
-    const result = await exclusive.run(() => resetStore(store, config));
+    const result = await exclusive.run(() =>
+      resetStore(store, config).catch((err) => {
+        // The seed is the server's own configuration: said as it is, not hidden behind 'internal error'.
+        throw err instanceof SeedError ? new ApiError('internal', `reset failed and changed nothing: ${err.message}`) : err;
+      }),
+    );
     request.log.warn({ reqId: request.id, by: request.principal.link }, 'instance reset');
     return { org: result.org, seeded: result.seeded.length, tookMs: Math.round(performance.now() - started) };
   });
