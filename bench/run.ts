@@ -19,6 +19,8 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   audit: benchAudit,
   auth: benchAuth,
   query: () => import('./query.js').then((m) => m.benchQuery()),
+  reset: () => import('./admin.js').then((m) => m.benchReset()),
+  faults: () => import('./admin.js').then((m) => m.benchFaults()),
 };
 
 function postgresVersion(): string {

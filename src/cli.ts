@@ -4,6 +4,7 @@ import { parseAllDocuments, stringify as toYaml } from 'yaml';
 import { KEEL_ACTOR } from './audit/events.js';
 import { addAdminKey } from './admin/keys.js';
 import { resetStore } from './admin/reset.js';
+import { checkSnapshotName } from './store/snapshots.js';
 import { verifyChain } from './audit/verify.js';
 import { SYSTEM_PRINCIPAL, SystemAuthorizer } from './auth/system.js';
 import { mintKey } from './auth/keys.js';
@@ -97,7 +98,7 @@ const COMMANDS: Record<string, Command> = {
       return withStore(cfg, async (store) => {
         const started = performance.now();
         const result = await resetStore(store, cfg);
-        console.log(`reset: org '${result.org}' and ${result.seeded.length} seeded documents in ${Math.round(performance.now() - started)} ms`);
+        console.log(`reset: org '${result.org}' and ${result.seeded} seeded documents in ${Math.round(performance.now() - started)} ms`);
         if (result.token) console.log(`the bootstrap key was gone; a new one is in ${cfg.dataDir}/admin.token`);
         return 0;
       });
@@ -108,7 +109,7 @@ const COMMANDS: Record<string, Command> = {
     summary: 'take a consistent copy of the whole instance (while it serves)',
     run: ({ positional, config }) =>
       withStore(config(), async (store) => {
-        const info = await store.snapshots.save(required(positional[0], 'the snapshot name'));
+        const info = await store.snapshots.save(checkSnapshotName(required(positional[0], 'the snapshot name')));
         console.log(`saved snapshot '${info.name}' (${info.created})`);
         return 0;
       }),
@@ -118,7 +119,7 @@ const COMMANDS: Record<string, Command> = {
     summary: 'replace the whole instance with a snapshot, atomically',
     run: ({ positional, config }) =>
       withStore(config(), async (store) => {
-        const name = required(positional[0], 'the snapshot name');
+        const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
         await store.snapshots.restore(name);
         console.log(`restored snapshot '${name}'`);
         return 0;
@@ -138,7 +139,7 @@ const COMMANDS: Record<string, Command> = {
     summary: 'delete a snapshot',
     run: ({ positional, config }) =>
       withStore(config(), async (store) => {
-        const name = required(positional[0], 'the snapshot name');
+        const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
         await store.snapshots.delete(name);
         console.log(`deleted snapshot '${name}'`);
         return 0;

@@ -50,7 +50,7 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults }: Admi
       }),
     );
     request.log.warn({ reqId: request.id, by: request.principal.link }, 'instance reset');
-    return { org: result.org, seeded: result.seeded.length, tookMs: Math.round(performance.now() - started) };
+    return { org: result.org, seeded: result.seeded, tookMs: Math.round(performance.now() - started) };
   });
 
   app.get('/-admin/snapshots', async (request) => {

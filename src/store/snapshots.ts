@@ -38,6 +38,9 @@ export function onReplaced(store: Store, listener: () => void): () => void {
 }
 
 const NAME = /^[a-z0-9]([-a-z0-9_.]{0,62}[a-z0-9])?$/;
+/** Keel's own snapshots (a reset's baseline): never listed, never named by a client. */
+const INTERNAL = /^\.keel-[a-z0-9-]{1,58}$/;
+export const INTERNAL_PREFIX = '.keel-';
 
 /** Snapshot names are plain file names: lowercase letters, digits, '-', '_' and '.', no '..' (never a path). */
 export function checkSnapshotName(name: unknown): string {
@@ -47,6 +50,11 @@ export function checkSnapshotName(name: unknown): string {
     ]);
   }
   return name;
+}
+
+/** What a store accepts as a name: a client's (checked by checkSnapshotName at the API and command) or Keel's own. */
+export function storableSnapshotName(name: string): string {
+  return INTERNAL.test(name) ? name : checkSnapshotName(name);
 }
 
 export function snapshotNotFound(name: string): ApiError {

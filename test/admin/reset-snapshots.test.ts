@@ -62,6 +62,15 @@ forEachBackend('reset and snapshots over HTTP', (backend) => {
     // The org and its admin account, then one event per seeded document.
     assert.equal(head.seq, 2 + 6);
     assert.equal((await verifyChain(k.store, 'acme')).ok, true);
+    // A second reset (from the state the first one kept) gives the same state, chain included.
+    const first = await k.store.audit({ org: 'acme', limit: 100 });
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'scratch-again' })).status, 201);
+    assert.equal((await k.call('POST', '/-admin/reset')).status, 200);
+    assert.deepEqual(names(await k.call('GET', '/org/acme/gvc')), SEEDED.gvc);
+    assert.deepEqual(await k.store.auditHead('acme'), head);
+    assert.deepEqual((await k.store.audit({ org: 'acme', limit: 100 })).map((e) => e.hash), first.map((e) => e.hash));
+    assert.equal((await k.call('GET', '/org/acme/gvc', undefined, { token: viewer })).status, 401);
+    assert.equal((await k.call('GET', '/org/acme/gvc')).status, 200);
     // Apply semantics afterwards: the same documents change nothing.
     assert.ok((await applySeed(k.store, 'acme', readSeed(k.config.init!))).every((o) => o.outcome === 'unchanged'));
     assert.equal((await k.store.auditHead('acme')).seq, head.seq);

@@ -6,7 +6,7 @@ import type Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { checkSnapshotName, snapshotExists, snapshotNotFound, type SnapshotInfo, type Snapshots } from '../snapshots.js';
+import { storableSnapshotName, snapshotExists, snapshotNotFound, type SnapshotInfo, type Snapshots } from '../snapshots.js';
 
 /** How long a restore waits for the write lock another connection (the housekeeping thread) holds. */
 const LOCK_WAIT_MS = 10_000;
@@ -31,7 +31,7 @@ export class SqliteSnapshots implements Snapshots {
   }
 
   private path(name: string): string {
-    return join(this.dir, `${checkSnapshotName(name)}.db`);
+    return join(this.dir, `${storableSnapshotName(name)}.db`);
   }
 
   async save(name: string): Promise<SnapshotInfo> {
