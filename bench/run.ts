@@ -22,6 +22,8 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   adversarial: () => import('./adversarial.js').then((m) => m.benchAdversarial()),
   console: () => import('./console.js').then((m) => m.benchConsole()),
   watch: () => import('./watch.js').then((m) => m.benchWatch()),
+  reset: () => import('./admin.js').then((m) => m.benchReset()),
+  faults: () => import('./admin.js').then((m) => m.benchFaults()),
 };
 
 function postgresVersion(): string {

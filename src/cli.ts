@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseAllDocuments, stringify as toYaml } from 'yaml';
-import { changeEvent, KEEL_ACTOR } from './audit/events.js';
+import { KEEL_ACTOR } from './audit/events.js';
+import { addAdminKey } from './admin/keys.js';
+import { resetStore } from './admin/reset.js';
+import { checkSnapshotName } from './store/snapshots.js';
 import { verifyChain } from './audit/verify.js';
 import { SYSTEM_PRINCIPAL, SystemAuthorizer } from './auth/system.js';
 import { mintKey } from './auth/keys.js';
 import { loadConfig, optionsHelp, printableConfig, type Config } from './config.js';
 import { findKind } from './kinds/index.js';
 import { createOrg } from './resources/orgs.js';
-import { present } from './resources/present.js';
 import { Resources } from './resources/service.js';
 import { exportOrg, importDocs } from './resources/transfer.js';
 import { serve } from './serve.js';
@@ -69,7 +71,77 @@ const COMMANDS: Record<string, Command> = {
     flags: ['--org'],
     run: ({ flags, config }) =>
       withStore(config(), async (store) => {
-        console.log(await addAdminKey(store, required(flags.get('--org'), '--org ORG')));
+        const org = required(flags.get('--org'), '--org ORG');
+        const key = mintKey(org, 'admin');
+        await addAdminKey(store, org, key, 'created by keel key create');
+        console.log(key.token);
+        return 0;
+      }),
+  },
+  'key generate': {
+    usage: 'keel key generate --org ORG',
+    summary: "print a fresh key for ORG's 'admin' account, stored nowhere (for KEEL_ADMIN_KEY)",
+    flags: ['--org'],
+    async run({ flags }) {
+      const org = required(flags.get('--org'), '--org ORG');
+      if (!/^[a-z]([-a-z0-9])*[a-z0-9]$/.test(org) || org.length > 64) throw new UsageError(`'${org}' is not a valid org name`);
+      console.log(mintKey(org, 'admin').token);
+      return 0;
+    },
+  },
+  reset: {
+    usage: 'keel reset',
+    summary: 'drop every org, item, key (but the bootstrap key) and audit event, then apply the seed again (KEEL_ALLOW_RESET=on)',
+    run: async ({ config }) => {
+      const cfg = config();
+      if (!cfg.allowReset) throw new Error('reset is off: set KEEL_ALLOW_RESET=on (or --allow-reset on) to allow it');
+      return withStore(cfg, async (store) => {
+        const started = performance.now();
+        const result = await resetStore(store, cfg);
+        console.log(`reset: org '${result.org}' and ${result.seeded} seeded documents in ${Math.round(performance.now() - started)} ms`);
+        if (result.token) console.log(`the bootstrap key was gone; a new one is in ${cfg.dataDir}/admin.token`);
+        return 0;
+      });
+    },
+  },
+  'snapshot save': {
+    usage: 'keel snapshot save NAME',
+    summary: 'take a consistent copy of the whole instance (while it serves)',
+    run: ({ positional, config }) =>
+      withStore(config(), async (store) => {
+        const info = await store.snapshots.save(checkSnapshotName(required(positional[0], 'the snapshot name')));
+        console.log(`saved snapshot '${info.name}' (${info.created})`);
+        return 0;
+      }),
+  },
+  'snapshot restore': {
+    usage: 'keel snapshot restore NAME',
+    summary: 'replace the whole instance with a snapshot, atomically',
+    run: ({ positional, config }) =>
+      withStore(config(), async (store) => {
+        const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
+        await store.snapshots.restore(name);
+        console.log(`restored snapshot '${name}'`);
+        return 0;
+      }),
+  },
+  'snapshot list': {
+    usage: 'keel snapshot list',
+    summary: 'list the snapshots (name, time taken, size)',
+    run: ({ config }) =>
+      withStore(config(), async (store) => {
+        for (const s of await store.snapshots.list()) console.log(`${s.name}\t${s.created}\t${s.size ?? ''}`);
+        return 0;
+      }),
+  },
+  'snapshot delete': {
+    usage: 'keel snapshot delete NAME',
+    summary: 'delete a snapshot',
+    run: ({ positional, config }) =>
+      withStore(config(), async (store) => {
+        const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
+        await store.snapshots.delete(name);
+        console.log(`deleted snapshot '${name}'`);
         return 0;
       }),
   },
@@ -185,22 +257,6 @@ function readDocuments(file: string): unknown[] {
     if (doc.errors.length) throw new Error(`${file}: ${doc.errors[0].message}`);
     return doc.toJS();
   });
-}
-
-/** A new key for the org's 'admin' service account (a superuser from the org's creation). */
-async function addAdminKey(store: Store, org: string): Promise<string> {
-  const created = new Date().toISOString();
-  const key = mintKey(org, 'admin');
-  await store.transaction(async (tx) => {
-    const sa = await tx.get({ org, kind: 'serviceaccount', gvc: '', name: 'admin' }, 'update');
-    if (!sa) throw new Error(`org '${org}' has no service account 'admin'; create the org with 'keel org create ${org}'`);
-    const keys = [...((sa.data.keys as unknown[]) ?? []), { name: key.keyName, description: 'created by keel key create', created }];
-    const updated = { ...sa, version: sa.version + 1, lastModified: created, data: { ...sa.data, keys } };
-    await tx.update(updated, sa.version);
-    await tx.putKey({ keyName: key.keyName, org, serviceAccount: 'admin', secretHash: key.secretHash, created });
-    await tx.appendAudit(changeEvent(org, KEEL_ACTOR, 'addKey', present(findKind('serviceaccount')!, updated)));
-  });
-  return key.token;
 }
 
 function usage(): string {

@@ -61,6 +61,17 @@ export interface Config {
   watchReplaysPerPrincipal: number;
   /** Bytes a watch may have waiting for a slow client before it is disconnected with its position. */
   watchBufferBytes: number;
+  // Keel for CI and local development (docs/ci.md).
+  /** The first org's superuser key, fixed instead of minted (KEEL_ADMIN_KEY; checked when the server starts). */
+  adminKey?: string;
+  /** A file or directory of `cpln apply` documents applied on every start (KEEL_INIT). */
+  init?: string;
+  /** POST /-admin/reset and `keel reset` work (KEEL_ALLOW_RESET=on). */
+  allowReset?: boolean;
+  /** Fault injection: the /-admin/faults rules and their request hook (KEEL_FAULTS=on). */
+  faults?: boolean;
+  /** A JSON or YAML file of fault rules loaded at start (KEEL_FAULTS_FILE; needs KEEL_FAULTS=on). */
+  faultsFile?: string;
 }
 
 type Parser<T> = (value: unknown, name: string) => T;
@@ -143,6 +154,11 @@ export const OPTIONS: Option[] = [
   option('watchReplaysPerPrincipal', 'KEEL_WATCH_REPLAYS_PER_PRINCIPAL', '--watch-replays-per-principal', whole(1, 10_000), 'watches per principal replaying history at once (429 above)'),
   option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a slow watch client may fall behind before it is disconnected'),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
+  option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
+  option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
+  option('allowReset', 'KEEL_ALLOW_RESET', '--allow-reset', onOff, 'on/off: allow keel reset and POST /-admin/reset'),
+  option('faults', 'KEEL_FAULTS', '--faults', onOff, 'on/off: fault injection (/-admin/faults)'),
+  option('faultsFile', 'KEEL_FAULTS_FILE', '--faults-file', text, 'JSON or YAML file of fault rules loaded at start (with KEEL_FAULTS=on)'),
 ];
 
 export const DEFAULTS: Config = {
@@ -259,6 +275,7 @@ export function printableConfig(config: Config): Record<string, unknown> {
     if (url.password) url.password = '****';
     out.databaseUrl = url.toString();
   }
+  if (config.adminKey) out.adminKey = `${config.adminKey.split('.')[0]}.****`;
   return out;
 }
 

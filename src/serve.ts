@@ -1,6 +1,7 @@
 import { KEEL_ACTOR } from './audit/events.js';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { ADMIN_ACCOUNT, ensureAdminKey, fixedAdminKey, writeAdminToken } from './admin/keys.js';
+import { applySeed, readSeed } from './admin/seed.js';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
@@ -10,18 +11,23 @@ import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
 
 /**
- * First start on an empty store: the org $KEEL_ORG with its built-ins and a superuser key,
- * written to $KEEL_DATA_DIR/admin.token. Returns the key when this process created it.
+ * First start on an empty store: the org $KEEL_ORG with its built-ins and a superuser key (minted,
+ * or KEEL_ADMIN_KEY's), written to $KEEL_DATA_DIR/admin.token. Returns the key when this process
+ * minted it. With KEEL_ADMIN_KEY on a store that exists, the admin account is given that key.
  */
 export async function bootstrap(config: Config, store: Store): Promise<string | undefined> {
-  if (!(await store.isEmpty())) return undefined;
+  const fixed = config.adminKey ? fixedAdminKey(config.adminKey, config.org) : undefined;
+  if (!(await store.isEmpty())) {
+    if (fixed) {
+      await ensureAdminKey(store, config.org, fixed);
+      writeAdminToken(config.dataDir, fixed.token);
+    }
+    return undefined;
+  }
   try {
-    const { token } = await createOrg(store, { name: config.org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
-    mkdirSync(config.dataDir, { recursive: true });
-    const file = join(config.dataDir, 'admin.token');
-    writeFileSync(file, `${token}\n`, { mode: 0o600 });
-    chmodSync(file, 0o600);
-    return token;
+    const { token } = await createOrg(store, { name: config.org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: ADMIN_ACCOUNT, adminKey: fixed });
+    writeAdminToken(config.dataDir, token!);
+    return fixed ? undefined : token;
   } catch (err) {
     // Another Keel process on the same database bootstrapped first.
     if (err instanceof ApiError && err.code === 'already_exists') return undefined;
@@ -30,9 +36,24 @@ export async function bootstrap(config: Config, store: Store): Promise<string | 
 }
 
 export async function serve(config: Config): Promise<void> {
+  // A bad KEEL_ADMIN_KEY or KEEL_INIT stops the start before anything is written.
+  if (config.adminKey) fixedAdminKey(config.adminKey, config.org);
+  const seed = config.init ? readSeed(config.init) : [];
   const store = await openStore(config);
-  const token = await bootstrap(config, store);
+  let token: string | undefined;
+  let seeded: Awaited<ReturnType<typeof applySeed>> = [];
+  try {
+    token = await bootstrap(config, store);
+    seeded = await applySeed(store, config.org, seed);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
   const { core, audit } = await buildApp(config, store);
+  if (config.init) {
+    const count = (outcome: string) => seeded.filter((s) => s.outcome === outcome).length;
+    core.log.info({ init: config.init, created: count('created'), updated: count('updated'), unchanged: count('unchanged') }, 'seed applied');
+  }
   const retention = startAuditRetention(config, store, (err) => core.log.error({ err }, 'audit retention failed'));
 
   await core.listen({ host: config.host, port: config.port });

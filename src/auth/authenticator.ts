@@ -41,4 +41,9 @@ export class KeyAuthenticator {
   invalidate(org: string): void {
     for (const [token, { principal }] of this.verified) if (principal.org === org) this.verified.delete(token);
   }
+
+  /** Forgets every verified token (the stored state, keys included, was replaced). */
+  invalidateAll(): void {
+    this.verified.clear();
+  }
 }

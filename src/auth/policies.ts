@@ -63,6 +63,11 @@ export class PolicyAuthorizer implements Authorizer {
     this.generations.set(org, (this.generations.get(org) ?? 0) + 1);
   }
 
+  /** Forgets every org's decisions (the stored state was replaced); loads under way are not kept. */
+  invalidateAll(): void {
+    for (const org of new Set([...this.ready.keys(), ...this.loading.keys()])) this.invalidate(org);
+  }
+
   async requireMember(principal: Principal, org: string): Promise<void> {
     const access = await this.access(org);
     // A service account belongs to its org; a JWT user of the org must have been added to it.

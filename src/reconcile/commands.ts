@@ -42,7 +42,8 @@ export async function reconcileCommand(ctx: ReconcileContext, key: ItemKey): Pro
     status.messages = [`${type} started`];
     if (type === 'runCronWorkload') await startRun(ctx, command, status);
   } else {
-    const failure = await complete(ctx, command, status);
+    const injected = ctx.fault?.('commandFailed') ?? (command.name.startsWith('volumeset:') ? ctx.fault?.('volumeOperationFailed') : undefined);
+    const failure = injected ?? (await complete(ctx, command, status));
     next = failure ? 'failed' : 'completed';
     status.messages = [...((status.messages as string[]) ?? []), failure ?? `${String(command.data.type)} completed`];
     if (!failure && RUNNING_STAGE[String(command.data.type)]) status.stage = 'update-volume-set';

@@ -23,6 +23,8 @@ export interface ReconcileContext {
   audit: boolean;
   /** The events the transaction appended, announced with the change once it commits. */
   appended: AppendedEvent[];
+  /** Fault injection's one hook (KEEL_FAULTS=on): the failure message when `scenario` applies to this object now. */
+  fault?: (scenario: string) => string | undefined;
 }
 
 /** What a pass left to do: `after` ms until the next transition of the object is due. */

@@ -7,11 +7,11 @@ import { mountImages } from '../server/images.js';
 import { mountMk8s } from '../server/mk8s.js';
 import { mountSubresources } from '../server/subresources.js';
 import type { Store } from '../store/types.js';
-import { ReconcileRunner } from './runner.js';
+import { ReconcileRunner, type RunnerOptions } from './runner.js';
 
 export const DEFAULT_STEP_MS = 1000;
 
-export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config): ReconcileRunner | undefined {
+export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config, faults?: RunnerOptions['faults']): ReconcileRunner | undefined {
   mountSubresources(core, store, auth, { audit: config.audit });
   mountMk8s(core, store, auth);
   mountImages(core, store, auth);
@@ -20,6 +20,7 @@ export function installLiving(core: FastifyInstance, store: Store, auth: Authori
     stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,
     audit: config.audit,
     onError: (err, key) => core.log.error({ err, key }, 'reconcile failed'),
+    faults,
   });
   core.addHook('onReady', async () => runner.start());
   core.addHook('onClose', async () => runner.stop());

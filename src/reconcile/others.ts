@@ -45,7 +45,8 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
   const created = Date.parse(item.created);
   // The stage the domain's age calls for, but never more than one past the stored one.
   const stored = (DOMAIN_STAGES as readonly unknown[]).indexOf((item.data.status as { status?: unknown } | undefined)?.status);
-  const index = Math.max(0, Math.min(Math.floor((ctx.now - created) / ctx.stepMs), stored + 1, DOMAIN_STAGES.length - 1));
+  const stuck = stored < 1 && ctx.fault?.('domainStuck') !== undefined;
+  const index = stuck ? 0 : Math.max(0, Math.min(Math.floor((ctx.now - created) / ctx.stepMs), stored + 1, DOMAIN_STAGES.length - 1));
   const stage = DOMAIN_STAGES[index];
   const gvcName = typeof spec.gvcLink === 'string' ? spec.gvcLink.split('/').pop()! : undefined;
   const gvc = gvcName ? await ctx.tx.get({ org: key.org, kind: 'gvc', gvc: '', name: gvcName }) : undefined;
@@ -74,6 +75,6 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
     dnsConfig,
   };
   if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item, { ...item.data, status });
-  if (stage === 'ready') return {};
+  if (stage === 'ready' || stuck) return {};
   return { after: created + (index + 1) * ctx.stepMs - ctx.now };
 }

@@ -16,6 +16,7 @@ import { announce, changes, type AppendedEvent } from '../audit/changes.js';
 import { PLATFORM_CONTEXT } from '../audit/events.js';
 import { parseLink } from '../resources/links.js';
 import type { AuditRecord, ItemKey, Store } from '../store/types.js';
+import { onReplaced } from '../store/snapshots.js';
 import { keyString, listAll, type Outcome, type ReconcileContext } from './common.js';
 import { reconcileCommand } from './commands.js';
 import { reconcileDomain, reconcileMk8s } from './others.js';
@@ -29,6 +30,8 @@ export interface RunnerOptions {
   /** Record 'status' audit events (KEEL_AUDIT). */
   audit?: boolean;
   onError?: (err: unknown, key?: ItemKey) => void;
+  /** Fault injection's scenarios (see ReconcileContext.fault). */
+  faults?: (scenario: string, key: ItemKey) => string | undefined;
 }
 
 type Reconciler = (ctx: ReconcileContext, key: ItemKey) => Promise<Outcome>;
@@ -94,6 +97,9 @@ export class ReconcileRunner {
   private passStarted = 0;
   private scannedAt = 0;
   private followedAt = 0;
+  /** Set when the stored state was replaced (a restore or reset): the next pass starts over from it. */
+  private replaced = false;
+  private stopFollowingReplacements: () => void = () => {};
   private readonly onChange = (org: string, appended?: AppendedEvent) => {
     // A write in this process to an org not followed yet (a new org): follow it from its start.
     if (!this.lastSeq.has(org)) this.lastSeq.set(org, 0);
@@ -119,12 +125,17 @@ export class ReconcileRunner {
     for (const org of await this.store.auditOrgs()) this.lastSeq.set(org, (await this.store.auditHead(org)).seq);
     this.orgsCheckedAt = Date.now();
     changes.on('change', this.onChange);
+    this.stopFollowingReplacements = onReplaced(this.store, () => {
+      this.replaced = true;
+      this.wakeUp();
+    });
     this.loop = this.run();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     changes.off('change', this.onChange);
+    this.stopFollowingReplacements();
     this.appended.clear();
     for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
@@ -143,6 +154,7 @@ export class ReconcileRunner {
     while (!this.stopped) {
       this.passStarted = Date.now();
       try {
+        if (this.replaced) await this.startOver();
         const now = Date.now();
         if (now - this.orgsCheckedAt >= ORGS_EVERY_MS) await this.discoverOrgs();
         if (now - this.scannedAt >= this.scanMs) await this.scan();
@@ -166,6 +178,19 @@ export class ReconcileRunner {
       });
       this.wakeUp = () => {};
     }
+  }
+
+  /** Positions, timers and own events of the replaced state mean nothing now: follow each org from its head, after a scan. */
+  private async startOver(): Promise<void> {
+    this.replaced = false;
+    this.appended.clear();
+    this.placements.clear();
+    this.queue.clear();
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.lastSeq.clear();
+    for (const org of await this.store.auditOrgs()) this.lastSeq.set(org, (await this.store.auditHead(org)).seq);
+    this.scannedAt = 0;
   }
 
   private async discoverOrgs(): Promise<void> {
@@ -288,6 +313,8 @@ export class ReconcileRunner {
       outcome = await this.store.transaction(async (tx) => {
         if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
         const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [] };
+        const faults = this.options.faults;
+        if (faults) ctx.fault = (scenario) => faults(scenario, key);
         appended = ctx.appended;
         return reconciler(ctx, key);
       });

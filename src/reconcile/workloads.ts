@@ -66,6 +66,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     const status: Record<string, any> = structuredClone(previous);
     const since = Date.parse(String(existing?.data.since ?? '')) || ctx.now;
     let moved = false;
+    let failure: string | undefined;
     let versions = (status.versions ?? []) as Version[];
     if (!versions.some((v) => v.workload === workload.version)) {
       versions.push({
@@ -82,7 +83,11 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       const latest = versions.find((v) => v.workload === workload.version)!;
       const due = since + ctx.stepMs;
       if (!latest.ready && !suspended) {
-        if (ctx.now >= due) {
+        const syncFailed = ctx.fault?.('deploymentSyncFailed');
+        if (syncFailed) latest.message = failure = `Sync failed: ${syncFailed}`;
+        else if (ctx.fault?.('deploymentNeverReady')) {
+          // stays deploying
+        } else if (ctx.now >= due) {
           latest.ready = true;
           latest.message = 'Ready';
           versions = [latest];
@@ -118,7 +123,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       ready,
       deploying: !latest.ready && !suspended,
       versions,
-      message: paused ? 'Suspended' : latest.ready ? 'Ready' : 'Deploying',
+      message: paused ? 'Suspended' : latest.ready ? 'Ready' : (failure ?? 'Deploying'),
     });
     states.push({ ready, latest: latest.ready && !suspended, replicas });
     if (!existing) {

@@ -62,6 +62,8 @@ export interface NewOrg {
   users?: string[];
   /** Also create this service account in the org, add it to superusers and mint it a key. */
   adminServiceAccount?: string;
+  /** The admin account's key, when it is given rather than minted (KEEL_ADMIN_KEY, or the bootstrap key a reset keeps). */
+  adminKey?: { keyName: string; secretHash: string; token?: string };
 }
 
 /**
@@ -95,7 +97,7 @@ export async function createOrg(store: Store, spec: NewOrg): Promise<{ token?: s
     const inserted: StoredItem[] = [];
     for (const [kind, name, data] of items) inserted.push(await insert(tx, org, kind, name, data, now));
     if (spec.adminServiceAccount) {
-      const key = mintKey(org, spec.adminServiceAccount);
+      const key = spec.adminKey ?? mintKey(org, spec.adminServiceAccount);
       const keys = [{ name: key.keyName, description: 'bootstrap admin key', created: now }];
       inserted.push(await insert(tx, org, 'serviceaccount', spec.adminServiceAccount, { description: 'Keel administrator', keys, origin: 'default' }, now));
       await tx.putKey({ keyName: key.keyName, org, serviceAccount: spec.adminServiceAccount, secretHash: key.secretHash, created: now });

@@ -23,6 +23,9 @@ import { allowCoreOrigin, mountConsole } from './console.js';
 import type { AddressInfo } from 'node:net';
 import { mountLogs } from './logs-api.js';
 import { installLiving } from '../reconcile/index.js';
+import { Faults, installFaults } from '../admin/faults.js';
+import { mountAdmin } from '../admin/routes.js';
+import { onReplaced } from '../store/snapshots.js';
 
 export interface App {
   core: FastifyInstance;
@@ -61,6 +64,13 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     },
   );
   const failures = new AuthFailures(config.authFailureLimit);
+  // A restore or reset replaced what these remember (in this process or, on PostgreSQL, another).
+  const stopForgetting = onReplaced(store, () => {
+    auth.invalidateAll();
+    keys.invalidateAll();
+  });
+  // Only with KEEL_FAULTS=on does fault injection exist at all (its hook runs on every request).
+  const faults = config.faults ? (config.faultsFile ? Faults.fromFile(config.faultsFile) : new Faults()) : undefined;
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -130,6 +140,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       if (!request.principal || org === undefined || !BODY_METHODS.has(request.method)) return done();
       auth.requireMember(request.principal, org).then(() => done(), done);
     });
+    if (faults && api === 'core') installFaults(app, faults);
     mountMeta(app, config, store);
     return app;
   };
@@ -137,9 +148,12 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
   mountRoutes(core, resources, store);
   mountWatch(core, store, auth, config);
-  installLiving(core, store, auth, config);
+  installLiving(core, store, auth, config, faults?.scenario);
   mountAccessRoutes(core, resources, store, auth);
   mountLogs(core, store, auth, config);
+  mountAdmin(core, { config, store, faults });
+  if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
+  core.addHook('onClose', async () => stopForgetting());
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   mountConsole(core);

@@ -8,6 +8,7 @@ import type { Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
+import { onReplaced } from '../store/snapshots.js';
 
 const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
 const MAX_NAMES = 100;
@@ -33,6 +34,10 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
   );
   // Streams end when the server closes, so a graceful shutdown is not held up by watchers.
   app.addHook('preClose', async () => hub.close());
+  // After a restore or reset the positions streams are at belong to another history: they end, and
+  // a client that resumes from one is told where it stands (400 past the head).
+  const stopFollowing = onReplaced(store, () => hub.endStreams());
+  app.addHook('onClose', async () => stopFollowing());
   app.get('/org/:org/-watch', { config: { streaming: true } }, async (request, reply) => {
     const { org } = request.params as { org: string };
     const query = request.query as Record<string, string | undefined>;

@@ -1,3 +1,4 @@
+import type { Snapshots } from './snapshots.js';
 import type { Dialect, SqlParams } from './sql.js';
 
 /** Addresses one stored item. `gvc` is '' for org-scoped kinds. */
@@ -142,6 +143,8 @@ export interface Tx {
    * at a time works on an object. SQLite's transactions are already serialized: always true.
    */
   tryLock(name: string): Promise<boolean>;
+  /** Deletes every item, key and audit event of every org (a reset starts again from nothing). */
+  clearAll(): Promise<void>;
   countInGvc(org: string, kind: string, gvc: string): Promise<number>;
   putKey(record: KeyRecord): Promise<void>;
   deleteKeys(org: string, serviceAccount: string, keep: string[]): Promise<void>;
@@ -193,6 +196,13 @@ export interface Store {
    * whose sealing failed are chained later by the sweeper, and audit reads chain pending events first.
    */
   chained(events: readonly NewAuditEvent[]): Promise<void>;
+  /** Copies of the whole stored state (store/snapshots.ts). */
+  readonly snapshots: Snapshots;
+  /**
+   * Called after the stored state was replaced (a restore or a reset committed): drops what this
+   * process remembers of it and has every Keel process on the store do the same (see onReplaced).
+   */
+  replaced(): Promise<void>;
   /** Resolves when the store answers a trivial query (readiness). */
   ping(): Promise<void>;
   /** True once the store holds at least one org (decides first-start bootstrap). */

@@ -122,6 +122,11 @@ export class WatchHub {
     clearInterval(this.bookmarks);
     clearInterval(this.recheck);
     changes.off('change', this.onChange);
+    this.endStreams();
+  }
+
+  /** Ends every stream and drops the feeds, whose positions belong to a history that was replaced (a restore or reset). */
+  endStreams(): void {
     for (const { watcher } of [...this.held.values()]) watcher.end();
     for (const feed of this.feeds.values()) feed.close();
     this.feeds.clear();

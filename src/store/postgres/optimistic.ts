@@ -99,6 +99,7 @@ export class OptimisticTx implements Tx {
   writeStatus = async (): Promise<void> => this.refuse();
   delete = async (): Promise<void> => this.refuse();
   tryLock = async (): Promise<boolean> => this.refuse();
+  clearAll = async (): Promise<void> => this.refuse();
   putKey = async (): Promise<void> => this.refuse();
   deleteKeys = async (): Promise<void> => this.refuse();
   appendLogs = async (): Promise<void> => this.refuse();

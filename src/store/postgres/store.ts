@@ -9,6 +9,9 @@ import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
+import { randomUUID } from 'node:crypto';
+import { replacements, type Snapshots } from '../snapshots.js';
+import { keelTables, PostgresSnapshots } from './snapshots.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
 // the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
@@ -45,11 +48,17 @@ export class PostgresStore implements Store {
   private readonly lists: pg.Pool;
   /** The statement_timeout each of those connections has. */
   private readonly timeouts = new WeakMap<pg.PoolClient, number>();
+  readonly snapshots: Snapshots;
+  /** Hears other processes' notices that the stored state was replaced (see replaced()). */
+  private listener?: pg.Client;
+  private readonly instance = randomUUID();
+  private schema = '';
 
   private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool) {
     this.pool = pool;
     this.reads = reads;
     this.lists = lists;
+    this.snapshots = new PostgresSnapshots(pool, () => this.replaced());
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
     this.sweeper = setInterval(() => void this.sealer.sweep().catch(() => {}), SWEEP_EVERY_MS);
@@ -63,7 +72,35 @@ export class PostgresStore implements Store {
     for (const p of [pool, reads, lists]) p.on('error', () => {}); // an idle client's error is reported on its next use
     const store = new PostgresStore(pool, reads, lists);
     await store.migrate();
+    await store.listen(url);
     return store;
+  }
+
+  private async listen(url: string): Promise<void> {
+    const listener = new pg.Client({ connectionString: url });
+    listener.on('error', () => {}); // then only the caches' own expiry (a second) brings other processes' replacements
+    await listener.connect();
+    this.schema = (await listener.query('SELECT current_schema() AS s')).rows[0].s as string;
+    listener.on('notification', (message) => {
+      const [schema, instance] = (message.payload ?? '').split(' ');
+      if (schema === this.schema && instance !== this.instance) this.forget();
+    });
+    await listener.query('LISTEN keel_replaced');
+    this.listener = listener;
+  }
+
+  private forget(): void {
+    this.recent.clear();
+    replacements.emit('replaced', this);
+  }
+
+  /**
+   * After a restore or reset committed: forgets what this process remembers of the old state and
+   * tells the other Keel processes on the database (NOTIFY), which do the same.
+   */
+  async replaced(): Promise<void> {
+    this.forget();
+    await this.pool.query('SELECT pg_notify($1, $2)', ['keel_replaced', `${this.schema} ${this.instance}`]);
   }
 
   private async migrate(): Promise<void> {
@@ -296,6 +333,7 @@ export class PostgresStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    await this.listener?.end().catch(() => {});
     await this.sealer.idle();
     await Promise.all([this.pool.end(), this.reads.end(), this.lists.end()]);
   }
@@ -349,6 +387,12 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
         key.name,
       ]);
       if (rows[0]) await client.query('DELETE FROM resource_tags WHERE id = $1', [rows[0].id]);
+    },
+    async clearAll() {
+      const tables = await keelTables(client);
+      await client.query(`TRUNCATE ${tables.map((t) => `"${t}"`).join(', ')}`);
+      // Events appended earlier in this transaction went with the rest.
+      appended.length = 0;
     },
     async tryLock(name) {
       // A transaction-scoped advisory lock: released by COMMIT or ROLLBACK, never leaked.

@@ -13,6 +13,8 @@ import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
 import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, Store, StoredItem, Tx } from '../types.js';
+import { replacements, type Snapshots } from '../snapshots.js';
+import { SqliteSnapshots } from './snapshots.js';
 
 // One writer connection (transactions serialized by a mutex, so an open transaction never
 // interleaves with another request's statements) and one reader connection: in WAL mode the
@@ -84,6 +86,7 @@ export class SqliteStore implements Store {
   /** Orgs' last committed seqs, cached with the item reads (see auditPosition). */
   private readonly positions = new Map<string, number>();
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
+  readonly snapshots: Snapshots;
 
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
@@ -142,6 +145,21 @@ export class SqliteStore implements Store {
     }
     // From here on a held write lock (a RESTART checkpoint, another process) is waited for in drain(), off the event loop.
     this.writer.pragma('busy_timeout = 0');
+    this.snapshots = new SqliteSnapshots({
+      file,
+      reader: this.reader,
+      exclusive: (fn) => this.mutex.run(() => fn(this.writer)),
+      replaced: () => this.replaced(),
+    });
+  }
+
+  /** Forgets every read and org number kept from the replaced contents (the next audit read rebuilds its lookups). */
+  async replaced(): Promise<void> {
+    this.cache.clear();
+    this.versionChecked = false;
+    this.orgNumbers.clear();
+    this.caughtUpSinceOpen = false;
+    replacements.emit('replaced', this);
   }
 
   private migrate(): void {
@@ -437,7 +455,9 @@ export class SqliteStore implements Store {
     for (const job of batch) {
       this.stmt(this.writer, 'SAVEPOINT keel_tx').run();
       const heads = new Map(this.chainHeads);
-      const appendedBefore = this.appendedRows.length;
+      // clearAll() starts new ones rather than emptying these, so a rollback can go back to them.
+      const appended = this.appendedRows;
+      const appendedBefore = appended.length;
       try {
         const value = await job.fn(this.tx);
         this.stmt(this.writer, 'RELEASE keel_tx').run();
@@ -446,7 +466,8 @@ export class SqliteStore implements Store {
         this.stmt(this.writer, 'ROLLBACK TO keel_tx').run();
         this.stmt(this.writer, 'RELEASE keel_tx').run();
         this.chainHeads = heads;
-        this.appendedRows.length = appendedBefore;
+        this.appendedRows = appended;
+        appended.length = appendedBefore;
         outcomes.push({ ok: false, error });
       }
     }
@@ -520,6 +541,14 @@ export class SqliteStore implements Store {
       this.stmt(this.writer, 'DELETE FROM resources WHERE id = ?').run(row.id);
     },
     tryLock: async () => true,
+    clearAll: async () => {
+      const tables = this.stmt(this.writer, "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'keel_migrations'").pluck().all() as string[];
+      for (const table of tables) this.writer.prepare(`DELETE FROM main."${table}"`).run();
+      // Events and heads of the batch's earlier transactions went with everything else.
+      this.chainHeads = new Map();
+      this.appendedRows = [];
+      this.orgNumbers.clear();
+    },
     countInGvc: async (org, kind, gvc) =>
       (this.stmt(this.writer, 'SELECT COUNT(*) AS n FROM resources WHERE org = ? AND kind = ? AND gvc = ?').get(org, kind, gvc) as { n: number }).n,
     putKey: async (k) => {

@@ -1,0 +1,115 @@
+// PostgreSQL snapshots live in the database itself (keel_snapshots and keel_snapshot_rows, each
+// row of every Keel table as JSON), so every Keel process on it sees the same ones. A snapshot is
+// read in one REPEATABLE READ transaction (one committed state, taken while others write); a
+// restore empties the tables and fills them from it in one transaction, which other processes'
+// reads see at its commit, whole.
+import type pg from 'pg';
+import { storableSnapshotName, snapshotExists, snapshotNotFound, type SnapshotInfo, type Snapshots } from '../snapshots.js';
+
+const SETUP_LOCK = 0x6b65656d; // next to the migration lock
+const OWN_TABLES = ['keel_migrations', 'keel_snapshots', 'keel_snapshot_rows'];
+
+/** Keel's tables in the current schema (whatever the migrations made), snapshots' own excepted. */
+export async function keelTables(client: pg.PoolClient): Promise<string[]> {
+  const { rows } = await client.query(
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND NOT (table_name = ANY($1)) ORDER BY table_name`,
+    [OWN_TABLES],
+  );
+  return rows.map((r) => r.table_name as string);
+}
+
+export class PostgresSnapshots implements Snapshots {
+  private ready?: Promise<void>;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    /** After a restore committed: drop what processes remember of the old state. */
+    private readonly replaced: () => Promise<void>,
+  ) {}
+
+  /** Creates the snapshot tables on first use (once per database, whichever process comes first). */
+  private setup(): Promise<void> {
+    this.ready ??= this.inTransaction('READ COMMITTED', async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
+      await client.query(`
+        CREATE TABLE IF NOT EXISTS keel_snapshots (name TEXT PRIMARY KEY, created TEXT NOT NULL, size BIGINT NOT NULL, schema_version INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS keel_snapshot_rows (snapshot TEXT NOT NULL, tbl TEXT NOT NULL, row JSONB NOT NULL);
+        CREATE INDEX IF NOT EXISTS keel_snapshot_rows_of ON keel_snapshot_rows (snapshot, tbl);`);
+    }).catch((err) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
+  }
+
+  private async inTransaction<T>(isolation: 'READ COMMITTED' | 'REPEATABLE READ', fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query(`BEGIN ISOLATION LEVEL ${isolation}`);
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async save(name: string): Promise<SnapshotInfo> {
+    storableSnapshotName(name);
+    await this.setup();
+    const created = new Date().toISOString();
+    const size = await this.inTransaction('REPEATABLE READ', async (client) => {
+      const inserted = await client.query(
+        'INSERT INTO keel_snapshots (name, created, size, schema_version) SELECT $1, $2, 0, MAX(version) FROM keel_migrations ON CONFLICT (name) DO NOTHING',
+        [name, created],
+      );
+      if (inserted.rowCount === 0) throw snapshotExists(name);
+      for (const table of await keelTables(client)) {
+        await client.query(`INSERT INTO keel_snapshot_rows (snapshot, tbl, row) SELECT $1, $2, to_jsonb(t) FROM "${table}" t`, [name, table]);
+      }
+      const { rows } = await client.query(
+        'UPDATE keel_snapshots SET size = (SELECT COALESCE(SUM(pg_column_size(row)), 0) FROM keel_snapshot_rows WHERE snapshot = $1) WHERE name = $1 RETURNING size',
+        [name],
+      );
+      return Number(rows[0].size);
+    });
+    return { name, created, size };
+  }
+
+  async restore(name: string): Promise<void> {
+    storableSnapshotName(name);
+    await this.setup();
+    await this.inTransaction('READ COMMITTED', async (client) => {
+      const { rows } = await client.query('SELECT s.schema_version, (SELECT MAX(version) FROM keel_migrations) AS current FROM keel_snapshots s WHERE s.name = $1', [name]);
+      if (!rows[0]) throw snapshotNotFound(name);
+      if (rows[0].schema_version !== rows[0].current) throw new Error(`snapshot '${name}' was taken at schema version ${rows[0].schema_version}, this database is at ${rows[0].current}`);
+      const tables = await keelTables(client);
+      // DELETE rather than TRUNCATE: cheaper for the sizes a test instance has, and readers keep
+      // seeing the old state (MVCC) until the commit shows them the restored one, whole.
+      for (const table of tables) await client.query(`DELETE FROM "${table}"`);
+      for (const table of tables) {
+        await client.query(`INSERT INTO "${table}" SELECT (jsonb_populate_record(NULL::"${table}", row)).* FROM keel_snapshot_rows WHERE snapshot = $1 AND tbl = $2`, [name, table]);
+      }
+    });
+    await this.replaced();
+  }
+
+  async list(): Promise<SnapshotInfo[]> {
+    await this.setup();
+    const { rows } = await this.pool.query("SELECT name, created, size FROM keel_snapshots WHERE name NOT LIKE '.%' ORDER BY name");
+    return rows.map((r) => ({ name: r.name as string, created: r.created as string, size: Number(r.size) }));
+  }
+
+  async delete(name: string): Promise<void> {
+    storableSnapshotName(name);
+    await this.setup();
+    await this.inTransaction('READ COMMITTED', async (client) => {
+      const { rowCount } = await client.query('DELETE FROM keel_snapshots WHERE name = $1', [name]);
+      if (rowCount === 0) throw snapshotNotFound(name);
+      await client.query('DELETE FROM keel_snapshot_rows WHERE snapshot = $1', [name]);
+    });
+  }
+}

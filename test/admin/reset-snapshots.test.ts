@@ -1,0 +1,202 @@
+// Reset and snapshots through the HTTP admin endpoints, on both backends: who may use them, what
+// they leave behind, and (PostgreSQL) a second Keel process that answers from the restored state.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { KEEL_ACTOR } from '../../src/audit/events.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import { applySeed, readSeed } from '../../src/admin/seed.js';
+import { createOrg } from '../../src/resources/orgs.js';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { SEEDED, seedDir } from './fixtures.js';
+
+const names = (res: { body: any }) => (res.body.items as Array<{ name: string }>).map((i) => i.name).sort();
+
+forEachBackend('reset and snapshots over HTTP', (backend) => {
+  let k: TestKeel;
+  let viewer: string; // a key of the first org that is not a superuser
+  let otherSuperuser: string; // the superuser key of another org
+  before(async () => {
+    k = await startKeel(backend, 'acme', { allowReset: true, init: seedDir() });
+    await applySeed(k.store, 'acme', readSeed(k.config.init!));
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'viewer' })).status, 201);
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['//serviceaccount/viewer'] })).status, 200);
+    viewer = (await k.call('POST', '/org/acme/serviceaccount/viewer/-addKey', { description: 'v' })).body.key;
+    otherSuperuser = (await createOrg(k.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' })).token!;
+  });
+  after(() => k.close());
+
+  test('only a superuser of the first org may use /-admin/: a viewer and another org\'s superuser get 403, no key 401', async () => {
+    for (const [method, url, body] of [
+      ['POST', '/-admin/reset', undefined],
+      ['GET', '/-admin/snapshots', undefined],
+      ['POST', '/-admin/snapshots', { name: 'x' }],
+      ['POST', '/-admin/snapshots/x/-restore', undefined],
+      ['DELETE', '/-admin/snapshots/x', undefined],
+    ] as const) {
+      for (const token of [viewer, otherSuperuser]) {
+        const res = await k.call(method, url, body, { token });
+        assert.equal(res.status, 403, `${method} ${url}: ${res.raw}`);
+        assert.deepEqual(Object.keys(res.body).sort(), ['code', 'details', 'id', 'message', 'status']);
+        assert.equal(res.body.code, 'forbidden');
+      }
+      assert.equal((await k.call(method, url, body, { token: null })).status, 401);
+    }
+    assert.deepEqual((await k.call('GET', '/-admin/snapshots')).body.items, [], 'nothing was saved by the refused calls');
+  });
+
+  test('reset drops orgs, items, keys and events and applies the seed again; the bootstrap key keeps working', async () => {
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'scratch' })).status, 201);
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/demo', { description: 'changed by a test' })).status, 200);
+    const before = await k.store.auditHead('acme');
+    const res = await k.call('POST', '/-admin/reset');
+    assert.equal(res.status, 200, res.raw);
+    assert.equal(res.body.seeded, 6);
+    assert.deepEqual(names(await k.call('GET', '/org/acme/gvc')), SEEDED.gvc);
+    assert.equal((await k.call('GET', '/org/acme/gvc/demo')).body.description, 'demo');
+    assert.deepEqual(names(await k.call('GET', '/org/acme/serviceaccount')), ['admin', 'ci', 'controlplane'], "the viewer account went");
+    assert.equal((await k.call('GET', '/org/acme/gvc', undefined, { token: viewer })).status, 401, "other keys went");
+    assert.equal((await k.call('GET', '/org/other', undefined, { token: otherSuperuser })).status, 401, 'other orgs went');
+    assert.deepEqual(await k.store.orgs(), ['acme']);
+    const head = await k.store.auditHead('acme');
+    assert.ok(head.seq < before.seq, `the chain started again (${head.seq} < ${before.seq})`);
+    // The org and its admin account, then one event per seeded document.
+    assert.equal(head.seq, 2 + 6);
+    assert.equal((await verifyChain(k.store, 'acme')).ok, true);
+    // A second reset (from the state the first one kept) gives the same state, chain included.
+    const first = await k.store.audit({ org: 'acme', limit: 100 });
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'scratch-again' })).status, 201);
+    assert.equal((await k.call('POST', '/-admin/reset')).status, 200);
+    assert.deepEqual(names(await k.call('GET', '/org/acme/gvc')), SEEDED.gvc);
+    assert.deepEqual(await k.store.auditHead('acme'), head);
+    assert.deepEqual((await k.store.audit({ org: 'acme', limit: 100 })).map((e) => e.hash), first.map((e) => e.hash));
+    assert.equal((await k.call('GET', '/org/acme/gvc', undefined, { token: viewer })).status, 401);
+    assert.equal((await k.call('GET', '/org/acme/gvc')).status, 200);
+    // Apply semantics afterwards: the same documents change nothing.
+    assert.ok((await applySeed(k.store, 'acme', readSeed(k.config.init!))).every((o) => o.outcome === 'unchanged'));
+    assert.equal((await k.store.auditHead('acme')).seq, head.seq);
+  });
+
+  test('snapshots: save, list, restore to the saved state (chain verifies), delete; names and duplicates checked', async () => {
+    const saved = await k.call('POST', '/-admin/snapshots', { name: 'prepared' });
+    assert.equal(saved.status, 201, saved.raw);
+    assert.equal(saved.headers.location, '/-admin/snapshots/prepared');
+    assert.equal(saved.body.name, 'prepared');
+    assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'prepared' })).body.code, 'already_exists');
+    const chainAtSave = await k.store.auditHead('acme');
+
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'after-save' })).status, 201);
+    assert.equal((await k.call('DELETE', '/org/acme/gvc/demo/workload/web')).status, 202);
+    const ci = await k.call('POST', '/org/acme/serviceaccount/ci/-addKey', { description: 'made after the snapshot' });
+    assert.equal((await k.call('GET', '/org/acme/gvc/demo', undefined, { token: ci.body.key })).status, 403, 'the key works (no policy lets ci view gvcs)');
+
+    const restored = await k.call('POST', '/-admin/snapshots/prepared/-restore');
+    assert.equal(restored.status, 200, restored.raw);
+    assert.deepEqual(names(await k.call('GET', '/org/acme/gvc')), ['demo']);
+    assert.equal((await k.call('GET', '/org/acme/gvc/demo/workload/web')).status, 200);
+    assert.equal((await k.call('GET', '/org/acme/gvc/demo', undefined, { token: ci.body.key })).status, 401, 'a key made after the snapshot is gone at once');
+    assert.deepEqual(await k.store.auditHead('acme'), chainAtSave);
+    assert.equal((await verifyChain(k.store, 'acme')).ok, true);
+    // The chain continues from the restored head.
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'after-restore' })).status, 201);
+    assert.equal((await k.store.auditHead('acme')).seq, chainAtSave.seq + 1);
+    assert.equal((await verifyChain(k.store, 'acme')).ok, true);
+    const audit = await k.store.audit({ org: 'acme', resourceType: 'gvc', limit: 100 });
+    assert.deepEqual(audit.map((e) => e.resourceName).filter((n) => n.startsWith('after')), ['after-restore'], 'audit reads show the restored chain');
+
+    const list = await k.call('GET', '/-admin/snapshots');
+    assert.equal(list.status, 200);
+    assert.equal(list.body.kind, 'list');
+    assert.deepEqual(list.body.items.map((s: any) => s.name), ['prepared']);
+    assert.ok(list.body.items[0].size > 0);
+    assert.equal((await k.call('DELETE', '/-admin/snapshots/prepared')).status, 202);
+    assert.deepEqual((await k.call('GET', '/-admin/snapshots')).body.items, []);
+  });
+
+  test('bad snapshot names and unknown snapshots: 400 and 404 with the error object, nothing written', async () => {
+    for (const name of ['../escape', '..', '.hidden', 'a/b', 'UPPER', '', 'x'.repeat(65), 42, null]) {
+      const res = await k.call('POST', '/-admin/snapshots', { name });
+      assert.equal(res.status, 400, `${JSON.stringify(name)}: ${res.raw}`);
+      assert.equal(res.body.code, 'bad_request');
+    }
+    assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'ok', path: '/etc' })).status, 400);
+    // A name that is a path never reaches the disk: refused as a name, or (dot segments the router resolves) no such route.
+    for (const path of ['..%2F..%2Fkeel', 'a%2Fb', '%2E%2E', '..', '%2E%2E%2Fkeel.db']) {
+      for (const [method, url] of [['POST', `/-admin/snapshots/${path}/-restore`], ['DELETE', `/-admin/snapshots/${path}`]] as const) {
+        const res = await k.call(method, url);
+        assert.ok([400, 404].includes(res.status), `${method} ${url}: ${res.raw}`);
+        assert.equal(res.body.code, res.status === 400 ? 'bad_request' : 'not_found');
+      }
+    }
+    const missing = await k.call('POST', '/-admin/snapshots/never-saved/-restore');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.code, 'not_found');
+    assert.equal((await k.call('DELETE', '/-admin/snapshots/never-saved')).status, 404);
+    assert.deepEqual((await k.call('GET', '/-admin/snapshots')).body.items, []);
+  });
+
+  test('a seed that no longer applies makes reset fail and change nothing', async () => {
+    const good = k.config.init;
+    const before = names(await k.call('GET', '/org/acme/gvc'));
+    k.config.init = '/nonexistent/seed';
+    try {
+      const res = await k.call('POST', '/-admin/reset');
+      assert.equal(res.status, 500);
+      assert.equal(res.body.code, 'internal');
+      assert.match(res.body.message, /changed nothing: KEEL_INIT: cannot read \/nonexistent\/seed/);
+      assert.deepEqual(names(await k.call('GET', '/org/acme/gvc')), before);
+    } finally {
+      k.config.init = good;
+    }
+  });
+});
+
+forEachBackend('reset off', (backend) => {
+  let k: TestKeel;
+  before(async () => (k = await startKeel(backend)));
+  after(() => k.close());
+  test('without KEEL_ALLOW_RESET=on POST /-admin/reset is 404 with the error object naming the setting, and changes nothing', async () => {
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'keep' })).status, 201);
+    const res = await k.call('POST', '/-admin/reset');
+    assert.equal(res.status, 404);
+    assert.equal(res.body.code, 'not_found');
+    assert.match(res.body.message, /KEEL_ALLOW_RESET=on/);
+    assert.equal(res.body.id.length > 0, true);
+    assert.equal((await k.call('GET', '/org/acme/gvc/keep')).status, 200);
+  });
+});
+
+forEachBackend(
+  'snapshot restored while a second Keel process serves reads',
+  (backend) => {
+    let k: TestKeel;
+    before(async () => (k = await startKeel(backend)));
+    after(() => k.close());
+    test('the second process answers from the restored state right after the restore, and forgets keys made since', async () => {
+      const second = await k.reopen();
+      const read = async (url: string, token = k.token) => (await second.app.core.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } })).statusCode;
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'kept' })).status, 201);
+      assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'base' })).status, 201);
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'later' })).status, 201);
+      assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'later-sa' })).status, 201);
+      assert.equal((await k.call('PATCH', '/org/acme/group/superusers', { '$append/memberLinks': ['//serviceaccount/later-sa'] })).status, 200);
+      const laterKey = (await k.call('POST', '/org/acme/serviceaccount/later-sa/-addKey', { description: 'x' })).body.key;
+      // The second process has read (and cached) all of it.
+      assert.equal(await read('/org/acme/gvc/later'), 200);
+      assert.equal(await read('/org/acme/gvc/later', laterKey), 200);
+
+      assert.equal((await k.call('POST', '/-admin/snapshots/base/-restore')).status, 200);
+      assert.equal(await read('/org/acme/gvc/later'), 404, 'read right after the restore');
+      assert.equal(await read('/org/acme/gvc/kept'), 200);
+      // Its key cache is told by the store (NOTIFY), within moments rather than its one-second expiry.
+      const until = Date.now() + 900;
+      let status = await read('/org/acme/gvc/kept', laterKey);
+      while (status !== 401 && Date.now() < until) status = await read('/org/acme/gvc/kept', laterKey);
+      assert.equal(status, 401, 'the key made after the snapshot is refused by the second process');
+      // Writes through the second process continue the restored chain.
+      const write = await second.app.core.inject({ method: 'POST', url: '/org/acme/gvc', headers: { authorization: `Bearer ${k.token}`, 'content-type': 'application/json' }, payload: JSON.stringify({ name: 'from-second' }) });
+      assert.equal(write.statusCode, 201);
+      assert.equal((await verifyChain(k.store, 'acme')).ok, true);
+    });
+  },
+  ['postgres'],
+);
