@@ -169,7 +169,7 @@ forEachBackend('fault injection', (backend) => {
     await waitFor('the domain status', () => k.call('GET', '/org/acme/domain/app.example.com'), (r) => r.body.status?.status === 'pendingDnsConfig');
 
     assert.equal((await k.call('POST', '/org/acme/gvc/gv/workload', workload('cron', 'cron'))).status, 201);
-    const run = await k.call('POST', '/org/acme/gvc/gv/workload/cron/-command', { type: 'runCronWorkload', spec: {} });
+    const run = await k.call('POST', '/org/acme/gvc/gv/workload/cron/-command', { type: 'runCronWorkload', spec: { location: 'aws-us-west-2' } });
     assert.ok([200, 201].includes(run.status), run.raw);
     const commandUrl = run.headers.location as string;
     assert.match(commandUrl, /^\/org\/acme\/gvc\/gv\/workload\/cron\/-command\//);

@@ -163,7 +163,7 @@ forEachBackend('logs API', (backend) => {
     const run = await k.call('POST', '/org/acme/gvc/prod/workload/job/-command', { type: 'runCronWorkload', spec: { location: L1 } });
     assert.equal(run.status, 201, run.raw);
     const cron = await waitFor('the cron run', () => lines('{gvc="prod", workload="job"} |= "Cron job"', { direction: 'forward' }), (es) => es.length === 2);
-    assert.match(cron[0].line, /^Cron job started in replica job-[0-9a-f]{5}$/);
+    assert.match(cron[0].line, /^Cron job started in replica command-[0-9a-f-]{36}-[0-9a-f]{5}$/, 'a run started by a command is named after it');
     assert.equal(cron[0].labels.replica, cron[0].line.split(' ').pop());
     assert.match(cron[1].line, /completed$/);
     const stages = await lines('{gvc="prod", workload="job"} |= "Command runCronWorkload"', { direction: 'forward' });
