@@ -17,6 +17,7 @@ import { installPaging } from './paging.js';
 import { installAdmission, installRateLimit } from './limits.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
+import { mountClientRoutes } from './client-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
 import { installLiving } from '../reconcile/index.js'; // issue 9: deployments, -command, reconcilers
@@ -115,6 +116,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountWatch(core, store, auth);
   installLiving(core, store, auth, config); // issue 9
   mountAccessRoutes(core, resources, store, auth);
+  mountClientRoutes(core, resources, store, config);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   await Promise.all([core.ready(), audit.ready()]);
