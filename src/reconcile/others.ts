@@ -7,6 +7,7 @@
 //   comes late still writes each stage in turn (never more than one past the stored one);
 // - agent: its bootstrap configuration, at once.
 import { deepEqual } from '../json.js';
+import { bootstrapConfig } from '../kinds/agent.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import { gvcLocations, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 
@@ -82,14 +83,8 @@ export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Prom
 export async function reconcileAgent(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const item = await ctx.tx.get(key, 'update');
   if (!item) return {};
-  const status = {
-    bootstrapConfig: {
-      agentId: item.id,
-      agentLink: `/org/${key.org}/agent/${item.name}`,
-      protocolVersion: 'v1',
-      hubEndpoint: `https://agents.keel.local/${key.org}`,
-    },
-  };
+  const previous = (item.data.status ?? {}) as { bootstrapConfig?: { agentId?: string } };
+  const status = { ...previous, bootstrapConfig: bootstrapConfig(key.org, item.name, previous.bootstrapConfig?.agentId ?? item.id) };
   if (!deepEqual(item.data.status ?? {}, status)) await writeStatus(ctx, item as StoredItem, { ...item.data, status });
   return {};
 }

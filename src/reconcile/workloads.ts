@@ -23,7 +23,6 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const alias = String(gvc?.data.alias ?? key.gvc);
   const endpoint = `https://${key.name}-${alias}.cpln.app`;
   const spec = (workload.data.spec ?? {}) as Record<string, any>;
-  const suspended = spec.defaultOptions?.suspend === true;
   let after: number | undefined;
   const states: Array<{ ready: boolean; latest: boolean }> = [];
 
@@ -36,6 +35,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   }
 
   for (const location of locations) {
+    const suspended = suspendedIn(spec, location);
     const dkey = deploymentKey(key.org, key.gvc, key.name, location);
     const existing = await ctx.tx.get(dkey, 'update');
     const previous = (existing?.data.status ?? {}) as Record<string, any>;
@@ -106,6 +106,12 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   };
   if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
   return { after: after === Infinity ? undefined : after };
+}
+
+/** Whether the workload is suspended in a location: its local options there, else its defaults. */
+export function suspendedIn(spec: Record<string, any>, location: string): boolean {
+  const local = ((spec.localOptions ?? []) as Array<Record<string, any>>).find((o) => String(o.location ?? '').split('/').pop() === location);
+  return (local?.suspend ?? spec.defaultOptions?.suspend) === true;
 }
 
 function containersOf(spec: Record<string, any>, ready: boolean): Record<string, unknown> {

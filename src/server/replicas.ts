@@ -4,11 +4,14 @@
 // Keel simulates replicas and runs no containers, so the calls that would reach a container
 // (exec and connect over WebSocket, port-forward tickets and streams) answer a clear error.
 import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { listAll, stableId } from '../reconcile/common.js';
 import { commandPrefix, deploymentKey } from '../reconcile/views.js';
+import { suspendedIn } from '../reconcile/workloads.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { sendError } from './errors.js';
@@ -57,7 +60,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
         .map((c) => `command-${c.id}-${stableId(c.id).slice(0, 5)}`);
     } else {
       const status = (deployment.data.status ?? {}) as Record<string, any>;
-      const count = status.ready === true && spec.defaultOptions?.suspend !== true ? replicaCount(status, spec) : 0;
+      const count = status.ready === true && !suspendedIn(spec, location) ? replicaCount(status, spec) : 0;
       const version = String(status.expectedDeploymentVersion ?? item.version);
       const set = stableId(org, gvc, name, location, version).slice(0, 10);
       items = Array.from({ length: count }, (_, i) => `${name}-${set}-${stableId(set, String(i)).slice(0, 5)}`);
@@ -68,18 +71,30 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   // exec/connect open a WebSocket to {remote}/exec (credentials travel inside the stream, so these
   // routes take none), port-forward asks {remote}/portforward-ticket and streams on {remote}/portforward.
   const refusal = (what: string) =>
-    `${what} is not available: Keel simulates replicas and runs no containers, so there is no process to ${what === 'port-forward' ? 'forward a port to' : 'run a command in'}`;
-  const refuse = (what: string) => async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!isWebSocket(request)) return sendError(reply, request, ApiError.badRequest(refusal(what)));
-    // The terminal client prints what the stream says and exits with the code named at its end
-    // (an HTTP error would only reach it as "Unexpected server response").
-    // port-forward ends on a message naming a fatal port-forward error.
-    reply.hijack();
-    refuseWebSocket(request, what === 'port-forward' ? `Port-forward error: ${JSON.stringify({ message: refusal(what), code: 0 })}` : `Failed to create terminal session: ${refusal(what)}; exit code 1`);
-  };
-  app.all(`${REMOTE_PREFIX}/:location/exec`, { config: { public: true } }, refuse('exec'));
+    `${what} ${what === 'port-forward' ? 'is' : 'are'} not available: Keel simulates replicas and runs no containers, so there is no process to ${what === 'port-forward' ? 'forward a port to' : 'run a command in'}`;
+  const refuse = (what: string) => async (request: FastifyRequest, reply: FastifyReply) => sendError(reply, request, ApiError.badRequest(refusal(what)));
+  app.all(`${REMOTE_PREFIX}/:location/exec`, { config: { public: true } }, refuse('exec, connect and cp'));
   app.all(`${REMOTE_PREFIX}/:location/portforward-ticket`, { config: { public: true } }, refuse('port-forward'));
   app.all(`${REMOTE_PREFIX}/:location/portforward`, { config: { public: true } }, refuse('port-forward'));
+
+  // The streams themselves are WebSockets. The clients print what the stream says and end on its
+  // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica
+  // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
+  app.server.on('upgrade', (request: IncomingMessage, socket: Duplex) => {
+    const what = /^\/-remote\/[^/?]+\/(exec|portforward)(\?|$)/.exec(request.url ?? '')?.[1];
+    if (!what) {
+      // Another module may serve this upgrade; if none listens, answer rather than leave it hanging.
+      if (app.server.listenerCount('upgrade') === 1) socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ status: 404, message: `no WebSocket is served at ${request.url}`, code: 'not_found', details: {}, id: '' })}`);
+      return;
+    }
+    const key = request.headers['sec-websocket-key'];
+    if (typeof key !== 'string') return void socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    const messages =
+      what === 'portforward'
+        ? [`Port-forward error: ${JSON.stringify({ message: refusal('port-forward'), code: 0 })}`]
+        : [`${refusal('exec, connect and cp')} (tar: cannot copy files either)\n`, 'Failed to create terminal session: command terminated with exit code 1'];
+    refuseWebSocket(socket, key, messages);
+  });
 }
 
 /** How many replicas a ready deployment runs: what its status reports, else the workload's minimum scale. */
@@ -96,21 +111,34 @@ function replicaCount(status: Record<string, any>, spec: Record<string, any>): n
   return Number.isInteger(min) && min >= 0 ? Math.min(Math.max(min, 1), 100) : 1;
 }
 
-function isWebSocket(request: FastifyRequest): boolean {
-  return String(request.headers.upgrade ?? '').toLowerCase() === 'websocket' && typeof request.headers['sec-websocket-key'] === 'string';
-}
-
-/** Accepts a WebSocket handshake, sends one text message and closes (code 1011), then lets the socket go. */
-function refuseWebSocket(request: FastifyRequest, message: string): void {
-  const socket = request.raw.socket;
-  const accept = createHash('sha1').update(`${request.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+/**
+ * Accepts a WebSocket handshake and sends `messages`; whatever the client sends is read and
+ * dropped, and once it has been quiet for a moment (an upload has ended) the stream is closed
+ * (1011). A client that never goes quiet is cut off after a bound.
+ */
+function refuseWebSocket(socket: Duplex, key: string, messages: string[]): void {
+  const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  socket.on('error', () => undefined);
   socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
-  socket.write(frame(0x1, Buffer.from(message)));
-  socket.write(frame(0x8, Buffer.from([0x03, 0xf3])));
-  // The client answers the close; whatever it sends is not HTTP, so the socket is not read again.
-  socket.removeAllListeners('data');
-  socket.on('data', () => undefined);
-  setTimeout(() => socket.destroy(), 2000).unref();
+  for (const message of messages) socket.write(frame(0x1, Buffer.from(message)));
+  let quiet: NodeJS.Timeout | undefined;
+  const close = () => {
+    clearTimeout(quiet);
+    clearTimeout(bound);
+    socket.end(frame(0x8, Buffer.from([0x03, 0xf3])));
+    setTimeout(() => socket.destroy(), 1000).unref();
+  };
+  const bound = setTimeout(close, 10_000);
+  const wait = () => {
+    clearTimeout(quiet);
+    quiet = setTimeout(close, 400);
+  };
+  socket.on('data', wait);
+  socket.on('close', () => {
+    clearTimeout(quiet);
+    clearTimeout(bound);
+  });
+  wait();
 }
 
 /** One unmasked, final WebSocket frame (servers do not mask). */
