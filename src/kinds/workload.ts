@@ -1,4 +1,5 @@
 import { ApiError } from '../errors.js';
+import { parseSchedule } from './cron.js';
 import { defineKind, standardPermissions } from './define.js';
 import { anyObject, arr, bool, immutable, int, keyed, link, num, obj, oneOf, readOnly, str, type JsonSchema } from './schema.js';
 
@@ -236,6 +237,14 @@ export default defineKind({
     const spec = (item.spec ?? {}) as Record<string, unknown>;
     if (spec.type === 'cron' && !spec.job) {
       throw ApiError.badRequest('a cron workload needs spec.job with a schedule', [{ path: 'spec.job', message: 'is required for cron workloads' }]);
+    }
+    const schedule = (spec.job as { schedule?: unknown } | undefined)?.schedule;
+    if (typeof schedule === 'string') {
+      try {
+        parseSchedule(schedule);
+      } catch (err) {
+        throw ApiError.badRequest(`invalid spec.job.schedule: ${(err as Error).message}`, [{ path: 'spec.job.schedule', message: (err as Error).message }]);
+      }
     }
     const scaling = ((spec.defaultOptions ?? {}) as Record<string, unknown>).autoscaling as Record<string, unknown> | undefined;
     if (scaling && typeof scaling.minScale === 'number' && typeof scaling.maxScale === 'number' && scaling.minScale > scaling.maxScale) {

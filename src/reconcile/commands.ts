@@ -1,11 +1,16 @@
-// Commands move pending --step--> running --step--> completed (or failed, with messages). Their
-// effect is applied when they complete, in the same transaction: expandVolume and shrinkVolume
-// change the volume's currentSize (and its iops/throughput) in the volume set's status,
-// createVolumeSnapshot and deleteVolumeSnapshot add or remove a snapshot of a volume.
+// Commands move pending --step--> running --step--> completed (or failed, with messages); a
+// pending or running command can be cancelled (DELETE on it), which is final. Their effect is
+// applied when they complete, in the same transaction: expandVolume and shrinkVolume change the
+// volume's currentSize (and its iops/throughput) in the volume set's status,
+// createVolumeSnapshot and deleteVolumeSnapshot add or remove a snapshot of a volume;
+// runCronWorkload starts a run (jobExecution `command-<id>`) in the deployment of its location
+// when it starts running and ends it, successful or failed with the reason, when it completes.
+import { ApiError } from '../errors.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import { iso, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
-import { commandView } from './views.js';
+import { commandView, deploymentKey, deploymentView } from './views.js';
 import { setVolumeSize } from './volumesets.js';
+import { finish, runContainers, runReplica, trimHistory, type JobExecution } from './workloads.js';
 
 export const WORKLOAD_COMMANDS = ['runCronWorkload', 'stopReplica', 'restartWorkload'] as const;
 export const VOLUMESET_COMMANDS = ['expandVolume', 'shrinkVolume', 'createVolumeSnapshot', 'deleteVolumeSnapshot', 'restoreVolume', 'deleteVolume', 'replaceVolume'] as const;
@@ -35,6 +40,7 @@ export async function reconcileCommand(ctx: ReconcileContext, key: ItemKey): Pro
     const type = String(command.data.type);
     if (RUNNING_STAGE[type]) status.stage = RUNNING_STAGE[type];
     status.messages = [`${type} started`];
+    if (type === 'runCronWorkload') await startRun(ctx, command, status);
   } else {
     const failure = await complete(ctx, command, status);
     next = failure ? 'failed' : 'completed';
@@ -55,9 +61,13 @@ async function complete(ctx: ReconcileContext, command: StoredItem, status: Reco
     const workload = await ctx.tx.get({ org: command.org, kind: 'workload', gvc: command.gvc, name: parentName });
     if (!workload) return `workload '${parentName}' no longer exists`;
     if (type === 'runCronWorkload') {
-      if ((workload.data.spec as Record<string, unknown> | undefined)?.type !== 'cron') return 'runCronWorkload needs a cron workload';
-      status.replica = `${parentName}-${stableId(command.id).slice(0, 5)}`;
-      status.minimumWorkloadVersion = workload.version;
+      const wspec = (workload.data.spec ?? {}) as Record<string, any>;
+      if (wspec.type !== 'cron') return 'runCronWorkload needs a cron workload';
+      const names = new Set(((wspec.containers ?? []) as Array<{ name: string }>).map((c) => c.name));
+      const unknown = ((spec.containerOverrides ?? []) as Array<{ name?: unknown }>).map((o) => String(o.name)).filter((n) => !names.has(n));
+      const failure = unknown.length > 0 ? `containerOverrides name no container of workload '${parentName}': ${unknown.join(', ')}` : undefined;
+      if (!(await endRun(ctx, command, failure ? 'failed' : 'successful', failure))) return failure ?? `workload '${parentName}' has no deployment in location '${String(spec.location)}'`;
+      return failure;
     }
     return undefined;
   }
@@ -121,4 +131,79 @@ async function complete(ctx: ReconcileContext, command: StoredItem, status: Reco
   }
   await writeStatus(ctx, volumeset, { ...volumeset.data, status: vstatus });
   return undefined;
+}
+
+/** The name of the run a runCronWorkload command starts. */
+const runName = (command: StoredItem) => `command-${command.id}`;
+
+/** The deployment of the location a workload command names, locked for update. */
+async function deploymentOf(ctx: ReconcileContext, command: StoredItem): Promise<StoredItem | undefined> {
+  const rest = command.name.slice(command.name.indexOf(':') + 1);
+  const workload = rest.slice(0, rest.indexOf(':'));
+  const location = String((command.data.spec as { location?: unknown } | undefined)?.location ?? '');
+  return ctx.tx.get(deploymentKey(command.org, command.gvc, workload, location), 'update');
+}
+
+async function writeRuns(ctx: ReconcileContext, deployment: StoredItem, executions: JobExecution[], workloadSpec?: Record<string, any>): Promise<void> {
+  const status = (deployment.data.status ?? {}) as Record<string, any>;
+  const history = Number(workloadSpec?.job?.historyLimit ?? 5);
+  const kept = trimHistory(executions, history);
+  const internal = { ...(status.internal ?? {}), replicas: kept.filter((e) => e.status === 'active').map((e) => e.replica) };
+  await writeStatus(ctx, deployment, { ...deployment.data, status: { ...status, internal, jobExecutions: kept }, updated: iso(ctx.now) }, deploymentView);
+}
+
+/** A run of a cron workload starts in its location's deployment (when the workload is a cron workload there). */
+async function startRun(ctx: ReconcileContext, command: StoredItem, status: Record<string, unknown>): Promise<void> {
+  const rest = command.name.slice(command.name.indexOf(':') + 1);
+  const workload = await ctx.tx.get({ org: command.org, kind: 'workload', gvc: command.gvc, name: rest.slice(0, rest.indexOf(':')) });
+  const wspec = (workload?.data.spec ?? {}) as Record<string, any>;
+  if (!workload || wspec.type !== 'cron') return;
+  const deployment = await deploymentOf(ctx, command);
+  if (!deployment) return;
+  const name = runName(command);
+  status.replica = runReplica(name);
+  status.minimumWorkloadVersion = workload.version;
+  const executions = ((deployment.data.status as { jobExecutions?: JobExecution[] } | undefined)?.jobExecutions ?? []).filter((e) => e.name !== name);
+  // Overrides for a container the workload lacks are shown too: that is where the failure is.
+  const containers = runContainers(wspec, true, 'Running');
+  for (const o of (((command.data.spec ?? {}) as { containerOverrides?: Array<{ name?: unknown; image?: unknown }> }).containerOverrides ?? [])) {
+    const cname = String(o.name);
+    containers[cname] ??= { name: cname, image: o.image, ready: false, message: 'CreateContainerError', resources: { replicas: 1, replicasReady: 0, cpu: 0, memory: 0 } };
+  }
+  executions.push({ name, workloadVersion: workload.version, status: 'active', startTime: iso(ctx.now), replica: runReplica(name), containers, conditions: [] });
+  await writeRuns(ctx, deployment, executions, wspec);
+}
+
+/** Ends the run a command started; false when there is no run to end (no deployment there). */
+async function endRun(ctx: ReconcileContext, command: StoredItem, outcome: 'successful' | 'failed' | 'removed', message?: string): Promise<boolean> {
+  const deployment = await deploymentOf(ctx, command);
+  if (!deployment) return false;
+  const executions = ((deployment.data.status as { jobExecutions?: JobExecution[] } | undefined)?.jobExecutions ?? []).map((e) => ({ ...e }));
+  const run = executions.find((e) => e.name === runName(command));
+  if (!run) return outcome !== 'successful';
+  if (run.status === 'active') finish(run, outcome, iso(ctx.now), message);
+  const rest = command.name.slice(command.name.indexOf(':') + 1);
+  const workload = await ctx.tx.get({ org: command.org, kind: 'workload', gvc: command.gvc, name: rest.slice(0, rest.indexOf(':')) });
+  await writeRuns(ctx, deployment, executions, workload?.data.spec as Record<string, any> | undefined);
+  return true;
+}
+
+/**
+ * Cancels a pending or running command in the caller's transaction: lifecycleStage `cancelled`
+ * (final), a message naming who cancelled it, and the run it started removed. A cancelled
+ * command answers as before; a completed or failed one cannot be cancelled (409).
+ */
+export async function cancelCommand(ctx: ReconcileContext, key: ItemKey, by: string): Promise<{ item: StoredItem; changed: boolean }> {
+  const command = await ctx.tx.get(key, 'update');
+  if (!command) throw ApiError.notFound(`command '${key.name.split(':').pop()}' not found`);
+  const stage = String(command.data.lifecycleStage ?? 'pending');
+  if (stage === 'cancelled') return { item: command, changed: false };
+  if (!['pending', 'running'].includes(stage)) throw ApiError.conflict(`command '${command.id}' has already ${stage}; only a pending or running command can be cancelled`);
+  const status = { ...((command.data.status ?? {}) as Record<string, unknown>) };
+  status.messages = [...((status.messages as string[]) ?? []), `cancelled by ${by}`];
+  if (String(command.data.type) === 'runCronWorkload') await endRun(ctx, command, 'removed', `Cancelled by ${by}`);
+  const data = { ...command.data, lifecycleStage: 'cancelled', status, since: iso(ctx.now) };
+  const updated: StoredItem = { ...command, version: command.version + 1, lastModified: iso(ctx.now), data };
+  await ctx.tx.update(updated, command.version);
+  return { item: updated, changed: true };
 }

@@ -302,7 +302,7 @@ export class ReconcileRunner {
     else if (key.kind === 'command') {
       // A command's effect changes its parent's status: let the parent's reconciler look again.
       const [parentKind, rest] = [key.name.slice(0, key.name.indexOf(':')), key.name.slice(key.name.indexOf(':') + 1)];
-      if (parentKind === 'volumeset') this.enqueue({ org: key.org, kind: 'volumeset', gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
+      this.enqueue({ org: key.org, kind: parentKind, gvc: key.gvc, name: rest.slice(0, rest.indexOf(':')) });
     }
     announce(this.store, key.org, appended);
     if (outcome.after !== undefined) this.schedule(key, Math.max(1, outcome.after));

@@ -1,15 +1,36 @@
 // Workloads: one deployment per location of the GVC. A new workload version (any change made
 // through the API) is added to each deployment's status.versions as deploying; a step later it
 // is ready and replaces the older versions. The deployment reports the workload's own `version`
-// (what the user sees), so a client can tell which version runs where. The workload's status
-// (endpoint, ready, readyLatest) is derived from its deployments in the same transaction.
+// (what the user sees), so a client can tell which version runs where. Its shape follows the
+// public DeploymentStatus: `internal` (syncFailed, the replicas running), containers with
+// numeric resources (replicas, replicasReady, millicores, MiB) and, for a cron workload, its
+// runs in `jobExecutions`: a run starts at each time the schedule fires (UTC, wall clock),
+// is active for a step and then successful; runs requested with a runCronWorkload command
+// are added by the command's reconciler under the name `command-<id>`. The workload's status
+// (endpoint, ready, readyLatest, replica counts, health, images) is derived from its
+// deployments in the same transaction.
 import { deepEqual } from '../json.js';
 import { randomUUID } from 'node:crypto';
+import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView } from './views.js';
 
 type Version = { name: string; created: string; workload: number; gvc?: number; containers: Record<string, unknown>; ready: boolean; message: string };
+export type JobExecution = {
+  name: string;
+  workloadVersion: number;
+  status: 'successful' | 'failed' | 'active' | 'pending' | 'removed';
+  startTime: string;
+  completionTime?: string;
+  replica: string;
+  containers: Record<string, unknown>;
+  conditions: Array<Record<string, unknown>>;
+};
+
+/** The longest a pass waits for the next scheduled run (timers this long are not exact anyway). */
+const MAX_WAIT_MS = 3_600_000;
+const DEFAULT_HISTORY = 5;
 
 export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const workload = await ctx.tx.get(key, 'update');
@@ -24,7 +45,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const endpoint = `https://${key.name}-${alias}.cpln.app`;
   const spec = (workload.data.spec ?? {}) as Record<string, any>;
   let after: number | undefined;
-  const states: Array<{ ready: boolean; latest: boolean }> = [];
+  const states: Array<{ ready: boolean; latest: boolean; replicas: string[] }> = [];
 
   // Deployments of locations that left the GVC go away.
   for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
@@ -35,7 +56,10 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   }
 
   for (const location of locations) {
-    const suspended = suspendedIn(spec, location);
+    const options = optionsAt(spec, location);
+    // A suspended cron workload stays deployed; only its schedule stops starting runs.
+    const paused = options.suspend === true;
+    const suspended = paused && spec.type !== 'cron';
     const dkey = deploymentKey(key.org, key.gvc, key.name, location);
     const existing = await ctx.tx.get(dkey, 'update');
     const previous = (existing?.data.status ?? {}) as Record<string, any>;
@@ -49,7 +73,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
         created: iso(ctx.now),
         workload: workload.version,
         gvc: gvc?.version,
-        containers: containersOf(spec, false),
+        containers: {},
         ready: false,
         message: 'Deploying',
       });
@@ -61,7 +85,6 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
         if (ctx.now >= due) {
           latest.ready = true;
           latest.message = 'Ready';
-          latest.containers = containersOf(spec, true);
           versions = [latest];
           moved = true;
         } else {
@@ -70,27 +93,47 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       }
     }
     const latest = versions.find((v) => v.workload === workload.version)!;
+    const ready = versions.some((v) => v.ready) && !suspended;
+
+    let cronAt = existing?.data.cronAt as string | undefined;
+    let replicas: string[];
+    if (spec.type === 'cron') {
+      const runs = scheduledRuns(ctx, key.name, workload.version, spec, location, (status.jobExecutions ?? []) as JobExecution[], ready && !paused, Date.parse(cronAt ?? existing?.created ?? iso(ctx.now)));
+      status.jobExecutions = runs.executions;
+      cronAt = iso(ctx.now);
+      if (runs.after !== undefined) after = Math.min(after ?? Infinity, runs.after);
+      replicas = runs.executions.filter((e) => e.status === 'active').map((e) => e.replica);
+    } else {
+      const count = suspended ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
+      replicas = replicaNames(key.name, spec.type, location, latest, count);
+    }
+    latest.containers = containersOf(spec, latest.ready && !suspended, replicas.length);
+
     Object.assign(status, {
       endpoint,
       remote: `https://${key.name}-${alias}.${location}.keel.local`,
       lastProcessedVersion: workload.version,
       expectedDeploymentVersion: workload.version,
-      ready: versions.some((v) => v.ready) && !suspended,
+      internal: { ...(status.internal ?? {}), syncFailed: false, replicas },
+      ready,
       deploying: !latest.ready && !suspended,
       versions,
-      message: suspended ? 'Suspended' : latest.ready ? 'Ready' : 'Deploying',
+      message: paused ? 'Suspended' : latest.ready ? 'Ready' : 'Deploying',
     });
-    states.push({ ready: status.ready, latest: latest.ready && !suspended });
+    states.push({ ready, latest: latest.ready && !suspended, replicas });
     if (!existing) {
       const now = iso(ctx.now);
-      const item: StoredItem = { ...dkey, id: randomUUID(), version: 1, created: now, lastModified: now, data: { status, since: now, updated: now } };
+      const item: StoredItem = { ...dkey, id: randomUUID(), version: 1, created: now, lastModified: now, data: { status, since: now, updated: now, ...(cronAt ? { cronAt } : {}) } };
       await ctx.tx.insert(item);
       await recordStatus(ctx, item, deploymentView);
       after = Math.min(after ?? Infinity, ctx.stepMs);
     } else if (!deepEqual(previous, status)) {
-      const data = { ...existing.data, status, since: moved ? iso(ctx.now) : existing.data.since, updated: iso(ctx.now) };
+      const data = { ...existing.data, status, since: moved ? iso(ctx.now) : existing.data.since, updated: iso(ctx.now), ...(cronAt ? { cronAt } : {}) };
       await writeStatus(ctx, existing, data, deploymentView);
       if (moved && !latest.ready) after = Math.min(after ?? Infinity, ctx.stepMs);
+    } else if (cronAt && cronAt !== existing.data.cronAt) {
+      // Only the bookkeeping of scheduled runs moved: not a change anyone sees.
+      await ctx.tx.writeStatus(existing, { ...existing.data, cronAt });
     }
   }
 
@@ -105,19 +148,151 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     readyLatest: states.length > 0 && states.every((s) => s.latest),
   };
   if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
-  return { after: after === Infinity ? undefined : after };
+  return { after: after === Infinity || after === undefined ? undefined : Math.min(after, MAX_WAIT_MS) };
 }
 
-/** Whether the workload is suspended in a location: its local options there, else its defaults. */
-export function suspendedIn(spec: Record<string, any>, location: string): boolean {
+/** A location's options: its localOptions entry over the defaultOptions. */
+function optionsAt(spec: Record<string, any>, location: string): Record<string, any> {
   const local = ((spec.localOptions ?? []) as Array<Record<string, any>>).find((o) => String(o.location ?? '').split('/').pop() === location);
-  return (local?.suspend ?? spec.defaultOptions?.suspend) === true;
+  return { ...(spec.defaultOptions ?? {}), ...(local ?? {}) };
 }
 
-function containersOf(spec: Record<string, any>, ready: boolean): Record<string, unknown> {
+/**
+ * The replicas a deployment runs: a stateful set's are numbered, a service's carry the hash of
+ * the version they run (as Kubernetes names a ReplicaSet's pods).
+ */
+function replicaNames(workload: string, type: string, location: string, version: Version, count: number): string[] {
+  const hash = stableId(workload, location, String(version.workload)).slice(0, 10);
+  return Array.from({ length: count }, (_, i) => (type === 'stateful' ? `${workload}-${i}` : `${workload}-${hash}-${stableId(hash, String(i)).slice(0, 5)}`));
+}
+
+/** The name of the replica a run of a cron workload starts in. */
+export function runReplica(run: string): string {
+  return `${run}-${stableId(run).slice(0, 5)}`;
+}
+
+function containersOf(spec: Record<string, any>, ready: boolean, replicas: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const c of (spec.containers ?? []) as Array<Record<string, unknown>>) {
-    out[String(c.name)] = { name: c.name, image: c.image, ready, message: ready ? 'Running' : 'ContainerCreating', resources: { cpu: c.cpu, memory: c.memory } };
+    out[String(c.name)] = {
+      name: c.name,
+      image: c.image,
+      ready,
+      message: ready ? 'Running' : 'ContainerCreating',
+      resources: { replicas, replicasReady: ready ? replicas : 0, cpu: millicores(c.cpu), memory: mebibytes(c.memory) },
+    };
   }
   return out;
+}
+
+/** The status of each container in a run (the same for every container of the workload). */
+export function runContainers(spec: Record<string, any>, ready: boolean, message: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const c of (spec.containers ?? []) as Array<Record<string, unknown>>) {
+    out[String(c.name)] = { name: c.name, image: c.image, ready, message, resources: { replicas: 1, replicasReady: ready ? 1 : 0, cpu: millicores(c.cpu), memory: mebibytes(c.memory) } };
+  }
+  return out;
+}
+
+/** A CPU quantity ("50m", "0.5", "2") in millicores; the CLI's default when absent. */
+function millicores(q: unknown): number {
+  const text = String(q ?? '50m');
+  const m = /^(\d+(?:\.\d+)?)(m?)$/.exec(text);
+  if (!m) return 50;
+  return Math.round(Number(m[1]) * (m[2] ? 1 : 1000));
+}
+
+const MEMORY_UNITS: Record<string, number> = { '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
+
+/** A memory quantity ("128Mi", "1Gi", "500M") in MiB; the CLI's default when absent. */
+function mebibytes(q: unknown): number {
+  const text = String(q ?? '128Mi');
+  const m = /^(\d+(?:\.\d+)?)([kMGT]i?|)$/.exec(text);
+  if (!m || MEMORY_UNITS[m[2]] === undefined) return 128;
+  return Math.round((Number(m[1]) * MEMORY_UNITS[m[2]]) / 2 ** 20);
+}
+
+/**
+ * The runs of a cron workload in one location after this pass: one started for each time the
+ * schedule fired since the last pass (at most historyLimit of them; concurrencyPolicy Forbid
+ * skips a run while one is active, Replace removes the active one), active runs a step old
+ * completed, finished runs beyond historyLimit dropped. `after` is when the next change is due.
+ */
+function scheduledRuns(
+  ctx: ReconcileContext,
+  workload: string,
+  version: number,
+  spec: Record<string, any>,
+  location: string,
+  current: JobExecution[],
+  scheduling: boolean,
+  lastChecked: number,
+): { executions: JobExecution[]; after?: number } {
+  const executions = current.map((e) => ({ ...e }));
+  const job = (spec.job ?? {}) as { schedule?: string; concurrencyPolicy?: string; historyLimit?: number };
+  const history = Number(job.historyLimit ?? DEFAULT_HISTORY);
+  let after: number | undefined;
+  let schedule;
+  try {
+    schedule = parseSchedule(String(job.schedule ?? ''));
+  } catch {
+    schedule = undefined; // Checked on every write; a schedule stored before that check never fires.
+  }
+  if (schedule && scheduling) {
+    const fired: number[] = [];
+    for (let at = previousFire(schedule, ctx.now); at !== undefined && at > lastChecked && fired.length < history; at = previousFire(schedule, at - 1)) fired.unshift(at);
+    for (const at of fired) {
+      const active = executions.filter((e) => e.status === 'active' && !e.name.startsWith('command-'));
+      if (active.length > 0 && job.concurrencyPolicy === 'Forbid') continue;
+      if (job.concurrencyPolicy === 'Replace') for (const e of active) finish(e, 'removed', iso(ctx.now), 'Replaced by a newer scheduled run');
+      const name = `${workload}-${Math.floor(at / 60_000)}`;
+      if (executions.some((e) => e.name === name)) continue;
+      executions.push({
+        name,
+        workloadVersion: version,
+        status: 'active',
+        startTime: iso(ctx.now),
+        replica: runReplica(name),
+        containers: runContainers(spec, true, 'Running'),
+        conditions: [],
+      });
+    }
+  }
+  for (const e of executions) {
+    if (e.status !== 'active' || e.name.startsWith('command-')) continue;
+    const due = Date.parse(e.startTime) + ctx.stepMs;
+    if (ctx.now >= due) finish(e, 'successful', iso(ctx.now));
+    else after = Math.min(after ?? Infinity, due - ctx.now);
+  }
+  if (schedule && scheduling) {
+    const next = nextFire(schedule, ctx.now);
+    if (next !== undefined) after = Math.min(after ?? Infinity, next - ctx.now);
+  }
+  return { executions: trimHistory(executions, history), after };
+}
+
+/** Ends a run: its status, completion time, containers and the condition that says why. */
+export function finish(e: JobExecution, status: 'successful' | 'failed' | 'removed', at: string, message?: string): void {
+  e.status = status;
+  e.completionTime = at;
+  const text = message ?? (status === 'successful' ? 'Completed' : status === 'failed' ? 'Failed' : 'Removed');
+  e.containers = Object.fromEntries(
+    Object.entries(e.containers).map(([name, c]) => [name, { ...(c as Record<string, unknown>), ready: false, message: text, resources: { ...((c as { resources?: object }).resources ?? {}), replicasReady: 0 } }]),
+  );
+  e.conditions = [
+    {
+      type: status === 'successful' ? 'Complete' : 'Failed',
+      status: 'True',
+      lastDetectionTime: at,
+      lastTransitionTime: at,
+      ...(status === 'successful' ? {} : { reason: status === 'removed' ? 'Removed' : 'BackoffLimitExceeded', message: text }),
+    },
+  ];
+}
+
+/** Keeps every active run and the newest `history` finished ones, oldest first. */
+export function trimHistory(executions: JobExecution[], history: number): JobExecution[] {
+  const finished = executions.filter((e) => e.status !== 'active').sort((a, b) => (a.startTime < b.startTime ? -1 : a.startTime > b.startTime ? 1 : 0));
+  const keep = new Set(finished.slice(Math.max(0, finished.length - history)));
+  return executions.filter((e) => e.status === 'active' || keep.has(e));
 }

@@ -16,7 +16,7 @@ import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { tagsSchema } from '../kinds/schema.js';
 import { matchesQuery, parseQuery } from '../query/index.js';
-import { VOLUMESET_COMMANDS, WORKLOAD_COMMANDS } from '../reconcile/commands.js';
+import { cancelCommand, VOLUMESET_COMMANDS, WORKLOAD_COMMANDS } from '../reconcile/commands.js';
 import { LIST_LIMIT, listAll } from '../reconcile/common.js';
 import { commandKey, commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, type CommandParent } from '../reconcile/views.js';
 import { targetOf } from '../resources/service.js';
@@ -95,6 +95,7 @@ export function mountSubresources(app: FastifyInstance, store: Store, auth: Auth
         const permission = kind === 'volumeset' ? ['exec', 'edit'] : body.type === 'runCronWorkload' ? 'exec.runCronWorkload' : body.type === 'stopReplica' ? 'exec.stopReplica' : 'exec';
         await parentOf(request.principal, kind, params, permission);
         if (kind === 'volumeset') checkVolumeCommand(body.type, body.spec);
+        else checkWorkloadCommand(body.spec);
         const id = randomUUID();
         const now = new Date().toISOString();
         const item: StoredItem = {
@@ -144,6 +145,28 @@ export function mountSubresources(app: FastifyInstance, store: Store, auth: Auth
         if (!item) throw ApiError.notFound(`command '${params.id}' not found on ${kind} '${params.name}'`);
         return commandView(item);
       },
+      // Cancels a pending or running command; whoever may run the command may cancel it.
+      DELETE: async (request, reply) => {
+        const params = request.params as Params;
+        const key = commandKey(params.org, params.gvc, kind, params.name, params.id);
+        const found = await store.get(key);
+        if (!found) throw ApiError.notFound(`command '${params.id}' not found on ${kind} '${params.name}'`);
+        const type = String(found.data.type);
+        await parentOf(request.principal, kind, params, kind === 'volumeset' ? ['exec', 'edit'] : type === 'runCronWorkload' ? 'exec.runCronWorkload' : type === 'stopReplica' ? 'exec.stopReplica' : 'exec');
+        const actor = actorOf(request.principal);
+        const ctx = { store, now: Date.now(), stepMs: 0, audit: options.audit !== false, appended: [] as AppendedEvent[] };
+        await store.transaction(async (tx) => {
+          const { item, changed } = await cancelCommand({ ...ctx, tx }, key, request.principal.name);
+          if (ctx.audit && changed) {
+            const view = commandView(item);
+            const event = changeEvent(params.org, actor, 'edit', view);
+            await tx.appendAudit(event);
+            ctx.appended.push({ event, resource: view });
+          }
+        });
+        announce(store, params.org, ctx.appended);
+        return reply.code(202).send();
+      },
     });
   }
 }
@@ -162,6 +185,13 @@ function commandBody(body: unknown, types: readonly string[]): { type: string; s
   const maxTags = tagsSchema().maxProperties ?? 50;
   if (typeof tags !== 'object' || tags === null || Array.isArray(tags) || Object.keys(tags).length > maxTags) throw bad('tags', `must be an object of at most ${maxTags} tags`);
   return { type: input.type, spec: { ...(spec as Record<string, unknown>) }, tags: tags as Record<string, unknown> };
+}
+
+/** Checks (and normalizes, in place) the spec of a workload command: every type names its location. */
+function checkWorkloadCommand(spec: Record<string, unknown>): void {
+  if (typeof spec.location !== 'string' || spec.location === '') throw bad('spec.location', 'is required');
+  spec.location = spec.location.split('/').pop();
+  if (spec.containerOverrides !== undefined && !Array.isArray(spec.containerOverrides)) throw bad('spec.containerOverrides', 'must be an array');
 }
 
 /** Checks (and normalizes, in place) the spec of a volume set command. */

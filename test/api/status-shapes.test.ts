@@ -1,0 +1,289 @@
+// Status and sub-resources have the shapes of the public type definitions (test/support/
+// public-types.ts), with values that follow the simulated state: a ready deployment's `internal`
+// says the sync did not fail and names its replicas, container resources are numbers, a cron
+// workload's runs appear in `jobExecutions` (scheduled ones and those a runCronWorkload command
+// starts; a failed one says why), and a command can be cancelled.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { reconcileCommand } from '../../src/reconcile/commands.js';
+import { commandKey } from '../../src/reconcile/views.js';
+import { reconcileWorkload } from '../../src/reconcile/workloads.js';
+import type { ItemKey } from '../../src/store/types.js';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { mismatches } from '../support/public-types.js';
+
+const STEP = 40;
+const DEADLINE_MS = 15_000;
+const W1 = 'aws-us-west-2';
+const W2 = 'aws-us-east-1';
+
+async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  const until = Date.now() + DEADLINE_MS;
+  for (;;) {
+    const last = await read();
+    if (done(last)) return last;
+    if (Date.now() > until) assert.fail(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 2000)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const cronWorkload = (name: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  spec: { type: 'cron', containers: [{ name: 'job', image: 'busybox', cpu: '0.25', memory: '1Gi' }], job: { schedule: '0 3 * * *', historyLimit: 2 }, ...extra },
+});
+
+forEachBackend('status shapes (with the reconcilers)', (backend) => {
+  let k: TestKeel;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
+    const gvc = await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } });
+    assert.equal(gvc.status, 201);
+  });
+  after(() => k.close());
+
+  test('a ready deployment: internal.syncFailed false, its replicas named, container resources in numbers', async () => {
+    const created = await k.call('POST', '/org/acme/gvc/prod/workload', {
+      name: 'web',
+      spec: {
+        type: 'standard',
+        containers: [{ name: 'app', image: 'nginx:1.27', cpu: '500m', memory: '256Mi', ports: [{ protocol: 'http', number: 8080 }] }],
+        defaultOptions: { autoscaling: { minScale: 2, maxScale: 4 } },
+        localOptions: [{ location: W2, autoscaling: { minScale: 3, maxScale: 4 } }],
+      },
+    });
+    assert.equal(created.status, 201);
+    const list = await waitFor('both deployments ready', () => k.call('GET', '/org/acme/gvc/prod/workload/web/deployment').then((r) => r.body), (l) => l.items.length === 2 && l.items.every((d: any) => d.status.ready));
+    for (const d of list.items) {
+      assert.deepEqual(mismatches(d.status, 'DeploymentStatus'), []);
+      const wanted = d.name === W2 ? 3 : 2;
+      assert.equal(d.status.internal.syncFailed, false);
+      assert.equal(d.status.internal.replicas.length, wanted);
+      assert.equal(new Set(d.status.internal.replicas).size, wanted);
+      for (const r of d.status.internal.replicas) assert.match(r, /^web-[0-9a-f]{10}-[0-9a-f]{5}$/);
+      const app = d.status.versions[0].containers.app;
+      assert.deepEqual(app.resources, { replicas: wanted, replicasReady: wanted, cpu: 500, memory: 256 });
+      assert.equal(app.ready, true);
+      assert.equal(d.status.lastProcessedVersion, 1);
+      assert.equal(d.status.expectedDeploymentVersion, 1);
+    }
+
+    // Suspended in one location: nothing runs there and it is not ready; the other stays ready.
+    const patched = await k.call('PATCH', '/org/acme/gvc/prod/workload/web', { spec: { localOptions: [{ location: W2, suspend: true }] } });
+    assert.equal(patched.status, 200);
+    const after2 = await waitFor('W2 suspended', () => k.call('GET', '/org/acme/gvc/prod/workload/web/deployment').then((r) => r.body), (l) =>
+      l.items.every((d: any) => d.status.lastProcessedVersion === 2 && !d.status.deploying) && l.items.some((d: any) => d.name === W2 && d.status.message === 'Suspended'),
+    );
+    const byName = Object.fromEntries(after2.items.map((d: any) => [d.name, d.status]));
+    assert.equal(byName[W2].ready, false);
+    assert.deepEqual(byName[W2].internal.replicas, []);
+    assert.equal(byName[W1].ready, true);
+    assert.equal(byName[W1].internal.replicas.length, 2);
+    for (const d of after2.items) assert.deepEqual(mismatches(d.status, 'DeploymentStatus'), []);
+  });
+
+  test('a cron run started by a command appears in jobExecutions; a failed run says why', async () => {
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', cronWorkload('nightly'))).status, 201);
+    await waitFor('cron deployed', () => k.call('GET', `/org/acme/gvc/prod/workload/nightly/deployment/${W1}`).then((r) => r.body), (d) => d?.status?.ready === true);
+
+    const run = await k.call('POST', '/org/acme/gvc/prod/workload/nightly/-command', { type: 'runCronWorkload', spec: { location: `//location/${W1}` } });
+    assert.equal(run.status, 201);
+    assert.deepEqual(mismatches(run.body, 'Command'), []);
+    const id = run.body.id;
+    const done = await waitFor('run completed', () => k.call('GET', run.headers.location as string).then((r) => r.body), (c) => c.lifecycleStage === 'completed');
+    assert.deepEqual(mismatches(done.status, 'RunCronWorkloadStatus'), []);
+    assert.ok(done.status.replica.includes(id), 'the replica is named after the command, as the CLI looks it up');
+    const dep = await waitFor('run reported', () => k.call('GET', `/org/acme/gvc/prod/workload/nightly/deployment/${W1}`).then((r) => r.body), (d) =>
+      (d.status.jobExecutions ?? []).some((e: any) => e.name === `command-${id}` && e.status === 'successful'),
+    );
+    assert.deepEqual(mismatches(dep.status, 'DeploymentStatus'), []);
+    const exec = dep.status.jobExecutions.find((e: any) => e.name === `command-${id}`);
+    assert.equal(exec.workloadVersion, 1);
+    assert.equal(exec.replica, done.status.replica);
+    assert.ok(Date.parse(exec.completionTime) >= Date.parse(exec.startTime));
+    assert.equal(exec.conditions[0].type, 'Complete');
+    assert.deepEqual(exec.containers.job.resources, { replicas: 1, replicasReady: 0, cpu: 250, memory: 1024 });
+    // The other location ran nothing.
+    const other = await k.call('GET', `/org/acme/gvc/prod/workload/nightly/deployment/${W2}`);
+    assert.deepEqual(other.body.status.jobExecutions ?? [], []);
+
+    // An override of a container the workload lacks: the command fails, and the run says why
+    // under that container (where `cpln workload cron run --container` reads it).
+    const bad = await k.call('POST', '/org/acme/gvc/prod/workload/nightly/-command', { type: 'runCronWorkload', spec: { location: W1, containerOverrides: [{ name: 'ghost', command: 'false' }] } });
+    assert.equal(bad.status, 201);
+    const failed = await waitFor('run failed', () => k.call('GET', bad.headers.location as string).then((r) => r.body), (c) => ['completed', 'failed'].includes(c.lifecycleStage));
+    assert.equal(failed.lifecycleStage, 'failed');
+    assert.match(failed.status.messages.join(' '), /ghost/);
+    const dep2 = await waitFor('failed run reported', () => k.call('GET', `/org/acme/gvc/prod/workload/nightly/deployment/${W1}`).then((r) => r.body), (d) =>
+      (d.status.jobExecutions ?? []).some((e: any) => e.name === `command-${bad.body.id}` && e.status === 'failed'),
+    );
+    const failedExec = dep2.status.jobExecutions.find((e: any) => e.name === `command-${bad.body.id}`);
+    assert.match(failedExec.containers.ghost.message, /ghost/);
+    assert.equal(failedExec.conditions[0].type, 'Failed');
+    assert.match(failedExec.conditions[0].message, /ghost/);
+    assert.deepEqual(mismatches(dep2.status, 'DeploymentStatus'), []);
+
+    // Misuse: a schedule that never parses is refused; a run without a location is refused; a
+    // run of a service workload fails with a message.
+    const badSchedule = await k.call('POST', '/org/acme/gvc/prod/workload', cronWorkload('broken', { job: { schedule: '61 * * * *' } }));
+    assert.equal(badSchedule.status, 400);
+    assert.equal(badSchedule.body.details.errors[0].path, 'spec.job.schedule');
+    assert.match(badSchedule.body.message, /'61' is not in 0-59/);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload/nightly/-command', { type: 'runCronWorkload', spec: {} })).status, 400);
+    const svc = await k.call('POST', '/org/acme/gvc/prod/workload/web/-command', { type: 'runCronWorkload', spec: { location: W1 } });
+    const svcDone = await waitFor('service run failed', () => k.call('GET', svc.headers.location as string).then((r) => r.body), (c) => ['completed', 'failed'].includes(c.lifecycleStage));
+    assert.equal(svcDone.lifecycleStage, 'failed');
+    assert.match(svcDone.status.messages.join(' '), /cron workload/);
+  });
+
+  test('a finished command cannot be cancelled; cancelling needs the permission that runs it', async () => {
+    const base = '/org/acme/gvc/prod/workload/nightly/-command';
+    const list = await k.call('GET', base);
+    const completed = list.body.items.find((c: any) => c.lifecycleStage === 'completed');
+    const refused = await k.call('DELETE', `${base}/${completed.id}`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.code, 'conflict');
+    assert.match(refused.body.message, /already completed/);
+    assert.equal((await k.call('GET', `${base}/${completed.id}`)).body.lifecycleStage, 'completed');
+    assert.equal((await k.call('DELETE', `${base}/00000000-0000-0000-0000-000000000000`)).status, 404);
+
+    // A viewer may read commands but not cancel them.
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'watcher' })).status, 201);
+    const key = (await k.call('POST', '/org/acme/serviceaccount/watcher/-addKey', { description: 't' })).body.key as string;
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['/org/acme/serviceaccount/watcher'] })).status, 200);
+    assert.equal((await k.call('GET', `${base}/${completed.id}`, undefined, { token: key })).status, 200);
+    const denied = await k.call('DELETE', `${base}/${completed.id}`, undefined, { token: key });
+    assert.equal(denied.status, 403);
+  });
+});
+
+forEachBackend('cron runs at a chosen clock (the reconcilers called directly)', (backend) => {
+  const CLOCK_STEP = 1_000;
+  const T0 = Date.parse('2026-03-01T02:58:30.000Z');
+  let k: TestKeel;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { reconcile: false });
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'batch', spec: { staticPlacement: { locationLinks: [`//location/${W1}`] } } })).status, 201);
+  });
+  after(() => k.close());
+
+  const workloadKey = (name: string): ItemKey => ({ org: 'acme', kind: 'workload', gvc: 'batch', name });
+  const pass = (key: ItemKey, now: number) =>
+    k.store.transaction((tx) => (key.kind === 'workload' ? reconcileWorkload : reconcileCommand)({ store: k.store, tx, now, stepMs: CLOCK_STEP, audit: true, appended: [] }, key));
+  const deployment = async (name: string) => (await k.call('GET', `/org/acme/gvc/batch/workload/${name}/deployment/${W1}`)).body;
+
+  test('the schedule starts runs on the clock, each active for a step, keeping historyLimit finished runs', async () => {
+    // Every minute from 03:00 to 03:03 (a range with a step), in UTC.
+    assert.equal((await k.call('POST', '/org/acme/gvc/batch/workload', cronWorkload('ticker', { job: { schedule: '0-3/1 3 * * *', historyLimit: 2 } }))).status, 201);
+    const key = workloadKey('ticker');
+    await pass(key, T0);
+    const first = await pass(key, T0 + CLOCK_STEP);
+    assert.equal((await deployment('ticker')).status.ready, true);
+    assert.deepEqual((await deployment('ticker')).status.jobExecutions, []);
+    // It asks to be woken when the schedule next fires (03:00:00, 89 s on).
+    assert.equal(first.after, Date.parse('2026-03-01T03:00:00.000Z') - (T0 + CLOCK_STEP));
+
+    const at0300 = Date.parse('2026-03-01T03:00:00.000Z');
+    await pass(key, at0300 + 10);
+    let d = await deployment('ticker');
+    assert.deepEqual(mismatches(d.status, 'DeploymentStatus'), []);
+    assert.deepEqual(d.status.jobExecutions.map((e: any) => [e.name, e.status]), [[`ticker-${at0300 / 60_000}`, 'active']]);
+    assert.deepEqual(d.status.internal.replicas, [d.status.jobExecutions[0].replica]);
+    assert.equal(d.status.versions[0].containers.job.resources.replicas, 1);
+
+    await pass(key, at0300 + 10 + CLOCK_STEP);
+    d = await deployment('ticker');
+    assert.equal(d.status.jobExecutions[0].status, 'successful');
+    assert.equal(d.status.jobExecutions[0].completionTime, new Date(at0300 + 10 + CLOCK_STEP).toISOString());
+    assert.deepEqual(d.status.internal.replicas, []);
+
+    // A pass that comes late (after 03:01, 03:02 and 03:03 fired) starts the runs it missed, at
+    // most historyLimit of them; finished runs beyond historyLimit are dropped.
+    const late = Date.parse('2026-03-01T03:10:00.000Z');
+    await pass(key, late);
+    await pass(key, late + CLOCK_STEP);
+    d = await deployment('ticker');
+    assert.deepEqual(
+      d.status.jobExecutions.map((e: any) => [e.name, e.status]),
+      [
+        [`ticker-${at0300 / 60_000 + 2}`, 'successful'],
+        [`ticker-${at0300 / 60_000 + 3}`, 'successful'],
+      ],
+    );
+    assert.deepEqual(mismatches(d.status, 'DeploymentStatus'), []);
+
+    // Suspended: the schedule starts nothing, and the runs it missed are not made up later.
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/batch/workload/ticker', { spec: { defaultOptions: { suspend: true } } })).status, 200);
+    const nextDay = Date.parse('2026-03-02T03:01:30.000Z');
+    await pass(key, nextDay);
+    await pass(key, nextDay + CLOCK_STEP);
+    d = await deployment('ticker');
+    assert.equal(d.status.message, 'Suspended');
+    assert.equal(d.status.jobExecutions.length, 2);
+    assert.ok(d.status.jobExecutions.every((e: any) => e.startTime < '2026-03-02'));
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/batch/workload/ticker', { spec: { defaultOptions: { suspend: false } } })).status, 200);
+    await pass(key, nextDay + 2 * CLOCK_STEP);
+    await pass(key, nextDay + 3 * CLOCK_STEP);
+    d = await deployment('ticker');
+    assert.ok(d.status.jobExecutions.every((e: any) => e.startTime < '2026-03-02'), 'no run made up for 03:00 and 03:01 of the suspended day');
+  });
+
+  test('concurrencyPolicy Forbid skips a run while one is active', async () => {
+    assert.equal((await k.call('POST', '/org/acme/gvc/batch/workload', cronWorkload('strict', { job: { schedule: '* * * * *', concurrencyPolicy: 'Forbid' } }))).status, 201);
+    const key = workloadKey('strict');
+    await pass(key, T0);
+    await pass(key, T0 + CLOCK_STEP);
+    const run = await k.call('POST', '/org/acme/gvc/batch/workload/strict/-command', { type: 'runCronWorkload', spec: { location: W1 } });
+    // A long step: the scheduled run of 02:59 stays active when 03:00 fires.
+    const long = 120_000;
+    const at0259 = Date.parse('2026-03-01T02:59:00.000Z');
+    await k.store.transaction((tx) => reconcileWorkload({ store: k.store, tx, now: at0259 + 1, stepMs: long, audit: true, appended: [] }, key));
+    await k.store.transaction((tx) => reconcileWorkload({ store: k.store, tx, now: at0259 + 60_001, stepMs: long, audit: true, appended: [] }, key));
+    const d = await deployment('strict');
+    assert.deepEqual(d.status.jobExecutions.map((e: any) => [e.name, e.status]), [[`strict-${at0259 / 60_000}`, 'active']]);
+    assert.equal(run.status, 201);
+  });
+
+  test('a pending command cancelled: final, never started, cancelling again changes nothing', async () => {
+    const run = await k.call('POST', '/org/acme/gvc/batch/workload/strict/-command', { type: 'runCronWorkload', spec: { location: W1 } });
+    assert.equal(run.status, 201);
+    const cancel = await k.call('DELETE', run.headers.location as string);
+    assert.equal(cancel.status, 202);
+    assert.equal(cancel.raw, '');
+    const got = (await k.call('GET', run.headers.location as string)).body;
+    assert.equal(got.lifecycleStage, 'cancelled');
+    assert.equal(got.version, 2);
+    assert.deepEqual(got.status.messages, ['cancelled by admin']);
+    assert.deepEqual(mismatches(got, 'Command'), []);
+    assert.equal((await k.call('DELETE', run.headers.location as string)).status, 202);
+    assert.equal((await k.call('GET', run.headers.location as string)).body.version, 2);
+    const ckey = commandKey('acme', 'batch', 'workload', 'strict', run.body.id);
+    await pass(ckey, Date.parse(run.body.created) + 10 * CLOCK_STEP);
+    assert.equal((await k.call('GET', run.headers.location as string)).body.lifecycleStage, 'cancelled');
+    assert.ok(!(await deployment('strict')).status.jobExecutions.some((e: any) => e.name === `command-${run.body.id}`));
+    const events = await k.store.audit({ org: 'acme', resourceType: 'command', limit: 1000 });
+    assert.deepEqual(events.filter((e) => JSON.parse(e.body).resource.id === run.body.id).map((e) => e.actionType), ['create', 'edit']);
+  });
+
+  test('cancelling a running cron run removes the run from the deployment', async () => {
+    const key = workloadKey('strict');
+    const run = await k.call('POST', '/org/acme/gvc/batch/workload/strict/-command', { type: 'runCronWorkload', spec: { location: W1 } });
+    const ckey = commandKey('acme', 'batch', 'workload', 'strict', run.body.id);
+    const started = Date.parse(run.body.created) + CLOCK_STEP;
+    await pass(ckey, started);
+    assert.equal((await k.call('GET', run.headers.location as string)).body.lifecycleStage, 'running');
+    let d = await deployment('strict');
+    assert.equal(d.status.jobExecutions.find((e: any) => e.name === `command-${run.body.id}`).status, 'active');
+
+    assert.equal((await k.call('DELETE', run.headers.location as string)).status, 202);
+    d = await deployment('strict');
+    const exec = d.status.jobExecutions.find((e: any) => e.name === `command-${run.body.id}`);
+    assert.equal(exec.status, 'removed');
+    assert.match(exec.containers.job.message, /Cancelled by admin/);
+    assert.deepEqual(mismatches(d.status, 'DeploymentStatus'), []);
+    // The reconciler leaves a cancelled command alone.
+    await pass(ckey, started + 5 * CLOCK_STEP);
+    await pass(key, started + 5 * CLOCK_STEP);
+    const got = (await k.call('GET', run.headers.location as string)).body;
+    assert.equal(got.lifecycleStage, 'cancelled');
+  });
+});
