@@ -69,8 +69,8 @@ function literal(value: unknown): string {
     .replace(/\n/g, '\\n')
     .replace(/\r/g, '\\r')
     .replace(/\t/g, '\\t')
-    .replace(/\$\{/g, '$${')
-    .replace(/%\{/g, '%%{');
+    .replace(/\$\{/g, () => '$${')
+    .replace(/%\{/g, () => '%%{');
   return `"${escaped}"`;
 }
 

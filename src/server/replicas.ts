@@ -9,9 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { listAll, stableId } from '../reconcile/common.js';
-import { commandPrefix, deploymentKey } from '../reconcile/views.js';
-import { suspendedIn } from '../reconcile/workloads.js';
+import { deploymentKey } from '../reconcile/views.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { sendError } from './errors.js';
@@ -47,24 +45,13 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const match = /^\/*org\/([^/]+)\/gvc\/([^/]+)\/workload\/([^/]+)\/?$/.exec(path);
     if (!match) throw ApiError.notFound(`no such path: ${REMOTE_PREFIX}/${location}/replicas/${path}; replicas are listed at ${REMOTE_PREFIX}/LOCATION/replicas/org/ORG/gvc/GVC/workload/WORKLOAD`);
     const [org, gvc, name] = match.slice(1).map(decodeURIComponent);
-    const item = await resources.get(request.principal, workload, { org, gvc }, name);
+    // Reading the workload checks that the caller may view it (403/404 as a GET of it would).
+    await resources.get(request.principal, workload, { org, gvc }, name);
     const deployment = await store.get(deploymentKey(org, gvc, name, location));
     if (!deployment) throw ApiError.notFound(`workload '${name}' has no deployment in location '${location}'`);
-    const spec = (item.spec ?? {}) as Record<string, any>;
-    let items: string[];
-    if (spec.type === 'cron') {
-      // A cron workload's replicas are the jobs of its runs in progress here.
-      const commands = await listAll(store, org, 'command', gvc, commandPrefix('workload', name));
-      items = commands
-        .filter((c) => c.data.type === 'runCronWorkload' && c.data.lifecycleStage === 'running' && ((c.data.spec as { location?: string })?.location ?? location) === location)
-        .map((c) => `command-${c.id}-${stableId(c.id).slice(0, 5)}`);
-    } else {
-      const status = (deployment.data.status ?? {}) as Record<string, any>;
-      const count = status.ready === true && !suspendedIn(spec, location) ? replicaCount(status, spec) : 0;
-      const version = String(status.expectedDeploymentVersion ?? item.version);
-      const set = stableId(org, gvc, name, location, version).slice(0, 10);
-      items = Array.from({ length: count }, (_, i) => `${name}-${set}-${stableId(set, String(i)).slice(0, 5)}`);
-    }
+    // The reconciler keeps the replicas running there (a cron workload's: its active runs) in the deployment's status.
+    const replicas = ((deployment.data.status ?? {}) as { internal?: { replicas?: unknown } }).internal?.replicas;
+    const items = Array.isArray(replicas) ? replicas.filter((r): r is string => typeof r === 'string') : [];
     return { kind: 'list', itemKind: 'replica', items, links: [{ rel: 'self', href: request.url.split('?')[0] }] };
   });
 
@@ -95,20 +82,6 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
         : [`${refusal('exec, connect and cp')} (tar: cannot copy files either)\n`, 'Failed to create terminal session: command terminated with exit code 1'];
     refuseWebSocket(socket, key, messages);
   });
-}
-
-/** How many replicas a ready deployment runs: what its status reports, else the workload's minimum scale. */
-function replicaCount(status: Record<string, any>, spec: Record<string, any>): number {
-  const reported: number[] = [];
-  for (const version of (status.versions ?? []) as Array<Record<string, any>>) {
-    for (const container of Object.values((version.containers ?? {}) as Record<string, any>)) {
-      const replicas = container?.resources?.replicas;
-      if (typeof replicas === 'number' && Number.isInteger(replicas) && replicas >= 0) reported.push(replicas);
-    }
-  }
-  if (reported.length > 0) return Math.min(Math.max(...reported), 100);
-  const min = Number(spec.defaultOptions?.autoscaling?.minScale ?? 1);
-  return Number.isInteger(min) && min >= 0 ? Math.min(Math.max(min, 1), 100) : 1;
 }
 
 /**

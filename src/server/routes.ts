@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import { impliedPermissions } from '../kinds/derive.js';
 import type { KindDef, Place, Resource } from '../kinds/types.js';
-import { parseQuery, type Query } from '../query/index.js';
+import { matchesQuery, parseQuery, type Query } from '../query/index.js';
 import { jsonOf } from '../resources/present.js';
 import type { Page, Resources } from '../resources/service.js';
 import { sendError } from './errors.js';
@@ -78,7 +78,17 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
  */
 function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef): void {
   const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
-  mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
+  if (def.kind === 'org') {
+    // Orgs are not inside an org: the query runs over the orgs the caller may view.
+    mount(app, '/org/-query', {
+      POST: async (request) => {
+        const query = parseQuery(emptyToUndefined(request.body), 'org');
+        const items = (await resources.listOrgs(request.principal)).filter((o) => matchesQuery(query, o));
+        const sent = (emptyToUndefined(request.body) ?? {}) as Record<string, unknown>;
+        return { kind: 'queryresult', itemKind: 'org', items, links: [{ rel: 'self', href: '/org/-query' }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
+      },
+    });
+  } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
   if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
   mount(app, `${base}/-schema/permissions`, {
     GET: async (request) => {
