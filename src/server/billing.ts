@@ -62,9 +62,13 @@ export function mountBilling(app: FastifyInstance, resources: Resources, bootstr
     const self = created.links.find((l) => l.rel === 'self')!.href;
     return reply.code(201).header('location', self).send(await resources.get(request.principal, findKind('org')!, { org: created.name }, created.name));
   });
-  app.all('/account/:id/*', async (request) => {
-    known((request.params as { id: string }).id);
-    throw ApiError.notFound(`Keel keeps no billing data (invoices, payment, usage, policies): ${request.method} ${request.url.split('?')[0]} is not served`);
+  app.route({
+    method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    url: '/account/:id/*',
+    handler: async (request) => {
+      known((request.params as { id: string }).id);
+      throw ApiError.notFound(`Keel keeps no billing data (invoices, payment, usage, policies): ${request.method} ${request.url.split('?')[0]} is not served`);
+    },
   });
 }
 

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { deploymentKey } from '../reconcile/views.js';
@@ -15,6 +15,7 @@ import type { Store } from '../store/types.js';
 import { sendError } from './errors.js';
 
 export const REMOTE_PREFIX = '/-remote';
+const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /** Keel's own base URL as the caller reached it. */
 export function baseUrlOf(request: FastifyRequest, fallback: string): string {
@@ -60,9 +61,9 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   const refusal = (what: string) =>
     `${what} ${what === 'port-forward' ? 'is' : 'are'} not available: Keel simulates replicas and runs no containers, so there is no process to ${what === 'port-forward' ? 'forward a port to' : 'run a command in'}`;
   const refuse = (what: string) => async (request: FastifyRequest, reply: FastifyReply) => sendError(reply, request, ApiError.badRequest(refusal(what)));
-  app.all(`${REMOTE_PREFIX}/:location/exec`, { config: { public: true } }, refuse('exec, connect and cp'));
-  app.all(`${REMOTE_PREFIX}/:location/portforward-ticket`, { config: { public: true } }, refuse('port-forward'));
-  app.all(`${REMOTE_PREFIX}/:location/portforward`, { config: { public: true } }, refuse('port-forward'));
+  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/exec`, config: { public: true }, handler: refuse('exec, connect and cp') });
+  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/portforward-ticket`, config: { public: true }, handler: refuse('port-forward') });
+  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/portforward`, config: { public: true }, handler: refuse('port-forward') });
 
   // The streams themselves are WebSockets. The clients print what the stream says and end on its
   // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica
