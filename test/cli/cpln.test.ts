@@ -4,7 +4,7 @@
 // message, and no command ever reaches a host other than Keel (the guard refuses and records it).
 // One server (SQLite, reconcilers on with short steps); steps run in order and build on each other.
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -20,14 +20,14 @@ const commands = new Set<string>();
 let steps = 0;
 
 /** Runs one CLI command as a step: it must finish in time, reach only Keel and exit as expected. */
-async function run(args: string[], options: { code?: number | number[]; input?: string; timeoutMs?: number; env?: Record<string, string> } = {}): Promise<CplnResult> {
+async function run(args: string[], options: { code?: number | number[]; input?: string; timeoutMs?: number; env?: Record<string, string>; phonesHome?: RegExp } = {}): Promise<CplnResult> {
   const words = args.filter((a) => !a.startsWith('-'));
   commands.add(words.slice(0, ['workload', 'volumeset', 'w'].includes(words[0]) && ['cron', 'replica', 'snapshot', 'volume'].includes(words[1]) ? 3 : 2).join(' '));
   steps++;
   const result = await cpln.run(args, { timeoutMs: options.timeoutMs ?? 45_000, input: options.input, env: options.env });
   const shown = `cpln ${args.join(' ')}\n--- exit ${result.code}${result.timedOut ? ' (timed out)' : ''} in ${result.ms} ms\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`;
   assert.equal(result.timedOut, false, `timed out:\n${shown}`);
-  assert.deepEqual(result.foreign, [], `reached beyond Keel:\n${shown}`);
+  assert.deepEqual(result.foreign.filter((f) => !options.phonesHome?.test(f)), [], `reached beyond Keel:\n${shown}`);
   assert.doesNotMatch(result.stderr, /\n\s+at .+\(.*\.js:\d+:\d+\)/, `printed a stack trace:\n${shown}`);
   assert.ok([options.code ?? 0].flat().includes(result.code!), `exit ${result.code}, expected ${String(options.code ?? 0)}:\n${shown}`);
   return result;
@@ -511,11 +511,13 @@ describe('the official cpln CLI against Keel', () => {
     const stack = parseAllDocuments((await run(['stack', 'manifest'])).stdout).map((d) => d.toJS());
     assert.ok(stack.some((d) => d.kind === 'workload' && d.spec.containers[0].image === 'nginx:1.27'), JSON.stringify(stack));
     const k8s = file('deploy.yaml', 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: hello\nspec:\n  selector:\n    matchLabels:\n      app: hello\n  template:\n    metadata:\n      labels:\n        app: hello\n    spec:\n      containers:\n        - name: hello\n          image: nginx:1.27\n');
-    const converted = await json(['convert', '-f', k8s]);
+    // `convert` reports usage to the CLI vendor's own host by itself (not Keel's doing; the guard refuses it).
+    const converted = JSON.parse((await run(['convert', '-f', k8s, '-o', 'json'], { phonesHome: /^(LOOKUP|REFUSED) k8s-converter-logging\.controlplane\.site/ })).stdout);
     assert.equal(converted[0].kind, 'workload');
     assert.match((await run(['helm', 'list'])).stdout, /NAME\s*\|GVC/);
-    assert.match((await run(['misc', 'install-completion', '--batch', '--shell', 'bash'])).stdout + '', /./);
-    await run(['misc', 'uninstall-completion', '--batch', '--shell', 'bash']);
+    await run(['misc', 'install-completion', '--batch', '--shell', 'bash']);
+    assert.match(readFileSync(join(cpln.home, '.bashrc'), 'utf8'), /cpln/);
+    await run(['misc', 'uninstall-completion']);
     // The logs API lives on Keel too (endpoints.logs); without it the answer is Keel's error object.
     const logs = await cpln.run(['logs', '{gvc="web"}', '-o', 'json'], { timeoutMs: 45_000 });
     steps++;
