@@ -519,7 +519,7 @@ describe('the official cpln CLI against Keel', () => {
     assert.match(readFileSync(join(cpln.home, '.bashrc'), 'utf8'), /cpln/);
     await run(['misc', 'uninstall-completion']);
     // The logs API lives on Keel too (endpoints.logs); without it the answer is Keel's error object.
-    const logs = await cpln.run(['logs', '{gvc="web"}', '-o', 'json'], { timeoutMs: 45_000 });
+    const logs = await cpln.run(['logs', '{gvc="web"}'], { timeoutMs: 45_000 });
     steps++;
     commands.add('logs');
     assert.equal(logs.timedOut, false);
