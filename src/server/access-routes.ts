@@ -25,6 +25,8 @@ export function mountAccessRoutes(app: FastifyInstance, resources: Resources, st
 
   app.post('/org/:org/user/-invite', async (request, reply) => {
     const body = request.body as Record<string, unknown> | undefined;
+    // `cpln user invite` sends {emails: [...], groupLink?}: each becomes a user (and a member of the group).
+    if (body && Array.isArray(body.emails)) return inviteMany(resources, request, body.emails, body.groupLink);
     if (!body || typeof body.email !== 'string') throw ApiError.badRequest('email is required', [{ path: 'email', message: 'is required' }]);
     const created = await resources.create(request.principal, user, placeOf(request), body);
     return reply.code(201).header('location', created.links[0].href).send(created);
@@ -38,6 +40,23 @@ export function mountAccessRoutes(app: FastifyInstance, resources: Resources, st
     const item = def.kind === 'gvc' ? '/org/:org/gvc/:gvc' : def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}/:name` : `/org/:org/${def.kind}/:name`;
     app.get(`${item}/-accessreport`, (request) => accessReport(store, auth, request.principal, def, placeOf(request, def), nameOf(request, def)));
   }
+}
+
+async function inviteMany(resources: Resources, request: FastifyRequest, emails: unknown[], groupLink: unknown) {
+  const place = placeOf(request);
+  if (emails.length === 0 || emails.length > 100 || !emails.every((e) => typeof e === 'string')) {
+    throw ApiError.badRequest('emails must be an array of 1 to 100 email addresses', [{ path: 'emails', message: 'must be 1 to 100 emails' }]);
+  }
+  const group = typeof groupLink === 'string' ? groupLink.split('/').pop()! : undefined;
+  if (groupLink !== undefined && (!group || !groupLink || typeof groupLink !== 'string')) throw ApiError.badRequest('groupLink must be a group link', [{ path: 'groupLink', message: 'must be a group link' }]);
+  const user = findKind('user')!;
+  const items = [];
+  for (const email of emails as string[]) {
+    const existing = await resources.get(request.principal, user, place, email).catch(() => undefined);
+    items.push(existing ?? (await resources.create(request.principal, user, place, { name: email, email })));
+  }
+  if (group) await resources.patch(request.principal, findKind('group')!, place, group, { '$append/memberLinks': items.map((u) => u.links[0].href) });
+  return { kind: 'list', itemKind: 'user', items, links: [{ rel: 'self', href: `/org/${place.org}/user` }] };
 }
 
 function placeOf(request: FastifyRequest, def?: KindDef): Place {

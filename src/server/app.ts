@@ -17,6 +17,7 @@ import { installPaging } from './paging.js';
 import { AuthFailures, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
+import { mountClientRoutes } from './client-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
 import { allowCoreOrigin, mountConsole } from './console.js';
@@ -154,6 +155,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountAdmin(core, { config, store, faults });
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
+  mountClientRoutes(core, resources, store, config);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   mountConsole(core);

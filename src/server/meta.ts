@@ -4,6 +4,7 @@ import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { VERSION } from '../version.js';
 import { sendError } from './errors.js';
+import { CRD_EXPORTER, TERRAFORM_EXPORTER } from './exporters.js';
 
 const started = new Date();
 
@@ -26,8 +27,12 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     const host = (request.headers.host ?? `${config.host}:${config.port}`).replace(/:\d+$/, '');
     const audit = `${request.protocol}://${host}:${config.auditPort}`;
     const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
-    // `cpln logs` calls the Loki-compatible logs API at endpoints.logs: Keel serves it itself.
-    return { endpoints: { api, audit, logs: api }, firebase: {} };
+    // Every service the clients look up here is Keel itself (the exporters and replica hosts on
+    // their own paths); `firebase` stays empty because Keel signs in with keys, not browsers.
+    return {
+      endpoints: { api, audit, 'billing-ng': api, registry: api, logs: api, byok: api, 'terraform-exporter': `${api}${TERRAFORM_EXPORTER}`, 'k8s-crd-exporter': `${api}${CRD_EXPORTER}` },
+      firebase: {},
+    };
   });
   // Liveness: the process answers. Readiness: it can reach its store and is not shutting down.
   app.get('/healthz', open, async () => ({ status: 'ok' }));

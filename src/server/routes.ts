@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import { impliedPermissions } from '../kinds/derive.js';
 import type { KindDef, Place, Resource } from '../kinds/types.js';
-import { parseQuery, type Query } from '../query/index.js';
+import { matchesQuery, parseQuery, type Query } from '../query/index.js';
 import { jsonOf } from '../resources/present.js';
 import type { Page, Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
@@ -87,8 +87,17 @@ export function mountRoutes(app: FastifyInstance, resources: Resources, store: S
  */
 function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef, positioned: Positioned): void {
   const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
-  // The org query spans orgs: no one org's position.
-  mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }), def.kind === 'org' ? undefined : positioned);
+  if (def.kind === 'org') {
+    // Orgs are not inside an org: the query runs over the orgs the caller may view (and has no one org's position).
+    mount(app, '/org/-query', {
+      POST: async (request) => {
+        const query = parseQuery(emptyToUndefined(request.body), def);
+        const items = (await resources.listOrgs(request.principal)).filter((o) => matchesQuery(query, o));
+        const sent = (emptyToUndefined(request.body) ?? {}) as Record<string, unknown>;
+        return { kind: 'queryresult', itemKind: 'org', items, links: [{ rel: 'self', href: '/org/-query' }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
+      },
+    });
+  } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }), positioned);
   if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request), positioned);
   mount(app, `${base}/-schema/permissions`, {
     GET: async (request) => {

@@ -1,0 +1,122 @@
+// Where a deployment's `status.remote` points: Keel itself, one base per location
+// (`{Keel}/-remote/{location}`), so that the clients' replica calls come back here:
+//   GET {remote}/replicas/org/{org}/gvc/{gvc}/workload/{w}   the replica names (strings) running there
+// Keel simulates replicas and runs no containers, so the calls that would reach a container
+// (exec and connect over WebSocket, port-forward tickets and streams) answer a clear error.
+import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { ApiError } from '../errors.js';
+import { findKind } from '../kinds/index.js';
+import { deploymentKey } from '../reconcile/views.js';
+import type { Resources } from '../resources/service.js';
+import type { Store } from '../store/types.js';
+import { sendError } from './errors.js';
+
+export const REMOTE_PREFIX = '/-remote';
+const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/** Keel's own base URL as the caller reached it. */
+export function baseUrlOf(request: FastifyRequest, fallback: string): string {
+  return `${request.protocol}://${request.headers.host ?? fallback}`;
+}
+
+export function mountReplicas(app: FastifyInstance, resources: Resources, store: Store, fallbackHost: string): void {
+  // Deployments name their location's remote base as the caller reached Keel (behind a proxy or
+  // on a port chosen at start, the stored status could not know it).
+  app.addHook('preSerialization', async (request, _reply, payload) => {
+    const url = request.routeOptions.url;
+    if (url !== '/org/:org/gvc/:gvc/workload/:name/deployment' && url !== '/org/:org/gvc/:gvc/workload/:name/deployment/:location') return payload;
+    const body = payload as { kind?: string; items?: unknown[] };
+    const base = `${baseUrlOf(request, fallbackHost)}${REMOTE_PREFIX}`;
+    const withRemote = (d: unknown) => {
+      const deployment = d as { kind?: string; name?: string; status?: Record<string, unknown> };
+      if (deployment?.kind !== 'deployment' || typeof deployment.name !== 'string') return d;
+      return { ...deployment, status: { ...(deployment.status ?? {}), remote: `${base}/${encodeURIComponent(deployment.name)}` } };
+    };
+    return body?.kind === 'list' && Array.isArray(body.items) ? { ...body, items: body.items.map(withRemote) } : withRemote(payload);
+  });
+
+  const workload = findKind('workload')!;
+  app.get(`${REMOTE_PREFIX}/:location/replicas/*`, async (request) => {
+    const { location } = request.params as { location: string };
+    const path = (request.params as { '*': string })['*'];
+    // The CLI joins the remote and a self link with or without a slash between them.
+    const match = /^\/*org\/([^/]+)\/gvc\/([^/]+)\/workload\/([^/]+)\/?$/.exec(path);
+    if (!match) throw ApiError.notFound(`no such path: ${REMOTE_PREFIX}/${location}/replicas/${path}; replicas are listed at ${REMOTE_PREFIX}/LOCATION/replicas/org/ORG/gvc/GVC/workload/WORKLOAD`);
+    const [org, gvc, name] = match.slice(1).map(decodeURIComponent);
+    // Reading the workload checks that the caller may view it (403/404 as a GET of it would).
+    await resources.get(request.principal, workload, { org, gvc }, name);
+    const deployment = await store.get(deploymentKey(org, gvc, name, location));
+    if (!deployment) throw ApiError.notFound(`workload '${name}' has no deployment in location '${location}'`);
+    // The reconciler keeps the replicas running there (a cron workload's: its active runs) in the deployment's status.
+    const replicas = ((deployment.data.status ?? {}) as { internal?: { replicas?: unknown } }).internal?.replicas;
+    const items = Array.isArray(replicas) ? replicas.filter((r): r is string => typeof r === 'string') : [];
+    return { kind: 'list', itemKind: 'replica', items, links: [{ rel: 'self', href: request.url.split('?')[0] }] };
+  });
+
+  // exec/connect open a WebSocket to {remote}/exec (credentials travel inside the stream, so these
+  // routes take none), port-forward asks {remote}/portforward-ticket and streams on {remote}/portforward.
+  const refusal = (what: string) =>
+    `${what} ${what === 'port-forward' ? 'is' : 'are'} not available: Keel simulates replicas and runs no containers, so there is no process to ${what === 'port-forward' ? 'forward a port to' : 'run a command in'}`;
+  const refuse = (what: string) => async (request: FastifyRequest, reply: FastifyReply) => sendError(reply, request, ApiError.badRequest(refusal(what)));
+  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/exec`, config: { public: true }, handler: refuse('exec, connect and cp') });
+  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/portforward-ticket`, config: { public: true }, handler: refuse('port-forward') });
+  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/portforward`, config: { public: true }, handler: refuse('port-forward') });
+
+  // The streams themselves are WebSockets. The clients print what the stream says and end on its
+  // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica
+  // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
+  app.server.on('upgrade', (request: IncomingMessage, socket: Duplex) => {
+    const what = /^\/-remote\/[^/?]+\/(exec|portforward)(\?|$)/.exec(request.url ?? '')?.[1];
+    if (!what) {
+      // Another module may serve this upgrade; if none listens, answer rather than leave it hanging.
+      if (app.server.listenerCount('upgrade') === 1) socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ status: 404, message: `no WebSocket is served at ${request.url}`, code: 'not_found', details: {}, id: '' })}`);
+      return;
+    }
+    const key = request.headers['sec-websocket-key'];
+    if (typeof key !== 'string') return void socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    const messages =
+      what === 'portforward'
+        ? [`Port-forward error: ${JSON.stringify({ message: refusal('port-forward'), code: 0 })}`]
+        : [`${refusal('exec, connect and cp')} (tar: cannot copy files either)\n`, 'Failed to create terminal session: command terminated with exit code 1'];
+    refuseWebSocket(socket, key, messages);
+  });
+}
+
+/**
+ * Accepts a WebSocket handshake and sends `messages`; whatever the client sends is read and
+ * dropped, and once it has been quiet for a moment (an upload has ended) the stream is closed
+ * (1011). A client that never goes quiet is cut off after a bound.
+ */
+function refuseWebSocket(socket: Duplex, key: string, messages: string[]): void {
+  const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  socket.on('error', () => undefined);
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+  for (const message of messages) socket.write(frame(0x1, Buffer.from(message)));
+  let quiet: NodeJS.Timeout | undefined;
+  const close = () => {
+    clearTimeout(quiet);
+    clearTimeout(bound);
+    socket.end(frame(0x8, Buffer.from([0x03, 0xf3])));
+    setTimeout(() => socket.destroy(), 1000).unref();
+  };
+  const bound = setTimeout(close, 10_000);
+  const wait = () => {
+    clearTimeout(quiet);
+    quiet = setTimeout(close, 400);
+  };
+  socket.on('data', wait);
+  socket.on('close', () => {
+    clearTimeout(quiet);
+    clearTimeout(bound);
+  });
+  wait();
+}
+
+/** One unmasked, final WebSocket frame (servers do not mask). */
+function frame(opcode: number, payload: Buffer): Buffer {
+  const header = payload.length < 126 ? Buffer.from([0x80 | opcode, payload.length]) : Buffer.from([0x80 | opcode, 126, payload.length >> 8, payload.length & 0xff]);
+  return Buffer.concat([header, payload]);
+}
