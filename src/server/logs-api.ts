@@ -1,3 +1,6 @@
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 // The Loki-compatible logs API that `cpln logs` calls (found through /discovery endpoints.logs):
 // under /logs/org/{org}/loki/api/v1/, query_range and query answer streams of lines, labels and
 // label/{name}/values what the lines carry, and tail follows new lines over a WebSocket. Every
@@ -19,6 +22,8 @@ import { msOfTs, NS_PER_MS, parseDuration, parseTime, tsOf, tsOfMs } from '../lo
 import { LOG_LABELS, type LogLabel, type LogLine, type Store } from '../store/types.js';
 
 const BASE = '/logs/org/:org/loki/api/v1';
+/** Where every logs route (and so every logs WebSocket) lives. */
+export const LOGS_PREFIX = '/logs/';
 const DEFAULT_LIMIT = 100;
 /** Loki's default max_entries_limit_per_query. */
 export const MAX_LIMIT = 5000;
@@ -105,7 +110,13 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   });
 
   app.register(async (logs) => {
-    await logs.register(websocket, { options: { maxPayload: 64 * 1024 } });
+    // The plugin routes every upgrade it hears through fastify; it hears only the logs API's, so the
+    // other WebSocket endpoints (the replicas' exec and port-forward) keep their own.
+    const upgrades = new EventEmitter();
+    app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if ((request.url ?? '').startsWith(LOGS_PREFIX)) upgrades.emit('upgrade', request, socket, head);
+    });
+    await logs.register(websocket, { options: { maxPayload: 64 * 1024, server: upgrades as unknown as Server } });
     // An upgrade answered over HTTP (401, 403, 400) ends its connection: nothing reads the socket
     // after the answer, so a client's half-close would otherwise leave it open (and hold close()).
     logs.addHook('onSend', (request, reply, payload, done) => {

@@ -3,6 +3,7 @@
 //   GET {remote}/replicas/org/{org}/gvc/{gvc}/workload/{w}   the replica names (strings) running there
 // Keel simulates replicas and runs no containers, so the calls that would reach a container
 // (exec and connect over WebSocket, port-forward tickets and streams) answer a clear error.
+import { LOGS_PREFIX } from './logs-api.js';
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -71,8 +72,8 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   app.server.on('upgrade', (request: IncomingMessage, socket: Duplex) => {
     const what = /^\/-remote\/[^/?]+\/(exec|portforward)(\?|$)/.exec(request.url ?? '')?.[1];
     if (!what) {
-      // Another module may serve this upgrade; if none listens, answer rather than leave it hanging.
-      if (app.server.listenerCount('upgrade') === 1) socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ status: 404, message: `no WebSocket is served at ${request.url}`, code: 'not_found', details: {}, id: '' })}`);
+      // The logs API serves its own upgrades; any other is answered rather than left hanging.
+      if (!(request.url ?? '').startsWith(LOGS_PREFIX)) socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ status: 404, message: `no WebSocket is served at ${request.url}`, code: 'not_found', details: {}, id: '' })}`);
       return;
     }
     const key = request.headers['sec-websocket-key'];

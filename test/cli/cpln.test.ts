@@ -349,6 +349,9 @@ describe('the official cpln CLI against Keel', () => {
     const kubeconfig = parseYaml((await run(['mk8s', 'kubeconfig', 'k1', '--file', '-'])).stdout);
     assert.equal(kubeconfig.clusters[0].cluster.server, cluster1.status.serverUrl);
     assert.match(Buffer.from(kubeconfig.clusters[0].cluster['certificate-authority-data'], 'base64').toString(), /BEGIN CERTIFICATE/);
+    // join prints the node script Keel serves (which, run on a node, says there is nothing to join).
+    assert.match((await run(['mk8s', 'join', 'k1', '--type', 'join-script'])).stdout, /^#!\/bin\/sh[\s\S]*no control plane to join[\s\S]*exit 1/);
+    assert.match((await run(['mk8s', 'join', 'k1', '--type', 'cloud-init'])).stdout, /no control plane to join/);
     assert.equal((await json(['mk8s', 'clone', 'k1', '--name', 'k2'])).name, 'k2');
     await run(['mk8s', 'delete', 'k2']);
 
