@@ -1,25 +1,7 @@
 // The API's one error shape: {status, message, code, details, id}. `id` is the request id,
 // filled in by the server's error handler.
 
-export type ErrorCode =
-  | 'bad_request'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'not_found'
-  | 'method_not_allowed'
-  | 'request_timeout'
-  | 'already_exists'
-  | 'conflict'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'headers_too_large'
-  | 'gone'
-  | 'quota_exceeded'
-  | 'rate_limited'
-  | 'service_unavailable'
-  | 'internal';
-
-const STATUS: Record<ErrorCode, number> = {
+const STATUS = {
   bad_request: 400,
   unauthorized: 401,
   forbidden: 403,
@@ -28,15 +10,20 @@ const STATUS: Record<ErrorCode, number> = {
   request_timeout: 408,
   already_exists: 409,
   conflict: 409,
+  gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
   headers_too_large: 431,
-  gone: 410,
   quota_exceeded: 429,
   rate_limited: 429,
   service_unavailable: 503,
   internal: 500,
-};
+} as const;
+
+export type ErrorCode = keyof typeof STATUS;
+
+/** Every code an error object can carry (the OpenAPI document's enum is this list). */
+export const ERROR_CODES = Object.keys(STATUS) as ErrorCode[];
 
 /** One field-level problem: `path` is dotted from the body's root (`spec.terms[2].op`). */
 export interface FieldError {

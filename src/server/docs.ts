@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, RouteOptions } from 'fastify';
+import { ERROR_CODES } from '../errors.js';
 import { resourceSchema } from '../kinds/derive.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import { querySchema, type JsonSchema } from '../kinds/schema.js';
@@ -25,7 +26,7 @@ function sharedSchemas(): Array<JsonSchema & { $id: string }> {
     properties: {
       status: { type: 'integer' },
       message: { type: 'string' },
-      code: { type: 'string', enum: ['bad_request', 'unauthorized', 'forbidden', 'not_found', 'method_not_allowed', 'already_exists', 'conflict', 'payload_too_large', 'unsupported_media_type', 'quota_exceeded', 'rate_limited', 'service_unavailable', 'internal'] },
+      code: { type: 'string', enum: ERROR_CODES },
       details: { type: 'object', properties: { errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } } } },
       id: { type: 'string' },
     },
