@@ -14,7 +14,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
-import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView } from './views.js';
+import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath } from './views.js';
 
 type Version = { name: string; created: string; workload: number; gvc?: number; containers: Record<string, unknown>; ready: boolean; message: string };
 export type JobExecution = {
@@ -116,7 +116,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
 
     Object.assign(status, {
       endpoint,
-      remote: `https://${key.name}-${alias}.${location}.keel.local`,
+      remote: remotePath(location),
       lastProcessedVersion: workload.version,
       expectedDeploymentVersion: workload.version,
       internal: { ...(status.internal ?? {}), syncFailed: false, replicas },

@@ -3,9 +3,11 @@
 // deployment's status.remote, and the routes of the CLI's REST map. Each is driven as a client
 // would, and misused (less permission, no key, bad input, unknown names).
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { accountIdOf } from '../../src/server/billing.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { openSse } from '../support/sse.js';
 
 const DEADLINE_MS = 15_000;
 
@@ -133,6 +135,33 @@ forEachBackend('client routes', (backend) => {
     assert.equal(ticket.status, 400);
     assert.match(ticket.body.message, /port-forward is not available: Keel simulates replicas and runs no containers/);
     assert.match((await k.call('GET', '/-remote/aws-us-east-2/exec', undefined, { token: null })).body.message, /exec, connect and cp are not available/);
+  });
+
+  test('status.remote is stored Keel-relative: GET, list and watch resolve it against the address the caller used; audit keeps it as written', async () => {
+    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
+    const base = `http://127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
+    const auth = { authorization: `Bearer ${k.token}` };
+    const stream = await openSse(`${base}/org/acme/-watch?kind=deployment`, auth);
+    try {
+      assert.equal((await k.call('POST', '/org/acme/gvc/web/workload', { name: 'remote-check', spec: { type: 'standard', containers: [{ name: 'main', image: 'nginx:1.27', ports: [{ protocol: 'http', number: 80 }] }] } })).status, 201);
+      const self = '/org/acme/gvc/web/workload/remote-check/deployment/aws-us-east-2';
+      const [event] = (await stream.takeUntil((e) => e.data.object.links?.[0]?.href === self)).slice(-1);
+      const got = (await (await fetch(`${base}${self}`, { headers: auth })).json()) as { status: { remote: string } };
+      const listed = (await (await fetch(`${base}/org/acme/gvc/web/workload/remote-check/deployment`, { headers: auth })).json()) as { items: Array<{ name: string; status: { remote: string } }> };
+      const resolved = `${base}/-remote/aws-us-east-2`;
+      assert.equal(got.status.remote, resolved);
+      assert.equal(listed.items.find((d) => d.name === 'aws-us-east-2')?.status.remote, resolved);
+      assert.equal(event.data.object.status.remote, resolved, 'a watch event shows what a GET shows');
+      const audit = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=deployment', headers: auth });
+      const recorded = JSON.parse(audit.body).items.filter((e: { resource: { link: string } }) => e.resource.link === self);
+      assert.ok(recorded.length >= 1, audit.body.slice(0, 500));
+      // Audit events come with their chain hash, so they show the value as written: the same path.
+      for (const e of recorded) assert.equal(e.resource.data.status.remote, '/-remote/aws-us-east-2');
+      assert.equal(new URL(recorded[0].resource.data.status.remote, base).href, resolved);
+      assert.doesNotMatch(audit.body, /keel\.local/);
+    } finally {
+      stream.close();
+    }
   });
 
   test('REST map routes: secrets by type, cloud account instructions, agent info and manifests, tasks for me, and clear refusals', async () => {
