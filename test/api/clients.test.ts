@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { accountIdOf } from '../../src/server/billing.js';
+import { accountIdOf } from '../../src/resources/orgs.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { openSse } from '../support/sse.js';
 
@@ -95,6 +95,7 @@ forEachBackend('client routes', (backend) => {
     assert.equal(created.status, 201);
     assert.equal(created.headers.location, '/org/beta');
     assert.equal(created.body.description, 'Beta');
+    assert.equal(created.body.status.accountLink, `/account/${id}`, 'the org names the account it was created through');
     const superusers = await k.call('GET', '/org/beta/group/superusers');
     assert.deepEqual(superusers.body.memberLinks.sort(), ['/org/acme/serviceaccount/admin', '/org/beta/user/ada@example.com']);
 

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { reconcileCommand } from '../../src/reconcile/commands.js';
+import { accountIdOf } from '../../src/resources/orgs.js';
 import { commandKey } from '../../src/reconcile/views.js';
 import { reconcileWorkload } from '../../src/reconcile/workloads.js';
 import type { ItemKey } from '../../src/store/types.js';
@@ -210,6 +211,15 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     assert.deepEqual(mismatches(org.status, 'OrgStatus'), []);
     assert.equal(org.status.active, true);
     assert.equal(org.status.endpointPrefix, 'acme');
+    // The billing account that owns every org of this Keel, readable where the link says.
+    assert.equal(org.status.accountLink, `/account/${accountIdOf('acme')}`);
+    assert.equal((await get(org.status.accountLink)).id, accountIdOf('acme'));
+    assert.equal((await k.call('PATCH', '/org/acme', { description: 'renamed', status: { accountLink: '/account/mine' } })).status, 200);
+    assert.equal((await get('/org/acme')).status.accountLink, org.status.accountLink, 'kept across an update, and not the caller\'s to set');
+    const made = await k.call('POST', '/org', { name: 'second' });
+    assert.equal(made.status, 201);
+    assert.equal(made.body.status.accountLink, org.status.accountLink);
+    assert.deepEqual(mismatches(made.body.status, 'OrgStatus'), []);
 
     assert.equal((await k.call('POST', '/org/acme/cloudaccount', { name: 'aws1', provider: 'aws', data: { roleArn: 'arn:aws:iam::123456789012:role/cpln' } })).status, 201);
     const account = await get('/org/acme/cloudaccount/aws1');
