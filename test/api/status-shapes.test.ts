@@ -190,12 +190,22 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     assert.deepEqual(wl.status.loadBalancer.map((l: any) => l.origin).sort(), [W1, W2].sort());
     assert.match(wl.status.loadBalancer[0].url, /^tcp:\/\/db-.*:5432$/);
     assert.equal(wl.version, 1, 'status changes no version');
+    assert.equal(wl.status.suspendedStatus, 'notSuspended');
 
     // Scaled down and given a new image: counts follow, images are resolved for the new version.
     assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { containers: [{ name: 'pg', image: 'postgres:17' }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } })).status, 200);
     const rolled = await waitFor('rolled', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.resolvedImages.resolvedForVersion === 2 && w.status.currentReplicaCount === 2 && w.status.readyLatest);
     assert.equal(rolled.status.resolvedImages.images[0].manifests[0].image, 'postgres:17');
     assert.deepEqual(rolled.status.replicaInternalNames, ['db-0.db.prod.cpln.local']);
+
+    // Suspended in one location, then in all: suspendedStatus follows, and replicas stop.
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { localOptions: [{ location: W1, suspend: true }] } })).status, 200);
+    const partly = await waitFor('partly suspended', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.suspendedStatus === 'partiallySuspended');
+    assert.equal(partly.status.currentReplicaCount, 1);
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { defaultOptions: { suspend: true } } })).status, 200);
+    const stopped = await waitFor('suspended', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.suspendedStatus === 'suspended');
+    assert.equal(stopped.status.currentReplicaCount, 0);
+    assert.deepEqual(mismatches(stopped.status, 'WorkloadStatus'), []);
 
     // A cron workload has no health check and, between runs, no replicas.
     assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', cronWorkload('tick'))).status, 201);

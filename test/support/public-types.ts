@@ -106,6 +106,7 @@ export const PUBLIC_TYPES: Record<string, Shape> = {
       currentReplicaCount: num,
       resolvedImages: ref('ResolvedImages'),
       loadBalancer: array(ref('LoadBalancerStatus')),
+      suspendedStatus: { enum: ['notSuspended', 'partiallySuspended', 'suspended'] },
     },
     open: true,
   },
