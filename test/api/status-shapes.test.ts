@@ -294,13 +294,15 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     const created = await k.call('POST', '/org/acme/mk8s', {
       name: 'k1',
       alias: 'chosen-by-client',
-      spec: { version: '1.28.4', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } }, addOns: { dashboard: {}, logs: {} } },
+      spec: { version: '1.28.4', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } }, addOns: { dashboard: {}, logs: {}, metrics: {}, awsWorkloadIdentity: {} } },
     });
     assert.equal(created.status, 201);
     const alias = created.body.alias;
     assert.match(alias, /^[a-z][a-z0-9]{12}$/, 'the server sets the alias');
     const ready = await waitFor('mk8s ready', () => get('/org/acme/mk8s/k1'), (c) => typeof c.status?.serverUrl === 'string');
     assert.deepEqual(mismatches(ready.status, 'Mk8sStatus'), []);
+    assert.deepEqual(Object.keys(ready.status.addOns).sort(), ['awsWorkloadIdentity', 'dashboard', 'logs', 'metrics']);
+    assert.match(ready.status.addOns.logs.lokiAddress, /^https:\/\//);
     assert.ok(ready.status.serverUrl.includes(alias));
     const replaced = await k.call('PUT', '/org/acme/mk8s/k1', { name: 'k1', alias: 'other', spec: { version: '1.29.0', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } } } });
     assert.equal(replaced.status, 200);
