@@ -10,7 +10,7 @@ import { changeEvent, KEEL_ACTOR } from '../src/audit/events.js';
 import { resetStore } from '../src/admin/reset.js';
 import { DEFAULTS, type Config } from '../src/config.js';
 import { findKind } from '../src/kinds/index.js';
-import { createOrg } from '../src/resources/orgs.js';
+import { accountLinkOf, createOrg } from '../src/resources/orgs.js';
 import { present } from '../src/resources/present.js';
 import { openStore } from '../src/store/open.js';
 import type { Store } from '../src/store/types.js';
@@ -67,7 +67,7 @@ async function resetTimes(databaseUrl: string | undefined): Promise<number[]> {
   const store = await openStore({ dataDir, databaseUrl });
   const config: Config = { ...DEFAULTS, dataDir, databaseUrl, org: ORG, init, allowReset: true };
   try {
-    await createOrg(store, { name: ORG, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
+    await createOrg(store, { name: ORG, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(ORG), adminServiceAccount: 'admin' });
     // The first reset of a process compiles validators and makes the state later resets restore.
     await resetStore(store, config);
     const medians: number[] = [];

@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { KEEL_ACTOR } from '../src/audit/events.js';
 import { DEFAULTS } from '../src/config.js';
-import { createOrg } from '../src/resources/orgs.js';
+import { accountLinkOf, createOrg } from '../src/resources/orgs.js';
 import { buildApp } from '../src/server/app.js';
 import { consoleDir } from '../src/server/console.js';
 import { openStore } from '../src/store/open.js';
@@ -43,7 +43,7 @@ export async function benchConsole(): Promise<Section> {
 
   const dir = mkdtempSync(join(tmpdir(), 'keel-bench-console-'));
   const store = await openStore({ dataDir: dir });
-  const { token } = await createOrg(store, { name: 'bench', actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
+  const { token } = await createOrg(store, { name: 'bench', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('bench'), adminServiceAccount: 'admin' });
   const app = await buildApp({ ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, org: 'bench', logLevel: 'silent', reconcile: false }, store, { logger: false });
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
   try {

@@ -10,7 +10,7 @@ import { SYSTEM_PRINCIPAL, SystemAuthorizer } from './auth/system.js';
 import { mintKey } from './auth/keys.js';
 import { loadConfig, optionsHelp, printableConfig, type Config } from './config.js';
 import { findKind } from './kinds/index.js';
-import { createOrg } from './resources/orgs.js';
+import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { exportOrg, importDocs } from './resources/transfer.js';
 import { serve } from './serve.js';
@@ -50,7 +50,7 @@ const COMMANDS: Record<string, Command> = {
       const valid = /^[a-z]([-a-z0-9])*[a-z0-9]$/.test(name) && name.length <= 64;
       if (!valid) throw new UsageError(`'${name}' is not a valid org name (lowercase letters, digits and '-', 2 to 64 characters)`);
       return withStore(cfg, async (store) => {
-        const { token } = await createOrg(store, { name, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
+        const { token } = await createOrg(store, { name, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(cfg.org), adminServiceAccount: 'admin' });
         console.log(token);
         return 0;
       });
@@ -150,12 +150,12 @@ const COMMANDS: Record<string, Command> = {
     summary: 'revoke a service-account key by its name (the part before the first dot)',
     flags: ['--org'],
     run: ({ positional, flags, config }) =>
-      withStore(config(), async (store) => {
+      withStore(config(), async (store, cfg) => {
         const org = required(flags.get('--org'), '--org ORG');
         const keyName = required(positional[0], 'the key name');
         const record = await store.findKey(keyName);
         if (!record || record.org !== org) throw new Error(`org '${org}' has no key '${keyName}'`);
-        const resources = systemResources(store);
+        const resources = systemResources(store, cfg);
         await resources.patch({ ...SYSTEM_PRINCIPAL, org }, findKind('serviceaccount')!, { org }, record.serviceAccount, { '$drop/keys': [keyName] });
         console.log(`revoked key ${keyName} of service account '${record.serviceAccount}'`);
         return 0;
@@ -210,11 +210,11 @@ const COMMANDS: Record<string, Command> = {
     summary: 'create or replace the resources in FILE (YAML documents, a JSON array or list) in ORG',
     flags: ['--org'],
     run: ({ positional, flags, config }) =>
-      withStore(config(), async (store) => {
+      withStore(config(), async (store, cfg) => {
         const org = required(flags.get('--org'), '--org ORG');
         const file = required(positional[0], 'FILE');
         if (!(await store.orgs()).includes(org)) throw new Error(`org '${org}' does not exist; create it with 'keel org create ${org}'`);
-        const results = await importDocs(systemResources(store), org, readDocuments(file));
+        const results = await importDocs(systemResources(store, cfg), org, readDocuments(file));
         for (const r of results) {
           const where = r.gvc ? ` (gvc ${r.gvc})` : '';
           if (r.outcome === 'failed') console.error(`failed  ${r.kind} '${r.name}'${where}: ${r.error}`);
@@ -232,17 +232,17 @@ function required(value: string | undefined, what: string): string {
   return value;
 }
 
-async function withStore(config: Config, fn: (store: Store) => Promise<number>): Promise<number> {
+async function withStore(config: Config, fn: (store: Store, config: Config) => Promise<number>): Promise<number> {
   const store = await openStore(config);
   try {
-    return await fn(store);
+    return await fn(store, config);
   } finally {
     await store.close();
   }
 }
 
-function systemResources(store: Store): Resources {
-  return new Resources(store, new SystemAuthorizer(store));
+function systemResources(store: Store, config: Config): Resources {
+  return new Resources(store, new SystemAuthorizer(store), undefined, { audit: true, accountLink: accountLinkOf(config.org) });
 }
 
 function readDocuments(file: string): unknown[] {

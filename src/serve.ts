@@ -5,7 +5,7 @@ import { applySeed, readSeed } from './admin/seed.js';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
-import { createOrg } from './resources/orgs.js';
+import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { buildApp } from './server/app.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
@@ -25,7 +25,7 @@ export async function bootstrap(config: Config, store: Store): Promise<string | 
     return undefined;
   }
   try {
-    const { token } = await createOrg(store, { name: config.org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: ADMIN_ACCOUNT, adminKey: fixed });
+    const { token } = await createOrg(store, { name: config.org, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(config.org), adminServiceAccount: ADMIN_ACCOUNT, adminKey: fixed });
     writeAdminToken(config.dataDir, token!);
     return fixed ? undefined : token;
   } catch (err) {

@@ -9,7 +9,7 @@ import { KEEL_ACTOR } from '../audit/events.js';
 import { mintKey } from '../auth/keys.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
-import { createOrg } from '../resources/orgs.js';
+import { accountLinkOf, createOrg } from '../resources/orgs.js';
 import { inOneTransaction } from '../store/in-transaction.js';
 import { INTERNAL_PREFIX } from '../store/snapshots.js';
 import type { Store } from '../store/types.js';
@@ -45,7 +45,7 @@ export async function resetStore(store: Store, config: Config): Promise<ResetRes
     if (!(err instanceof ApiError && err.code === 'not_found')) throw err;
     const events = await inOneTransaction(store, async (inner) => {
       await inner.transaction((tx) => tx.clearAll());
-      await createOrg(inner, { name: config.org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: ADMIN_ACCOUNT, adminKey: key });
+      await createOrg(inner, { name: config.org, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(config.org), adminServiceAccount: ADMIN_ACCOUNT, adminKey: key });
       const outcomes = await applySeedIn(inner, config.org, seed);
       // The org's event, its admin account's, and one per seeded item.
       return 2 + outcomes.length;

@@ -8,6 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { SystemAuthorizer, SYSTEM_PRINCIPAL } from '../auth/system.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
+import { accountLinkOf } from '../resources/orgs.js';
 import { Resources } from '../resources/service.js';
 import { sortForApply } from '../resources/transfer.js';
 import { inOneTransaction } from '../store/in-transaction.js';
@@ -125,7 +126,7 @@ export async function applySeed(store: Store, org: string, docs: SeedDocument[])
 /** applySeed inside a transaction already open (`inner`, see InTransaction): a reset's, say. */
 export async function applySeedIn(inner: Store, org: string, docs: SeedDocument[]): Promise<SeedOutcome[]> {
   const ordered = sortForApply(docs.map((d) => ({ ...d, kind: d.body.kind, name: d.body.name, gvc: d.body.gvc })));
-  const resources = new Resources(inner, new SystemAuthorizer(inner), () => {});
+  const resources = new Resources(inner, new SystemAuthorizer(inner), () => {}, { audit: true, accountLink: accountLinkOf(org) });
   const outcomes: SeedOutcome[] = [];
   for (const doc of ordered) {
     const def = findKind(doc.kind)!;

@@ -66,6 +66,6 @@ export default defineKind({
   implied: { readLogs: ['view'], exec: ['exec.echo'] },
   operations: { delete: false },
   // OrgStatus: an org is active from its creation; its endpoints are named after it. Its
-  // accountLink is stored by whoever knows the owning account.
+  // accountLink (the billing account that owns every org of a Keel) is stored at creation.
   derivedStatus: (item) => ({ active: true, endpointPrefix: item.name }),
 });

@@ -23,7 +23,8 @@ export async function reconcileMk8s(ctx: ReconcileContext, key: ItemKey): Promis
   for (const name of Object.keys(spec.addOns ?? {})) {
     if (name === 'dashboard' || name === 'headlamp') addOns[name] = { url: `https://${name}.${alias}.mk8s.keel.local` };
     else if (name === 'awsWorkloadIdentity') addOns[name] = { oidcProviderConfig: { providerUrl: `https://oidc.${alias}.mk8s.keel.local`, audience: 'sts.amazonaws.com' } };
-    else if (name === 'metrics' || name === 'logs') addOns[name] = { prometheusEndpoint: `https://metrics.${alias}.mk8s.keel.local`, remoteWriteConfig: {} };
+    else if (name === 'metrics') addOns[name] = { prometheusEndpoint: `https://metrics.${alias}.mk8s.keel.local`, remoteWriteConfig: {} };
+    else if (name === 'logs') addOns[name] = { lokiAddress: `https://logs.${alias}.mk8s.keel.local` };
     else addOns[name] = {};
   }
   const status = {

@@ -16,6 +16,23 @@ export const deploymentKey = (org: string, gvc: string, workload: string, locati
 });
 export const deploymentPrefix = (workload: string) => `${workload}:`;
 
+/**
+ * Where a deployment's replicas are reached (its status.remote): Keel itself, under
+ * /-remote/{location}. It is stored Keel-relative because only the caller knows the address it
+ * reaches Keel at (a proxy, a port chosen at start, several processes sharing a store), so the
+ * stored value, its audit events and every process agree; responses resolve it (withResolvedRemote).
+ */
+export const REMOTE_PREFIX = '/-remote';
+export const remotePath = (location: string) => `${REMOTE_PREFIX}/${encodeURIComponent(location)}`;
+
+/** A deployment whose Keel-relative status.remote is resolved against `base`: Keel's Core API as the caller reached it. */
+export function withResolvedRemote<T extends { status?: unknown }>(deployment: T, base: string): T {
+  const status = deployment.status as Record<string, unknown> | undefined;
+  const remote = status?.remote;
+  if (typeof remote !== 'string' || !remote.startsWith(`${REMOTE_PREFIX}/`)) return deployment;
+  return { ...deployment, status: { ...status, remote: `${base}${remote}` } };
+}
+
 export const commandKey = (org: string, gvc: string, parent: CommandParent, parentName: string, id: string): ItemKey => ({
   org,
   kind: 'command',

@@ -14,7 +14,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
-import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView } from './views.js';
+import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath } from './views.js';
 
 type Version = { name: string; created: string; workload: number; gvc?: number; containers: Record<string, unknown>; ready: boolean; message: string };
 export type JobExecution = {
@@ -45,7 +45,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const endpoint = `https://${key.name}-${alias}.cpln.app`;
   const spec = (workload.data.spec ?? {}) as Record<string, any>;
   let after: number | undefined;
-  const states: Array<{ ready: boolean; latest: boolean; replicas: string[] }> = [];
+  const states: Array<{ ready: boolean; latest: boolean; replicas: string[]; paused: boolean }> = [];
 
   // Deployments of locations that left the GVC go away.
   for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
@@ -116,7 +116,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
 
     Object.assign(status, {
       endpoint,
-      remote: `https://${key.name}-${alias}.${location}.keel.local`,
+      remote: remotePath(location),
       lastProcessedVersion: workload.version,
       expectedDeploymentVersion: workload.version,
       internal: { ...(status.internal ?? {}), syncFailed: false, replicas },
@@ -125,7 +125,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       versions,
       message: paused ? 'Suspended' : latest.ready ? 'Ready' : (failure ?? 'Deploying'),
     });
-    states.push({ ready, latest: latest.ready && !suspended, replicas });
+    states.push({ ready, latest: latest.ready && !suspended, replicas, paused });
     if (!existing) {
       const now = iso(ctx.now);
       const item: StoredItem = { ...dkey, id: randomUUID(), version: 1, created: now, lastModified: now, data: { status, since: now, updated: now, ...(cronAt ? { cronAt } : {}) } };
@@ -156,11 +156,19 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     healthCheck: since(previous.healthCheck, healthCheck(spec, states.some((s) => s.ready)), 'lastChecked', iso(ctx.now)),
     resolvedImages: previous.resolvedImages?.resolvedForVersion === workload.version ? previous.resolvedImages : resolvedImages(spec, workload.version, iso(ctx.now)),
     loadBalancer: loadBalancers(spec, locations, `${key.name}-${alias}`),
+    suspendedStatus: suspendedStatus(spec, states),
     ready,
     readyLatest: states.length > 0 && states.every((s) => s.latest),
   };
   if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
   return { after: after === Infinity || after === undefined ? undefined : Math.min(after, MAX_WAIT_MS) };
+}
+
+/** Whether the workload is suspended in every location, some or none (with no location, as its defaults say). */
+function suspendedStatus(spec: Record<string, any>, states: Array<{ paused: boolean }>): 'notSuspended' | 'partiallySuspended' | 'suspended' {
+  const paused = states.length > 0 ? states.filter((s) => s.paused).length : spec.defaultOptions?.suspend === true ? 1 : 0;
+  if (paused === 0) return 'notSuspended';
+  return paused === Math.max(states.length, 1) ? 'suspended' : 'partiallySuspended';
 }
 
 /**

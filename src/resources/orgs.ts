@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mintKey } from '../auth/keys.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import { LOCATIONS_CATALOG } from '../kinds/locations-catalog.js';
@@ -50,6 +50,15 @@ async function isSuperuser(store: Store, principal: Principal, org: string): Pro
   return members.includes(principal.kind === 'user' ? `/org/${org}/user/${principal.name}` : principal.link);
 }
 
+/** The id of the account that owns the orgs of a Keel whose first org is `org` (stable across restarts). */
+export function accountIdOf(org: string): string {
+  const h = createHash('sha256').update(`keel-account\u0000${org}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/** The link of the billing account that owns every org of a Keel whose first org is `org`. */
+export const accountLinkOf = (org: string) => `/account/${accountIdOf(org)}`;
+
 export interface NewOrg {
   name: string;
   /** Who creates it, for the audit log. */
@@ -58,6 +67,8 @@ export interface NewOrg {
   tags?: Record<string, unknown>;
   /** Principal links made members of the new org's superusers group. */
   superusers: string[];
+  /** The billing account that owns the org (its status.accountLink): one account owns every org of a Keel. */
+  accountLink: string;
   /** Users (emails) created in the new org. */
   users?: string[];
   /** Also create this service account in the org, add it to superusers and mint it a key. */
@@ -77,7 +88,7 @@ export async function createOrg(store: Store, spec: NewOrg): Promise<{ token?: s
   if (spec.adminServiceAccount) superusers.push(`/org/${org}/serviceaccount/${spec.adminServiceAccount}`);
   const now = new Date().toISOString();
   const items: Array<[string, string, Record<string, unknown>]> = [
-    ['org', org, { description: spec.description ?? org, tags: spec.tags ?? {} }],
+    ['org', org, { description: spec.description ?? org, tags: spec.tags ?? {}, status: { accountLink: spec.accountLink } }],
     ['group', 'superusers', { description: 'Members have full access to the org', memberLinks: superusers, origin: 'builtin' }],
     ['group', 'viewers', { description: 'Members can view everything in the org', memberLinks: [], origin: 'builtin' }],
     ['serviceaccount', 'controlplane', { description: 'The control plane itself', keys: [], origin: 'builtin' }],

@@ -42,6 +42,8 @@ export interface ResourceSettings {
   queryBudgetMs?: number;
   /** Who may create orgs through the API (anyone authenticated when absent). */
   orgCreation?: OrgCreationRule;
+  /** The billing account that owns the orgs created through the API (see billing.ts). */
+  accountLink: string;
 }
 
 /** `property: "*"` terms look at every top-level value of every candidate: the costliest kind of term. */
@@ -69,7 +71,7 @@ export class Resources {
     private readonly auth: Authorizer,
     /** Told when a write may change who is who or who may do what in an org. */
     private readonly onAccessChange: (org: string) => void = (org) => auth.invalidate(org),
-    private readonly settings: ResourceSettings = { audit: true },
+    private readonly settings: ResourceSettings,
   ) {}
 
   /** An item as the caller may see it; presented once per stored state (see presented()), unless revealed. */
@@ -321,6 +323,7 @@ export class Resources {
       tags: data.tags as Record<string, unknown>,
       superusers: [isUser ? `/org/${name}/user/${principal.name}` : principal.link],
       users: isUser ? [principal.name] : [],
+      accountLink: this.settings.accountLink,
     });
     const item = await this.store.get(keyOf(def, { org: name }, name));
     return present(def, item!);

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
+import { accountLinkOf } from '../resources/orgs.js';
 import { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { KeyAuthenticator } from '../auth/authenticator.js';
@@ -62,6 +63,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       audit: config.audit,
       queryBudgetMs: config.queryBudgetMs,
       orgCreation: { creators: config.orgCreators, firstOrg: config.org, maxPerPrincipal: config.maxOrgsPerPrincipal },
+      accountLink: accountLinkOf(config.org),
     },
   );
   const failures = new AuthFailures(config.authFailureLimit);

@@ -7,19 +7,13 @@
 // Org creation goes through the same service call as POST /org (its checks and who may create
 // orgs apply unchanged); invitees become users of the new org and members of its superusers.
 // Keel keeps no invoices, payment methods or usage: the account's other routes answer a clear 404.
-import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
+import { accountIdOf } from '../resources/orgs.js';
 import type { Resource } from '../kinds/types.js';
 import type { Resources } from '../resources/service.js';
-
-/** The id of the account that owns the orgs of a Keel whose first org is `org` (stable across restarts). */
-export function accountIdOf(org: string): string {
-  const h = createHash('sha256').update(`keel-account\u0000${org}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
 
 const EMAIL = /^[^\s@/]+@[^\s@/]+$/;
 

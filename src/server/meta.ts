@@ -28,10 +28,12 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     const audit = `${request.protocol}://${host}:${config.auditPort}`;
     const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
     // Every service the clients look up here is Keel itself (the exporters and replica hosts on
-    // their own paths); `firebase` stays empty because Keel signs in with keys, not browsers.
+    // their own paths). `firebase` is null: Keel has no browser sign-in, and with no sign-in
+    // configuration the CLI's `login` stops at once (exit 1) instead of waiting for a browser
+    // that can never complete (an empty object leaves it waiting forever).
     return {
       endpoints: { api, audit, 'billing-ng': api, registry: api, logs: api, byok: api, 'terraform-exporter': `${api}${TERRAFORM_EXPORTER}`, 'k8s-crd-exporter': `${api}${CRD_EXPORTER}` },
-      firebase: {},
+      firebase: null,
     };
   });
   // Liveness: the process answers. Readiness: it can reach its store and is not shutting down.

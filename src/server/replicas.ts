@@ -1,5 +1,5 @@
 // Where a deployment's `status.remote` points: Keel itself, one base per location
-// (`{Keel}/-remote/{location}`), so that the clients' replica calls come back here:
+// (`{Keel}/-remote/{location}`, stored Keel-relative), so that the clients' replica calls come back here:
 //   GET {remote}/replicas/org/{org}/gvc/{gvc}/workload/{w}   the replica names (strings) running there
 // Keel simulates replicas and runs no containers, so the calls that would reach a container
 // (exec and connect over WebSocket, port-forward tickets and streams) answer a clear error.
@@ -10,12 +10,11 @@ import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { deploymentKey } from '../reconcile/views.js';
+import { deploymentKey, REMOTE_PREFIX, withResolvedRemote } from '../reconcile/views.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { sendError } from './errors.js';
 
-export const REMOTE_PREFIX = '/-remote';
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /** Keel's own base URL as the caller reached it. */
@@ -24,19 +23,15 @@ export function baseUrlOf(request: FastifyRequest, fallback: string): string {
 }
 
 export function mountReplicas(app: FastifyInstance, resources: Resources, store: Store, fallbackHost: string): void {
-  // Deployments name their location's remote base as the caller reached Keel (behind a proxy or
-  // on a port chosen at start, the stored status could not know it).
+  // Deployments store their remote Keel-relative; responses resolve it against the address the
+  // caller reached Keel at, which the CLI then calls (and opens its WebSockets to).
   app.addHook('preSerialization', async (request, _reply, payload) => {
     const url = request.routeOptions.url;
     if (url !== '/org/:org/gvc/:gvc/workload/:name/deployment' && url !== '/org/:org/gvc/:gvc/workload/:name/deployment/:location') return payload;
-    const body = payload as { kind?: string; items?: unknown[] };
-    const base = `${baseUrlOf(request, fallbackHost)}${REMOTE_PREFIX}`;
-    const withRemote = (d: unknown) => {
-      const deployment = d as { kind?: string; name?: string; status?: Record<string, unknown> };
-      if (deployment?.kind !== 'deployment' || typeof deployment.name !== 'string') return d;
-      return { ...deployment, status: { ...(deployment.status ?? {}), remote: `${base}/${encodeURIComponent(deployment.name)}` } };
-    };
-    return body?.kind === 'list' && Array.isArray(body.items) ? { ...body, items: body.items.map(withRemote) } : withRemote(payload);
+    const body = payload as { kind?: string; items?: unknown[]; status?: unknown };
+    const base = baseUrlOf(request, fallbackHost);
+    const resolved = (d: unknown) => ((d as { kind?: string })?.kind === 'deployment' ? withResolvedRemote(d as { status?: unknown }, base) : d);
+    return body?.kind === 'list' && Array.isArray(body.items) ? { ...body, items: body.items.map(resolved) } : resolved(payload);
   });
 
   const workload = findKind('workload')!;

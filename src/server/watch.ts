@@ -8,6 +8,7 @@ import type { Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
+import { baseUrlOf } from './replicas.js';
 import { onReplaced } from '../store/snapshots.js';
 
 const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
@@ -70,7 +71,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
     const out = reply.raw;
     out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     out.write(': watching\n\n');
-    const watcher = hub.open({ feed, principal, filter, from, out, viewing }, tokenOf(request));
+    const watcher = hub.open({ feed, principal, filter, from, out, viewing, base: baseUrlOf(request, `${config.host}:${config.port}`) }, tokenOf(request));
     out.once('close', () => watcher.end());
   });
 }

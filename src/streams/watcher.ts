@@ -5,6 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { matchesQuery, type Query } from '../query/index.js';
+import { withResolvedRemote } from '../reconcile/views.js';
 import { parseLink } from '../resources/links.js';
 import type { Store } from '../store/types.js';
 import { CHANGE_ACTIONS, chainEvent, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
@@ -38,6 +39,8 @@ export interface WatcherOptions {
   /** Whether the principal could view some of what the filter follows when the watch opened. */
   viewing: boolean;
   out: ServerResponse;
+  /** Keel's Core API as this client reached it: deployments' status.remote is resolved against it, as GET does. */
+  base: string;
   bufferBytes: number;
   /** Told once when the stream ends, for whatever reason. */
   onEnd(watcher: Watcher): void;
@@ -125,7 +128,7 @@ export class Watcher implements FeedSubscriber {
           const wanted = typeof decided === 'boolean' ? decided : await decided;
           if (!this.open || this.paused) break;
           if (wanted) {
-            this.o.out.write(encoded(next));
+            this.o.out.write(this.text(next));
             if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(next.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
           }
           this.last = next.seq;
@@ -194,7 +197,7 @@ export class Watcher implements FeedSubscriber {
         const decided = this.wants(event);
         const wanted = typeof decided === 'boolean' ? decided : await decided;
         if (!this.open || this.paused) return;
-        if (wanted) this.o.out.write(encoded(event));
+        if (wanted) this.o.out.write(this.text(event));
       }
       this.last = record.seq;
     }
@@ -256,6 +259,12 @@ export class Watcher implements FeedSubscriber {
       if (shared) (event.views ??= new Map()).set(principal.link, may);
       return may && this.matches(event);
     });
+  }
+
+  /** The event as this client gets it: shared by every watcher, but a deployment's status.remote is resolved for this one. */
+  private text(event: ChainEvent): string {
+    if (event.kind !== 'deployment') return encoded(event);
+    return encoded({ ...event, object: withResolvedRemote(event.object, this.o.base), sse: undefined });
   }
 
   private matches(event: ChainEvent): boolean {

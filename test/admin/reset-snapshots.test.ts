@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { KEEL_ACTOR } from '../../src/audit/events.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { applySeed, readSeed } from '../../src/admin/seed.js';
-import { createOrg } from '../../src/resources/orgs.js';
+import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { SEEDED, seedDir } from './fixtures.js';
 
@@ -21,7 +21,7 @@ forEachBackend('reset and snapshots over HTTP', (backend) => {
     assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'viewer' })).status, 201);
     assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['//serviceaccount/viewer'] })).status, 200);
     viewer = (await k.call('POST', '/org/acme/serviceaccount/viewer/-addKey', { description: 'v' })).body.key;
-    otherSuperuser = (await createOrg(k.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' })).token!;
+    otherSuperuser = (await createOrg(k.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(k.org), adminServiceAccount: 'admin' })).token!;
   });
   after(() => k.close());
 

@@ -3,9 +3,11 @@
 // deployment's status.remote, and the routes of the CLI's REST map. Each is driven as a client
 // would, and misused (less permission, no key, bad input, unknown names).
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { accountIdOf } from '../../src/server/billing.js';
+import { accountIdOf } from '../../src/resources/orgs.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { openSse } from '../support/sse.js';
 
 const DEADLINE_MS = 15_000;
 
@@ -27,7 +29,7 @@ forEachBackend('client routes', (backend) => {
     for (const name of ['api', 'billing-ng', 'registry', 'logs', 'byok']) assert.equal(e[name], 'http://keel.example:9000', name);
     assert.equal(e['terraform-exporter'], 'http://keel.example:9000/-export/terraform');
     assert.equal(e['k8s-crd-exporter'], 'http://keel.example:9000/-export/crd');
-    assert.deepEqual(res.body.firebase, {});
+    assert.equal(res.body.firebase, null);
   });
 
   test('exporters: Terraform and custom resources for an item and a list, as the caller may read them', async () => {
@@ -93,6 +95,7 @@ forEachBackend('client routes', (backend) => {
     assert.equal(created.status, 201);
     assert.equal(created.headers.location, '/org/beta');
     assert.equal(created.body.description, 'Beta');
+    assert.equal(created.body.status.accountLink, `/account/${id}`, 'the org names the account it was created through');
     const superusers = await k.call('GET', '/org/beta/group/superusers');
     assert.deepEqual(superusers.body.memberLinks.sort(), ['/org/acme/serviceaccount/admin', '/org/beta/user/ada@example.com']);
 
@@ -133,6 +136,33 @@ forEachBackend('client routes', (backend) => {
     assert.equal(ticket.status, 400);
     assert.match(ticket.body.message, /port-forward is not available: Keel simulates replicas and runs no containers/);
     assert.match((await k.call('GET', '/-remote/aws-us-east-2/exec', undefined, { token: null })).body.message, /exec, connect and cp are not available/);
+  });
+
+  test('status.remote is stored Keel-relative: GET, list and watch resolve it against the address the caller used; audit keeps it as written', async () => {
+    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
+    const base = `http://127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
+    const auth = { authorization: `Bearer ${k.token}` };
+    const stream = await openSse(`${base}/org/acme/-watch?kind=deployment`, auth);
+    try {
+      assert.equal((await k.call('POST', '/org/acme/gvc/web/workload', { name: 'remote-check', spec: { type: 'standard', containers: [{ name: 'main', image: 'nginx:1.27', ports: [{ protocol: 'http', number: 80 }] }] } })).status, 201);
+      const self = '/org/acme/gvc/web/workload/remote-check/deployment/aws-us-east-2';
+      const [event] = (await stream.takeUntil((e) => e.data.object.links?.[0]?.href === self)).slice(-1);
+      const got = (await (await fetch(`${base}${self}`, { headers: auth })).json()) as { status: { remote: string } };
+      const listed = (await (await fetch(`${base}/org/acme/gvc/web/workload/remote-check/deployment`, { headers: auth })).json()) as { items: Array<{ name: string; status: { remote: string } }> };
+      const resolved = `${base}/-remote/aws-us-east-2`;
+      assert.equal(got.status.remote, resolved);
+      assert.equal(listed.items.find((d) => d.name === 'aws-us-east-2')?.status.remote, resolved);
+      assert.equal(event.data.object.status.remote, resolved, 'a watch event shows what a GET shows');
+      const audit = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=deployment', headers: auth });
+      const recorded = JSON.parse(audit.body).items.filter((e: { resource: { link: string } }) => e.resource.link === self);
+      assert.ok(recorded.length >= 1, audit.body.slice(0, 500));
+      // Audit events come with their chain hash, so they show the value as written: the same path.
+      for (const e of recorded) assert.equal(e.resource.data.status.remote, '/-remote/aws-us-east-2');
+      assert.equal(new URL(recorded[0].resource.data.status.remote, base).href, resolved);
+      assert.doesNotMatch(audit.body, /keel\.local/);
+    } finally {
+      stream.close();
+    }
   });
 
   test('REST map routes: secrets by type, cloud account instructions, agent info and manifests, tasks for me, and clear refusals', async () => {

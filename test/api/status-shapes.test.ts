@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { reconcileCommand } from '../../src/reconcile/commands.js';
+import { accountIdOf } from '../../src/resources/orgs.js';
 import { commandKey } from '../../src/reconcile/views.js';
 import { reconcileWorkload } from '../../src/reconcile/workloads.js';
 import type { ItemKey } from '../../src/store/types.js';
@@ -189,12 +190,22 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     assert.deepEqual(wl.status.loadBalancer.map((l: any) => l.origin).sort(), [W1, W2].sort());
     assert.match(wl.status.loadBalancer[0].url, /^tcp:\/\/db-.*:5432$/);
     assert.equal(wl.version, 1, 'status changes no version');
+    assert.equal(wl.status.suspendedStatus, 'notSuspended');
 
     // Scaled down and given a new image: counts follow, images are resolved for the new version.
     assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { containers: [{ name: 'pg', image: 'postgres:17' }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } })).status, 200);
     const rolled = await waitFor('rolled', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.resolvedImages.resolvedForVersion === 2 && w.status.currentReplicaCount === 2 && w.status.readyLatest);
     assert.equal(rolled.status.resolvedImages.images[0].manifests[0].image, 'postgres:17');
     assert.deepEqual(rolled.status.replicaInternalNames, ['db-0.db.prod.cpln.local']);
+
+    // Suspended in one location, then in all: suspendedStatus follows, and replicas stop.
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { localOptions: [{ location: W1, suspend: true }] } })).status, 200);
+    const partly = await waitFor('partly suspended', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.suspendedStatus === 'partiallySuspended');
+    assert.equal(partly.status.currentReplicaCount, 1);
+    assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/db', { spec: { defaultOptions: { suspend: true } } })).status, 200);
+    const stopped = await waitFor('suspended', () => get('/org/acme/gvc/prod/workload/db'), (w) => w.status.suspendedStatus === 'suspended');
+    assert.equal(stopped.status.currentReplicaCount, 0);
+    assert.deepEqual(mismatches(stopped.status, 'WorkloadStatus'), []);
 
     // A cron workload has no health check and, between runs, no replicas.
     assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload', cronWorkload('tick'))).status, 201);
@@ -210,6 +221,15 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     assert.deepEqual(mismatches(org.status, 'OrgStatus'), []);
     assert.equal(org.status.active, true);
     assert.equal(org.status.endpointPrefix, 'acme');
+    // The billing account that owns every org of this Keel, readable where the link says.
+    assert.equal(org.status.accountLink, `/account/${accountIdOf('acme')}`);
+    assert.equal((await get(org.status.accountLink)).id, accountIdOf('acme'));
+    assert.equal((await k.call('PATCH', '/org/acme', { description: 'renamed', status: { accountLink: '/account/mine' } })).status, 200);
+    assert.equal((await get('/org/acme')).status.accountLink, org.status.accountLink, 'kept across an update, and not the caller\'s to set');
+    const made = await k.call('POST', '/org', { name: 'second' });
+    assert.equal(made.status, 201);
+    assert.equal(made.body.status.accountLink, org.status.accountLink);
+    assert.deepEqual(mismatches(made.body.status, 'OrgStatus'), []);
 
     assert.equal((await k.call('POST', '/org/acme/cloudaccount', { name: 'aws1', provider: 'aws', data: { roleArn: 'arn:aws:iam::123456789012:role/cpln' } })).status, 201);
     const account = await get('/org/acme/cloudaccount/aws1');
@@ -274,13 +294,15 @@ forEachBackend('status of every kind (with the reconcilers)', (backend) => {
     const created = await k.call('POST', '/org/acme/mk8s', {
       name: 'k1',
       alias: 'chosen-by-client',
-      spec: { version: '1.28.4', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } }, addOns: { dashboard: {}, logs: {} } },
+      spec: { version: '1.28.4', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } }, addOns: { dashboard: {}, logs: {}, metrics: {}, awsWorkloadIdentity: {} } },
     });
     assert.equal(created.status, 201);
     const alias = created.body.alias;
     assert.match(alias, /^[a-z][a-z0-9]{12}$/, 'the server sets the alias');
     const ready = await waitFor('mk8s ready', () => get('/org/acme/mk8s/k1'), (c) => typeof c.status?.serverUrl === 'string');
     assert.deepEqual(mismatches(ready.status, 'Mk8sStatus'), []);
+    assert.deepEqual(Object.keys(ready.status.addOns).sort(), ['awsWorkloadIdentity', 'dashboard', 'logs', 'metrics']);
+    assert.match(ready.status.addOns.logs.lokiAddress, /^https:\/\//);
     assert.ok(ready.status.serverUrl.includes(alias));
     const replaced = await k.call('PUT', '/org/acme/mk8s/k1', { name: 'k1', alias: 'other', spec: { version: '1.29.0', provider: { generic: { location: `/org/acme/location/${W1}`, nodePools: [{ name: 'workers' }] } } } });
     assert.equal(replaced.status, 200);

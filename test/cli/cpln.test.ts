@@ -5,7 +5,7 @@
 // One server (SQLite, reconcilers on with short steps); steps run in order and build on each other.
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
@@ -59,6 +59,22 @@ async function until<T>(read: () => Promise<T>, ready: (value: T) => boolean, wh
   }
 }
 
+/**
+ * The CLI's browser sign-in listens on the fixed port 48794 before it reads /discovery; another
+ * run (or a closing connection that used the port) can hold it, so wait until it can be bound.
+ */
+async function cliLoginPortFree(): Promise<void> {
+  const end = Date.now() + 90_000;
+  const bindable = () => new Promise<boolean>((resolve) => {
+    const server = createServer().once('error', () => resolve(false));
+    server.listen(48794, () => server.close(() => resolve(true)));
+  });
+  while (!(await bindable())) {
+    if (Date.now() > end) assert.fail('port 48794 (the CLI login server) stayed busy');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 describe('the official cpln CLI against Keel', () => {
   before(async () => {
     const port = await freePort();
@@ -87,6 +103,26 @@ describe('the official cpln CLI against Keel', () => {
     assert.match((await run(['profile', 'get'])).stdout, /spare/);
     await run(['profile', 'delete', 'spare']);
     assert.doesNotMatch((await run(['profile', 'get'])).stdout, /spare/);
+  });
+
+  test('login: Keel signs in with keys, so the browser sign-in stops at once', async () => {
+    // Every form that reads the profile's endpoint asks Keel's /discovery for the browser sign-in
+    // configuration; Keel has none (firebase: null), and the CLI stops with its own message.
+    for (const args of [['profile', 'login', 'keel'], ['login', 'keel'], ['profile', 'update', 'keel', '--login']]) {
+      await cliLoginPortFree();
+      const login = await run(args, { code: 1, timeoutMs: 20_000 });
+      assert.equal(login.stderr, "Cannot read properties of null (reading 'apiKey')");
+      assert.doesNotMatch(login.stderr + login.stdout, /opened your browser/);
+    }
+    assert.equal((await run(['profile', 'token', 'keel'])).stdout, keel.token, 'a refused sign-in keeps the key');
+    // Without a profile name the CLI signs in to the hosted service: its built-in endpoint, which
+    // neither --endpoint nor CPLN_ENDPOINT changes. It never asks Keel (the guard refuses it).
+    await cliLoginPortFree();
+    const hosted = await cpln.run(['login'], { timeoutMs: 10_000, env: { CPLN_ENDPOINT: endpoint } });
+    steps++;
+    commands.add('login');
+    assert.ok(hosted.foreign.some((f) => /^(LOOKUP api\.cpln\.io|REFUSED api\.cpln\.io:443)/.test(f)), hosted.foreign.join('\n'));
+    assert.doesNotMatch(hosted.stderr, /opened your browser/);
   });
 
   test('org and account: get, update, tag, query, permissions, access report, event log, audit, exports, create through billing', async () => {

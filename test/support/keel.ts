@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe } from 'node:test';
 import { DEFAULTS, type Config } from '../../src/config.js';
-import { createOrg } from '../../src/resources/orgs.js';
+import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
 import { buildApp, type App } from '../../src/server/app.js';
 import { openStore } from '../../src/store/open.js';
 import type { Store } from '../../src/store/types.js';
@@ -62,7 +62,7 @@ export async function storeFor(backend: Backend): Promise<{ store: Store; url?: 
 export async function startKeel(backend: Backend, org = 'acme', settings: Partial<Config> = {}, logStream?: NodeJS.WritableStream): Promise<TestKeel> {
   const { store, url, dir, cleanup } = await storeFor(backend);
   const config: Config = { ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, logLevel: 'silent', ...settings };
-  const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], adminServiceAccount: 'admin' });
+  const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(org), adminServiceAccount: 'admin' });
   const app = await buildApp(config, store, logStream ? { logStream } : { logger: false });
   const extra: Array<{ app: App; store: Store }> = [];
   return {

@@ -106,6 +106,7 @@ export const PUBLIC_TYPES: Record<string, Shape> = {
       currentReplicaCount: num,
       resolvedImages: ref('ResolvedImages'),
       loadBalancer: array(ref('LoadBalancerStatus')),
+      suspendedStatus: { enum: ['notSuspended', 'partiallySuspended', 'suspended'] },
     },
     open: true,
   },
@@ -134,7 +135,23 @@ export const PUBLIC_TYPES: Record<string, Shape> = {
     required: ['registrationToken', 'agentId', 'agentLink', 'hubEndpoint'],
   },
   // mk8s.ts, mk8sAddons.ts
-  Mk8sStatus: { fields: { oidcProviderUrl: str, serverUrl: str, homeLocation: str, addOns: map(map(any)) } },
+  Mk8sStatus: { fields: { oidcProviderUrl: str, serverUrl: str, homeLocation: str, addOns: ref('Mk8sAddOnsStatus') } },
+  // The add-ons with a status type (the Terraform provider adds headlamp and the AWS ones); others report none.
+  Mk8sAddOnsStatus: {
+    fields: {
+      dashboard: ref('DashboardAddonStatus'),
+      headlamp: ref('DashboardAddonStatus'),
+      awsWorkloadIdentity: ref('AwsWorkloadIdentityAddonStatus'),
+      metrics: ref('MetricsAddonStatus'),
+      logs: ref('LogsAddonStatus'),
+    },
+    open: true,
+  },
+  DashboardAddonStatus: { fields: { url: str } },
+  AwsWorkloadIdentityAddonStatus: { fields: { oidcProviderConfig: ref('OidcProviderConfig'), trustPolicy: map(any) } },
+  OidcProviderConfig: { fields: { providerUrl: str, audience: str } },
+  MetricsAddonStatus: { fields: { prometheusEndpoint: str, remoteWriteConfig: map(any) } },
+  LogsAddonStatus: { fields: { lokiAddress: str } },
   // location.ts
   LocationStatus: { fields: { geo: ref('Geo'), ipRanges: array(str) } },
   Geo: { fields: { lat: num, lon: num, country: str, state: str, city: str, continent: str } },
