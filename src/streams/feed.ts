@@ -24,9 +24,13 @@ export interface ChainEvent {
   gvc?: string;
   /** The resource as the change left it (its response body). */
   object: Record<string, unknown>;
-  sse?: string;
-  /** Service accounts' view decisions on this event, by link: made once however many streams they hold. */
-  views?: Map<string, boolean>;
+  /** The server-sent event's bytes, made once and written as they are to every stream that sends it. */
+  sse?: Buffer;
+  /**
+   * Service accounts' view decisions on this event, by link: made once however many streams they
+   * hold (the pending decision is shared too, so streams woken together ask once).
+   */
+  views?: Map<string, boolean | Promise<boolean>>;
 }
 
 export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>): ChainEvent {
@@ -36,8 +40,8 @@ export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'r
 }
 
 /** The event as one server-sent event, made once. */
-export function encoded(event: ChainEvent): string {
-  return (event.sse ??= `id: ${event.seq}\nevent: ${event.action}\ndata: ${JSON.stringify({ type: event.action, seq: event.seq, kind: event.kind, object: event.object })}\n\n`);
+export function encoded(event: ChainEvent): Buffer {
+  return (event.sse ??= Buffer.from(`id: ${event.seq}\nevent: ${event.action}\ndata: ${JSON.stringify({ type: event.action, seq: event.seq, kind: event.kind, object: event.object })}\n\n`));
 }
 
 export interface FeedSubscriber {
