@@ -9,7 +9,7 @@ import { msOfTs, tsOf, tsOfMs } from './time.js';
 
 const OVERLAP_MS = 2_000;
 const PAGE = 500;
-/** Pages one read takes at most: past them, the feed moves on (lines written faster than that are not all followed). */
+/** Pages one read takes at most (it hands them to the tails, then reads on from where it stopped). */
 const PAGES_PER_READ = 20;
 const END = tsOf(10n ** 19n);
 
@@ -20,6 +20,8 @@ class OrgFeed {
   /** Ids delivered whose time is within the overlap, by id, with their time. */
   private readonly seen = new Map<number, string>();
   private newest: string;
+  /** Where a read that took PAGES_PER_READ stopped: the next one goes on after it. */
+  private carry?: LogLine;
   private timer?: NodeJS.Timeout;
   private reading = false;
   private again = false;
@@ -52,7 +54,7 @@ class OrgFeed {
     try {
       do {
         this.again = false;
-        await this.readOnce();
+        if (await this.readOnce()) this.again = true;
       } while (this.again && !this.stopped);
     } catch (err) {
       this.onError(err);
@@ -62,9 +64,11 @@ class OrgFeed {
     }
   };
 
-  private async readOnce(): Promise<void> {
+  /** One read: true when it stopped at PAGES_PER_READ (read again at once). */
+  private async readOnce(): Promise<boolean> {
     const from = tsOfMs(msOfTs(this.newest) - OVERLAP_MS);
-    let after: LogLine | undefined;
+    let after = this.carry;
+    this.carry = undefined;
     const fresh: LogLine[] = [];
     for (let page = 0; page < PAGES_PER_READ; page++) {
       const rows = await this.store.logs({ org: this.org, from, to: END, backward: false, labels: [], contains: [], after, limit: PAGE });
@@ -76,12 +80,15 @@ class OrgFeed {
       }
       if (rows.length < PAGE) break;
       after = rows[rows.length - 1];
+      if (page === PAGES_PER_READ - 1) this.carry = after;
     }
     const horizon = tsOfMs(msOfTs(this.newest) - OVERLAP_MS);
     for (const [id, ts] of this.seen) if (ts < horizon) this.seen.delete(id);
-    if (fresh.length === 0 || this.stopped) return;
-    fresh.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.id - b.id));
-    for (const subscriber of this.subscribers) subscriber(fresh);
+    if (fresh.length > 0 && !this.stopped) {
+      fresh.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.id - b.id));
+      for (const subscriber of this.subscribers) subscriber(fresh);
+    }
+    return this.carry !== undefined;
   }
 
   stop(): void {
