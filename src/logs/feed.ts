@@ -4,6 +4,7 @@
 // after lines with later times: each read starts OVERLAP_MS before the newest time seen and skips
 // the lines already delivered.
 import { changes } from '../audit/changes.js';
+import { Coalesced } from '../coalesced.js';
 import type { LogLine, Store } from '../store/types.js';
 import { msOfTs, tsOf, tsOfMs } from './time.js';
 
@@ -23,17 +24,18 @@ class OrgFeed {
   /** Where a read that took PAGES_PER_READ stopped: the next one goes on after it. */
   private carry?: LogLine;
   private timer?: NodeJS.Timeout;
-  private reading = false;
-  private again = false;
   private stopped = false;
+  /** Reads now (or right after the read under way). */
+  readonly read: () => Promise<void>;
 
   constructor(
     private readonly store: Store,
     private readonly org: string,
     private readonly pollMs: number,
-    private readonly onError: (err: unknown) => void,
+    onError: (err: unknown) => void,
   ) {
     this.newest = tsOfMs(Date.now());
+    this.read = new Coalesced(() => this.readOnce(), { onError, goOn: () => !this.stopped, settled: () => this.schedule() }).run;
     this.schedule();
   }
 
@@ -43,26 +45,6 @@ class OrgFeed {
     this.timer = setTimeout(() => void this.read(), this.pollMs);
     this.timer.unref();
   }
-
-  /** Reads now (or right after the read under way). */
-  read = async (): Promise<void> => {
-    if (this.reading) {
-      this.again = true;
-      return;
-    }
-    this.reading = true;
-    try {
-      do {
-        this.again = false;
-        if (await this.readOnce()) this.again = true;
-      } while (this.again && !this.stopped);
-    } catch (err) {
-      this.onError(err);
-    } finally {
-      this.reading = false;
-      this.schedule();
-    }
-  };
 
   /** One read: true when it stopped at PAGES_PER_READ (read again at once). */
   private async readOnce(): Promise<boolean> {

@@ -1,5 +1,6 @@
 import { changes, type AppendedEvent } from '../audit/changes.js';
 import { PLATFORM_CONTEXT } from '../audit/events.js';
+import { Coalesced } from '../coalesced.js';
 import { parseLink } from '../resources/links.js';
 import type { AuditRecord, Store } from '../store/types.js';
 
@@ -67,14 +68,13 @@ export class OrgFeed {
   private base: number;
   private readonly ring: ChainEvent[] = [];
   readonly subscribers = new Set<FeedSubscriber>();
-  private reading = false;
-  private again = false;
+  private readonly reader: Coalesced;
   private readonly timer: NodeJS.Timeout;
   private readonly onChange = (org: string, appended?: AppendedEvent) => {
     if (org !== this.org) return;
     const event = appended?.event;
     // This process's own write, next in the chain: taken as it is instead of read back.
-    if (event?.seq === this.position + 1 && event.context === PLATFORM_CONTEXT && !this.reading) {
+    if (event?.seq === this.position + 1 && event.context === PLATFORM_CONTEXT && !this.reader.running) {
       this.append([{ ...event, seq: event.seq }], event.seq);
       return;
     }
@@ -89,6 +89,7 @@ export class OrgFeed {
   ) {
     this.position = head;
     this.base = head;
+    this.reader = new Coalesced(() => this.readBatch(), { onError: (err) => hooks.onError(err), goOn: () => this.subscribers.size > 0 });
     changes.on('change', this.onChange);
     this.timer = setInterval(() => void this.read(), POLL_MS);
     this.timer.unref();
@@ -117,24 +118,15 @@ export class OrgFeed {
   }
 
   /** Reads what the chain holds after the position; one read at a time, again if woken meanwhile. */
-  async read(): Promise<void> {
-    if (this.reading) {
-      this.again = true;
-      return;
-    }
-    this.reading = true;
-    try {
-      do {
-        this.again = false;
-        const records = await this.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.position, limit: READ_BATCH });
-        if (records.length) this.append(records, records[records.length - 1].seq);
-        if (records.length === READ_BATCH) this.again = true;
-      } while (this.again && this.subscribers.size > 0);
-    } catch (err) {
-      this.hooks.onError(err);
-    } finally {
-      this.reading = false;
-    }
+  read(): Promise<void> {
+    return this.reader.run();
+  }
+
+  /** One batch of the chain after the position: true when it was full (read on at once). */
+  private async readBatch(): Promise<boolean> {
+    const records = await this.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.position, limit: READ_BATCH });
+    if (records.length) this.append(records, records[records.length - 1].seq);
+    return records.length === READ_BATCH;
   }
 
   private append(records: ReadonlyArray<Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>>, through: number): void {
