@@ -4,12 +4,13 @@
 // after lines with later times: each read starts OVERLAP_MS before the newest time seen and skips
 // the lines already delivered.
 import { changes } from '../audit/changes.js';
+import { Coalesced } from '../coalesced.js';
 import type { LogLine, Store } from '../store/types.js';
 import { msOfTs, tsOf, tsOfMs } from './time.js';
 
 const OVERLAP_MS = 2_000;
 const PAGE = 500;
-/** Pages one read takes at most: past them, the feed moves on (lines written faster than that are not all followed). */
+/** Pages one read takes at most (it hands them to the tails, then reads on from where it stopped). */
 const PAGES_PER_READ = 20;
 const END = tsOf(10n ** 19n);
 
@@ -20,18 +21,21 @@ class OrgFeed {
   /** Ids delivered whose time is within the overlap, by id, with their time. */
   private readonly seen = new Map<number, string>();
   private newest: string;
+  /** Where a read that took PAGES_PER_READ stopped: the next one goes on after it. */
+  private carry?: LogLine;
   private timer?: NodeJS.Timeout;
-  private reading = false;
-  private again = false;
   private stopped = false;
+  /** Reads now (or right after the read under way). */
+  readonly read: () => Promise<void>;
 
   constructor(
     private readonly store: Store,
     private readonly org: string,
     private readonly pollMs: number,
-    private readonly onError: (err: unknown) => void,
+    onError: (err: unknown) => void,
   ) {
     this.newest = tsOfMs(Date.now());
+    this.read = new Coalesced(() => this.readOnce(), { onError, goOn: () => !this.stopped, settled: () => this.schedule() }).run;
     this.schedule();
   }
 
@@ -42,29 +46,11 @@ class OrgFeed {
     this.timer.unref();
   }
 
-  /** Reads now (or right after the read under way). */
-  read = async (): Promise<void> => {
-    if (this.reading) {
-      this.again = true;
-      return;
-    }
-    this.reading = true;
-    try {
-      do {
-        this.again = false;
-        await this.readOnce();
-      } while (this.again && !this.stopped);
-    } catch (err) {
-      this.onError(err);
-    } finally {
-      this.reading = false;
-      this.schedule();
-    }
-  };
-
-  private async readOnce(): Promise<void> {
+  /** One read: true when it stopped at PAGES_PER_READ (read again at once). */
+  private async readOnce(): Promise<boolean> {
     const from = tsOfMs(msOfTs(this.newest) - OVERLAP_MS);
-    let after: LogLine | undefined;
+    let after = this.carry;
+    this.carry = undefined;
     const fresh: LogLine[] = [];
     for (let page = 0; page < PAGES_PER_READ; page++) {
       const rows = await this.store.logs({ org: this.org, from, to: END, backward: false, labels: [], contains: [], after, limit: PAGE });
@@ -76,12 +62,15 @@ class OrgFeed {
       }
       if (rows.length < PAGE) break;
       after = rows[rows.length - 1];
+      if (page === PAGES_PER_READ - 1) this.carry = after;
     }
     const horizon = tsOfMs(msOfTs(this.newest) - OVERLAP_MS);
     for (const [id, ts] of this.seen) if (ts < horizon) this.seen.delete(id);
-    if (fresh.length === 0 || this.stopped) return;
-    fresh.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.id - b.id));
-    for (const subscriber of this.subscribers) subscriber(fresh);
+    if (fresh.length > 0 && !this.stopped) {
+      fresh.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.id - b.id));
+      for (const subscriber of this.subscribers) subscriber(fresh);
+    }
+    return this.carry !== undefined;
   }
 
   stop(): void {

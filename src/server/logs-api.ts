@@ -8,9 +8,11 @@ import type { Duplex } from 'node:stream';
 // reconcile/narrate.ts); they are kept for KEEL_LOGS_MAX_AGE_DAYS, or the org's shorter
 // spec.observability.logsRetentionDays.
 import websocket from '@fastify/websocket';
+import { changes, type AppendedEvent } from '../audit/changes.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Authorizer } from '../auth/authorizer.js';
+import { parseKey } from '../auth/keys.js';
 import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
@@ -20,6 +22,8 @@ import { matches, parseLogQL, type LogQuery } from '../logs/logql.js';
 import { readLines, toStreams } from '../logs/read.js';
 import { msOfTs, NS_PER_MS, parseDuration, parseTime, tsOf, tsOfMs } from '../logs/time.js';
 import { LOG_LABELS, type LogLabel, type LogLine, type Store } from '../store/types.js';
+import { ACCESS_KINDS } from '../streams/feed.js';
+import { tokenOf } from './authenticate.js';
 
 const BASE = '/logs/org/:org/loki/api/v1';
 /** Where every logs route (and so every logs WebSocket) lives. */
@@ -36,12 +40,31 @@ export const MAX_TAILS_PER_PRINCIPAL = 10;
 const MAX_TAILS = 1000;
 /** Bytes a tail may have waiting to be sent: past that the consumer is too slow and is disconnected. */
 export const TAIL_BUFFER_BYTES = 1024 * 1024;
+/** A line's labels and time as sent, about. */
+const LINE_OVERHEAD_BYTES = 64;
 const TAIL_POLL_MS = 250;
+/** How often every open tail's key and readLogs are checked again (revocations made through another process). */
+const TAIL_RECHECK_MS = 1000;
+/** WebSocket close code for a tail whose principal lost access (policy violation). */
+const REVOKED = 1008;
 const PING_EVERY_MS = 30_000;
 const RETENTION_EVERY_MS = 60_000;
 const PRUNE_CHUNK = 10_000;
 
 type Query = Record<string, string | undefined>;
+
+/** An open tail as the access checks see it. */
+interface OpenTail {
+  principal: Principal;
+  org: string;
+  /** The key it was opened with (undefined for a JWT user). */
+  keyName?: string;
+  /** Holds new lines until release() (a check is under way). */
+  hold(): void;
+  release(): void;
+  /** Closes it: its principal may no longer read the org's logs. */
+  revoke(): void;
+}
 
 function limitOf(q: Query): number {
   if (q.limit === undefined || q.limit === '') return DEFAULT_LIMIT;
@@ -89,10 +112,21 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   const feed = new LogFeed(store, TAIL_POLL_MS, (err) => app.log.error({ err }, 'log feed failed'));
   const tails = new Map<string, number>();
   let openTails = 0;
+  const following = new Set<OpenTail>();
   let retention: NodeJS.Timeout | undefined;
+  let recheck: NodeJS.Timeout | undefined;
+  // This process's writes that can take access away are checked at once; other processes' within about a second.
+  const onChange = (_org: string, appended?: AppendedEvent) => {
+    if (appended && ACCESS_KINDS.has(appended.resource.kind)) void recheckTails();
+  };
   app.addHook('onReady', async () => {
     retention = setInterval(() => void pruneLogLines(store, config, Date.now()).catch((err) => app.log.error({ err }, 'log retention failed')), RETENTION_EVERY_MS);
     retention.unref();
+    recheck = setInterval(() => {
+      if (following.size > 0) void recheckTails();
+    }, TAIL_RECHECK_MS);
+    recheck.unref();
+    changes.on('change', onChange);
   });
   // Upgraded (or refused) WebSocket connections are the server's no longer: closing the server would
   // wait for them, so they are ended with it.
@@ -104,8 +138,65 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   app.addHook('preClose', async () => {
     for (const socket of upgraded) socket.destroy();
   });
+
+  /**
+   * Closes the tails whose principal may no longer read the org's logs: the key it was opened with
+   * is gone (revoked, or its service account deleted) or readLogs was taken away. New lines wait
+   * while a tail is checked, so none reaches a principal after a change made here took its access
+   * away. One key lookup (read from the store, not a cache) per distinct key.
+   */
+  let rounds: Promise<void> = Promise.resolve();
+  /** The round of checks not started yet: tails held by a later call join it. */
+  let nextRound: { tails: Set<OpenTail>; done: Promise<void> } | undefined;
+  const recheckTails = (): Promise<void> => {
+    if (!nextRound) {
+      const round = { tails: new Set<OpenTail>(), done: rounds };
+      round.done = rounds = rounds.then(() => {
+        nextRound = undefined;
+        return checkTails([...round.tails]);
+      });
+      nextRound = round;
+    }
+    // Held from now until a check that starts after now has passed.
+    for (const tail of following) {
+      if (nextRound.tails.has(tail)) continue;
+      tail.hold();
+      nextRound.tails.add(tail);
+    }
+    return nextRound.done;
+  };
+  const checkTails = async (tails: OpenTail[]): Promise<void> => {
+    const owners = new Map<string, Promise<string | undefined>>();
+    const verdicts = new Map<string, Promise<boolean>>();
+    await Promise.all(
+      tails.map(async (tail) => {
+        try {
+          let may = true;
+          if (tail.keyName !== undefined) {
+            let owner = owners.get(tail.keyName);
+            if (!owner) owners.set(tail.keyName, (owner = store.findKey(tail.keyName).then((r) => r && `/org/${r.org}/serviceaccount/${r.serviceAccount}`)));
+            may = (await owner) === tail.principal.link;
+          }
+          if (may) {
+            const who = `${tail.principal.link}\n${tail.org}`;
+            let verdict = verdicts.get(who);
+            if (!verdict) verdicts.set(who, (verdict = allowed(tail.principal, tail.org).then(() => true, (err) => (err instanceof ApiError && err.code === 'forbidden' ? false : Promise.reject(err)))));
+            may = await verdict;
+          }
+          if (!may) tail.revoke();
+        } catch (err) {
+          // Checked again within a second: a failing store read does not end every tail.
+          app.log.error({ err }, 'checking a tail failed');
+        } finally {
+          tail.release();
+        }
+      }),
+    );
+  };
   app.addHook('onClose', async () => {
     clearInterval(retention);
+    clearInterval(recheck);
+    changes.off('change', onChange);
     feed.close();
   });
 
@@ -191,7 +282,8 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
         const who = request.principal.link;
         tails.set(who, (tails.get(who) ?? 0) + 1);
         openTails++;
-        follow(socket, asked, () => {
+        const token = tokenOf(request);
+        follow(socket, { ...asked, principal: request.principal, keyName: token === undefined ? undefined : parseKey(token)?.keyName }, () => {
           openTails--;
           const left = (tails.get(who) ?? 1) - 1;
           if (left > 0) tails.set(who, left);
@@ -204,29 +296,51 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   /**
    * Sends the newest `limit` lines since `from`, then each new matching line as it is written. New
    * lines are taken from the moment the tail opens (held while the history is read), so none falls
-   * between the two. A consumer with more than TAIL_BUFFER_BYTES unsent is closed (1013) with the
-   * time to resume after.
+   * between the two. A tail with more than TAIL_BUFFER_BYTES unsent (in its socket, or held while
+   * its history is read or its access checked) when new lines come is closed (1013) with the time
+   * to resume after; one whose principal lost access, with 1008.
    */
-  function follow(socket: WebSocket, asked: { org: string; query: LogQuery; limit: number; from: string }, done: () => void): void {
+  function follow(socket: WebSocket, asked: { org: string; query: LogQuery; limit: number; from: string; principal: Principal; keyName?: string }, done: () => void): void {
     let history: Set<number> | undefined;
+    /** Lines waiting while the history is read or the tail's access is checked (see recheckTails). */
     let held: LogLine[] = [];
+    let holds = 1;
     let oldest = asked.from;
-    let last = '';
+    /** The time of the last line sent; before any, just before `from` (which is inclusive). */
+    let last = (BigInt(asked.from) - 1n).toString();
     let open = true;
+    /** Bytes of the held lines, about as they will be sent. */
+    let heldBytes = 0;
     const send = (lines: readonly LogLine[]) => {
       if (!open || lines.length === 0) return;
-      if (socket.bufferedAmount > TAIL_BUFFER_BYTES) return close(1013, `slow consumer; resume after ${last ? BigInt(last).toString() : asked.from}`);
       socket.send(JSON.stringify({ streams: toStreams(lines) }));
-      last = lines[lines.length - 1].ts;
+      last = BigInt(lines[lines.length - 1].ts).toString();
     };
     const unsubscribe = feed.subscribe(asked.org, (lines) => {
       const wanted = lines.filter((line) => line.ts >= oldest && !history?.has(line.id) && matches(asked.query, line.labels, line.line));
-      if (history === undefined) {
-        held.push(...wanted);
-        // History not read yet for this long: the client is not being served anyway.
-        if (held.length > MAX_LIMIT) close(1013, 'too many new lines before the history was read; reconnect');
-      } else send(wanted);
+      if (!open || wanted.length === 0) return;
+      // Unsent bytes (in the socket, or held here) over the bound: closed rather than buffering more.
+      if (socket.bufferedAmount + heldBytes > TAIL_BUFFER_BYTES) return close(1013, `slow consumer; resume after ${last}`);
+      if (holds === 0) return send(wanted);
+      held.push(...wanted);
+      for (const line of wanted) heldBytes += line.line.length + LINE_OVERHEAD_BYTES;
     });
+    const release = () => {
+      if (--holds > 0) return;
+      const waiting = held;
+      held = [];
+      heldBytes = 0;
+      send(waiting);
+    };
+    const tail: OpenTail = {
+      principal: asked.principal,
+      org: asked.org,
+      keyName: asked.keyName,
+      hold: () => void holds++,
+      release,
+      revoke: () => close(REVOKED, 'access to these logs was revoked'),
+    };
+    following.add(tail);
     let pinged = false;
     const keepalive = setInterval(() => {
       if (pinged) return void socket.terminate();
@@ -237,6 +351,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
     const close = (code?: number, reason?: string) => {
       if (!open) return;
       open = false;
+      following.delete(tail);
       unsubscribe();
       clearInterval(keepalive);
       done();
@@ -250,10 +365,8 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
         lines.reverse();
         history = new Set(lines.map((line) => line.id));
         if (lines.length > 0) oldest = lines[0].ts;
-        const pending = held.filter((line) => !history!.has(line.id) && line.ts >= oldest);
-        held = [];
-        send(lines);
-        send(pending);
+        held = [...lines, ...held.filter((line) => !history!.has(line.id) && line.ts >= oldest)];
+        release();
       },
       (err) => close(1011, err instanceof ApiError ? err.message.slice(0, 120) : 'reading the logs failed'),
     );

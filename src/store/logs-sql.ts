@@ -32,8 +32,8 @@ export function logsQuery(dialect: Dialect, filter: LogFilter): { sql: string; v
   }
   const [cmp, order] = filter.backward ? ['<', 'DESC'] : ['>', 'ASC'];
   if (filter.after) {
-    const ts = params.add(filter.after.ts);
-    where.push(`(ts ${cmp} ${ts} OR (ts = ${ts} AND id ${cmp} ${params.add(filter.after.id)}))`);
+    // Each placeholder its own value: SQLite's `?` are positional.
+    where.push(`(ts ${cmp} ${params.add(filter.after.ts)} OR (ts = ${params.add(filter.after.ts)} AND id ${cmp} ${params.add(filter.after.id)}))`);
   }
   const sql = `SELECT ${COLUMNS} FROM log_lines WHERE ${where.join(' AND ')} ORDER BY ts ${order}, id ${order} LIMIT ${params.add(filter.limit)}`;
   return { sql, values: params.values };

@@ -1,5 +1,6 @@
 import { changes, type AppendedEvent } from '../audit/changes.js';
 import { PLATFORM_CONTEXT } from '../audit/events.js';
+import { Coalesced } from '../coalesced.js';
 import { parseLink } from '../resources/links.js';
 import type { AuditRecord, Store } from '../store/types.js';
 
@@ -24,9 +25,15 @@ export interface ChainEvent {
   gvc?: string;
   /** The resource as the change left it (its response body). */
   object: Record<string, unknown>;
-  sse?: string;
-  /** Service accounts' view decisions on this event, by link: made once however many streams they hold. */
-  views?: Map<string, boolean>;
+  /** The server-sent event's bytes, made once and written as they are to every stream that sends it. */
+  sse?: Buffer;
+  /** A deployment's bytes with status.remote resolved, by the Core API address its streams reached Keel at. */
+  resolved?: Map<string, Buffer>;
+  /**
+   * Service accounts' view decisions on this event, by link: made once however many streams they
+   * hold (the pending decision is shared too, so streams woken together ask once).
+   */
+  views?: Map<string, boolean | Promise<boolean>>;
 }
 
 export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>): ChainEvent {
@@ -36,8 +43,8 @@ export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'r
 }
 
 /** The event as one server-sent event, made once. */
-export function encoded(event: ChainEvent): string {
-  return (event.sse ??= `id: ${event.seq}\nevent: ${event.action}\ndata: ${JSON.stringify({ type: event.action, seq: event.seq, kind: event.kind, object: event.object })}\n\n`);
+export function encoded(event: ChainEvent): Buffer {
+  return (event.sse ??= Buffer.from(`id: ${event.seq}\nevent: ${event.action}\ndata: ${JSON.stringify({ type: event.action, seq: event.seq, kind: event.kind, object: event.object })}\n\n`));
 }
 
 export interface FeedSubscriber {
@@ -63,14 +70,13 @@ export class OrgFeed {
   private base: number;
   private readonly ring: ChainEvent[] = [];
   readonly subscribers = new Set<FeedSubscriber>();
-  private reading = false;
-  private again = false;
+  private readonly reader: Coalesced;
   private readonly timer: NodeJS.Timeout;
   private readonly onChange = (org: string, appended?: AppendedEvent) => {
     if (org !== this.org) return;
     const event = appended?.event;
     // This process's own write, next in the chain: taken as it is instead of read back.
-    if (event?.seq === this.position + 1 && event.context === PLATFORM_CONTEXT && !this.reading) {
+    if (event?.seq === this.position + 1 && event.context === PLATFORM_CONTEXT && !this.reader.running) {
       this.append([{ ...event, seq: event.seq }], event.seq);
       return;
     }
@@ -85,6 +91,7 @@ export class OrgFeed {
   ) {
     this.position = head;
     this.base = head;
+    this.reader = new Coalesced(() => this.readBatch(), { onError: (err) => hooks.onError(err), goOn: () => this.subscribers.size > 0 });
     changes.on('change', this.onChange);
     this.timer = setInterval(() => void this.read(), POLL_MS);
     this.timer.unref();
@@ -113,24 +120,15 @@ export class OrgFeed {
   }
 
   /** Reads what the chain holds after the position; one read at a time, again if woken meanwhile. */
-  async read(): Promise<void> {
-    if (this.reading) {
-      this.again = true;
-      return;
-    }
-    this.reading = true;
-    try {
-      do {
-        this.again = false;
-        const records = await this.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.position, limit: READ_BATCH });
-        if (records.length) this.append(records, records[records.length - 1].seq);
-        if (records.length === READ_BATCH) this.again = true;
-      } while (this.again && this.subscribers.size > 0);
-    } catch (err) {
-      this.hooks.onError(err);
-    } finally {
-      this.reading = false;
-    }
+  read(): Promise<void> {
+    return this.reader.run();
+  }
+
+  /** One batch of the chain after the position: true when it was full (read on at once). */
+  private async readBatch(): Promise<boolean> {
+    const records = await this.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.position, limit: READ_BATCH });
+    if (records.length) this.append(records, records[records.length - 1].seq);
+    return records.length === READ_BATCH;
   }
 
   private append(records: ReadonlyArray<Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>>, through: number): void {

@@ -21,6 +21,8 @@ interface Held {
   watcher: Watcher;
   /** The key the stream was opened with (undefined for a JWT user). */
   keyName?: string;
+  /** What decides whether it may go on watching (see mayWatch): streams with the same one share the answer. */
+  question: string;
 }
 
 /**
@@ -96,7 +98,7 @@ export class WatchHub {
   }
 
   /** Starts a stream (already admitted) on the org's feed. */
-  open(options: Omit<WatcherOptions, 'onEnd' | 'onReplay' | 'bufferBytes' | 'store' | 'auth'>, token: string | undefined): Watcher {
+  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'store' | 'auth'>, token: string | undefined): Watcher {
     const link = options.principal.link;
     const watcher = new Watcher({
       ...options,
@@ -104,17 +106,18 @@ export class WatchHub {
       auth: this.auth,
       bufferBytes: this.limits.bufferBytes,
       onEnd: (w) => this.release(w),
+      onError: this.onError,
       onReplay: (w, replaying) => count(this.replays, w.principal.link, replaying ? 1 : -1),
     });
-    this.held.set(watcher, { watcher, keyName: token === undefined ? undefined : parseKey(token)?.keyName });
+    this.held.set(watcher, {
+      watcher,
+      keyName: token === undefined ? undefined : parseKey(token)?.keyName,
+      question: `${link}\n${watcher.org}\n${watcher.kind ?? ''}\n${watcher.viewing}`,
+    });
     count(this.streams, link, 1);
     options.feed.subscribers.add(watcher);
-    this.pump(watcher);
+    watcher.wake();
     return watcher;
-  }
-
-  pump(watcher: Watcher): void {
-    watcher.pump().catch((err) => this.onError(err));
   }
 
   /** Ends every stream (server shutdown). */
@@ -196,12 +199,13 @@ export class WatchHub {
         const members = new Map<string, Promise<boolean>>();
         const asked: Array<{ watcher: Watcher; keyName?: string; member: string }> = [];
         for (const watcher of watchers) {
-          const keyName = this.held.get(watcher)?.keyName;
+          const held = this.held.get(watcher);
+          if (!held) continue;
+          const { keyName, question: member } = held;
           if (keyName !== undefined && !keys.has(keyName)) {
             // A lookup that fails ends the stream rather than leaving it unchecked.
             keys.set(keyName, this.store.findKey(keyName).then((r) => r && `/org/${r.org}/serviceaccount/${r.serviceAccount}`, (err) => void this.onError(err)));
           }
-          const member = `${watcher.principal.link}\n${watcher.org}\n${watcher.kind ?? ''}\n${watcher.viewing}`;
           if (!members.has(member)) {
             members.set(
               member,

@@ -44,6 +44,8 @@ export interface WatcherOptions {
   bufferBytes: number;
   /** Told once when the stream ends, for whatever reason. */
   onEnd(watcher: Watcher): void;
+  /** Told of a failure that ended the stream (a store read, a permission check). */
+  onError(err: unknown): void;
   /** Told when the watcher starts and stops reading history from the store. */
   onReplay(watcher: Watcher, replaying: boolean): void;
 }
@@ -87,8 +89,16 @@ export class Watcher implements FeedSubscriber {
     return this.o.feed.org;
   }
 
+  /** Sends what the feed has after the cursor; one pump at a time, again if woken meanwhile. */
   wake(): void {
-    if (this.open) void this.pump();
+    if (!this.open) return;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    this.again = false;
+    this.run();
   }
 
   /** Holds the stream until resume() (permissions may have changed: see WatchHub). */
@@ -102,45 +112,60 @@ export class Watcher implements FeedSubscriber {
     this.wake();
   }
 
-  /** Sends what the feed has after the cursor; one pump at a time, again if woken meanwhile. */
-  async pump(): Promise<void> {
-    if (this.pumping) {
-      this.again = true;
-      return;
-    }
-    this.pumping = true;
+  /**
+   * The pump. It runs synchronously while the next event is in the feed's ring and its decision is
+   * known, so one change fanned out to thousands of streams costs each of them a write and no
+   * promise; it continues after a promise when the decision must be made, the cursor is behind the
+   * ring, or it has handled SLICE events in this turn.
+   */
+  private run(): void {
+    let handled = 0;
     try {
-      do {
-        this.again = false;
-        let handled = 0;
-        while (this.open && !this.paused && this.last < this.o.feed.position) {
-          const next = this.o.feed.after(this.last);
-          if (next === 'behind') {
-            await this.replayChunk();
-            continue;
-          }
+      for (;;) {
+        const feed = this.o.feed;
+        while (this.open && !this.paused && this.last < feed.position) {
+          const next = feed.after(this.last);
+          if (next === 'behind') return this.continueAfter(this.replayChunk());
           this.setReplaying(false);
           if (next === 'none') {
-            this.last = this.o.feed.position;
+            this.last = feed.position;
             break;
           }
           const decided = this.wants(next);
-          const wanted = typeof decided === 'boolean' ? decided : await decided;
-          if (!this.open || this.paused) break;
-          if (wanted) {
-            this.o.out.write(this.text(next));
-            if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(next.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
-          }
-          this.last = next.seq;
-          if (++handled % SLICE === 0) await yieldTurn();
+          if (typeof decided !== 'boolean') return this.continueAfter(decided.then((wanted) => this.deliver(next, wanted)));
+          this.deliver(next, decided);
+          if (++handled === SLICE) return this.continueAfter(yieldTurn());
         }
-      } while (this.again && this.open);
+        if (!this.again || !this.open) break;
+        this.again = false;
+      }
     } catch (err) {
-      this.end();
-      throw err;
-    } finally {
-      this.pumping = false;
+      return this.fail(err);
     }
+    this.pumping = false;
+  }
+
+  private continueAfter(step: Promise<unknown>): void {
+    step.then(
+      () => this.run(),
+      (err) => this.fail(err),
+    );
+  }
+
+  private fail(err: unknown): void {
+    this.pumping = false;
+    this.end();
+    this.o.onError(err);
+  }
+
+  /** Sends the event if wanted and moves the cursor past it (unless the stream was held or ended meanwhile). */
+  private deliver(event: ChainEvent, wanted: boolean): void {
+    if (!this.open || this.paused) return;
+    if (wanted) {
+      this.o.out.write(this.text(event));
+      if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(event.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
+    }
+    this.last = event.seq;
   }
 
   /** Sends a bookmark with the cursor's position, when no event is being sent. */
@@ -252,19 +277,28 @@ export class Watcher implements FeedSubscriber {
     const f = this.o.filter;
     if (!this.passes(event.kind, event.name) || (f.gvc !== undefined && event.gvc !== f.gvc)) return false;
     const principal = this.o.principal;
-    const shared = principal.kind === 'serviceaccount';
-    const known = shared ? event.views?.get(principal.link) : undefined;
-    if (known !== undefined) return known && this.matches(event);
-    return this.mayView(event).then((may) => {
-      if (shared) (event.views ??= new Map()).set(principal.link, may);
-      return may && this.matches(event);
-    });
+    if (principal.kind !== 'serviceaccount') return this.mayView(event).then((may) => may && this.matches(event));
+    // The map is the event's at the time of asking: a decision made before an access change is not kept after it (see OrgFeed).
+    const views: NonNullable<ChainEvent['views']> = (event.views ??= new Map());
+    let may = views.get(principal.link);
+    if (may === undefined) {
+      may = this.mayView(event);
+      views.set(principal.link, may);
+      may.then(
+        (decided) => views.set(principal.link, decided),
+        () => views.delete(principal.link),
+      );
+    }
+    return typeof may === 'boolean' ? may && this.matches(event) : may.then((decided) => decided && this.matches(event));
   }
 
   /** The event as this client gets it: shared by every watcher, but a deployment's status.remote is resolved for this one. */
-  private text(event: ChainEvent): string {
+  private text(event: ChainEvent): Buffer {
     if (event.kind !== 'deployment') return encoded(event);
-    return encoded({ ...event, object: withResolvedRemote(event.object, this.o.base), sse: undefined });
+    const byBase = (event.resolved ??= new Map());
+    let bytes = byBase.get(this.o.base);
+    if (!bytes) byBase.set(this.o.base, (bytes = encoded({ ...event, object: withResolvedRemote(event.object, this.o.base), sse: undefined, resolved: undefined })));
+    return bytes;
   }
 
   private matches(event: ChainEvent): boolean {

@@ -6,8 +6,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import WebSocket from 'ws';
 import { pruneLogLines } from '../../src/server/logs-api.js';
-import { tsOfMs } from '../../src/logs/time.js';
+import { stamp, tsOfMs } from '../../src/logs/time.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { spawnKeel } from '../support/spawn-keel.js';
 
 const STEP = 100;
 const [L1, L2] = ['aws-us-west-2', 'gcp-us-east1'];
@@ -29,6 +30,17 @@ async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value: T) =>
     if (ok(value)) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 1500)}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The promise's value, or a failure naming `what` after `ms`. */
+async function within<T>(what: string, promise: Promise<T>, ms = 20_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)));
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -291,11 +303,119 @@ forEachBackend('logs API', (backend) => {
     }
   });
 
-  /** Opens a tail; next(ok) waits until the lines received since the last next() satisfy ok, and returns them. */
-  async function openTail(authorization: string, params: Record<string, string | number>) {
-    const ws = new WebSocket(`ws://${base}${LOGS}/tail?${q(params)}`, { headers: { authorization } });
+  /** Writes `n` lines of about `size` characters to the store, as the platform would, one nanosecond apart. */
+  const flood = (n: number, size: number, tag: string) =>
+    k.store.transaction((tx) =>
+      tx.appendLogs(Array.from({ length: n }, (_, i) => ({ org: 'acme', ts: stamp(Date.now()), labels: { gvc: 'flood', workload: 'noisy' }, line: `${tag} ${i} ${'x'.repeat(size)}` }))),
+    );
+
+  test('a tail that does not read is closed (1013) once more than 1 MiB waits for it, naming the time to resume after; resuming from it misses nothing', async () => {
+    const start = tsOfMs(Date.now());
+    const params = { query: '{gvc="flood"}', start, limit: 100 };
+    const slow = await openTail(k.token, params);
+    slow.pause();
+    const fast = await openTail(k.token, params);
+    // 8 MB in one go: more than the sockets' kernel buffers take, so more than 1 MiB waits in the server.
+    await flood(4000, 2000, 'a');
+    await fast.next((es) => es.some((e) => e.line.startsWith('a 3999 ')));
+    // The next lines find the slow tail's buffer over the bound: it is closed instead of buffering them.
+    await flood(10, 100, 'b');
+    await fast.next((es) => es.some((e) => e.line.startsWith('b 9 ')));
+    slow.resume();
+    const { code, reason } = await within('the slow tail to close', slow.closed);
+    const received = slow.take();
+    assert.equal(code, 1013);
+    const resume = /^slow consumer; resume after (\d+)$/.exec(reason);
+    assert.ok(resume, reason);
+    // What it was sent before the close, and nothing more was queued for it.
+    assert.deepEqual(received.map((e) => e.line.split(' ', 2).join(' ')), Array.from({ length: 4000 }, (_, i) => `a ${i}`));
+    assert.equal(resume[1], received[received.length - 1].ts, 'the resume point is the last line it was sent');
+    // Resuming just after that time gives exactly the lines it missed.
+    const again = await openTail(k.token, { ...params, start: (BigInt(resume[1]) + 1n).toString() });
+    const missed = await again.next((es) => es.length >= 10);
+    assert.deepEqual(missed.map((e) => e.line.split(' ', 2).join(' ')), Array.from({ length: 10 }, (_, i) => `b ${i}`));
+    for (const tail of [fast, again]) tail.close();
+  });
+
+  test('a burst of more lines than one read of the feed takes (10,000) reaches a tail whole and in order', async () => {
+    const tail = await openTail(k.token, { query: '{gvc="flood", workload="burst"}', start: tsOfMs(Date.now()), limit: 10 });
+    const n = 12_000;
+    await k.store.transaction((tx) =>
+      tx.appendLogs(Array.from({ length: n }, (_, i) => ({ org: 'acme', ts: stamp(Date.now()), labels: { gvc: 'flood', workload: 'burst' }, line: `burst ${i}` }))),
+    );
+    const got = await tail.next((es) => es.some((e) => e.line === `burst ${n - 1}`));
+    assert.deepEqual(got.map((e) => e.line), Array.from({ length: n }, (_, i) => `burst ${i}`));
+    tail.close();
+  });
+
+  /** A service account that may read the org's logs, and a key of it. */
+  const tailer = async (name: string) => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
+    const policy = { name: `${name}-logs`, targetKind: 'org', target: 'all', bindings: [{ permissions: ['readLogs'], principalLinks: [`//serviceaccount/${name}`] }] };
+    assert.equal((await k.call('POST', '/org/acme/policy', policy)).status, 201);
+    const key = (await k.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: 't' })).body as { key: string; name: string };
+    return { token: key.key, keyName: key.name };
+  };
+
+  test('a tail ends (1008) when its key is revoked or readLogs is taken away, and no line written after reaches it', async () => {
+    const revocations: Array<[string, (name: string, keyName: string) => Promise<{ status: number }>]> = [
+      ['key revoked', (name, keyName) => k.call('PATCH', `/org/acme/serviceaccount/${name}`, { '$drop/keys': [keyName] })],
+      ['readLogs taken away', (name) => k.call('DELETE', `/org/acme/policy/${name}-logs`)],
+      ['service account deleted', (name) => k.call('DELETE', `/org/acme/serviceaccount/${name}`)],
+    ];
+    for (const [i, [what, revoke]] of revocations.entries()) {
+      const name = `tailer-${i}`;
+      const { token, keyName } = await tailer(name);
+      const tail = await openTail(token, { query: '{gvc="flood"}', start: tsOfMs(Date.now()), limit: 10 });
+      await flood(1, 10, `before-${i}`);
+      await tail.next((es) => es.some((e) => e.line.startsWith(`before-${i} `)));
+      assert.ok((await revoke(name, keyName)).status < 300, what);
+      await flood(1, 10, `after-${i}`);
+      const { code, reason } = await within(`the tail to close (${what})`, tail.closed);
+      assert.equal(code, 1008, what);
+      assert.equal(reason, 'access to these logs was revoked');
+      assert.deepEqual(tail.take(), [], `${what}: nothing after the revocation`);
+    }
+    // A bystander's tail goes on.
+    const { token } = await tailer('bystander');
+    const tail = await openTail(token, { query: '{gvc="flood"}', start: tsOfMs(Date.now()), limit: 10 });
+    await flood(1, 10, 'bystander');
+    await tail.next((es) => es.some((e) => e.line.startsWith('bystander ')));
+    tail.close();
+  });
+
+  if (backend === 'postgres') {
+    test('two Keel processes on one PostgreSQL: a tail on the second follows the rollout the first reconciles, and ends when the first revokes its key', async () => {
+      const second = await spawnKeel(k.config.databaseUrl!);
+      try {
+        const host = second.base.replace(/^http:\/\//, '');
+        const { token, keyName } = await tailer('remote-tailer');
+        const tail = await openTail(token, { query: '{gvc="prod", workload="web"} |= "Rollout"', start: tsOfMs(Date.now()), limit: 1 }, host);
+        const current = (await k.call('GET', '/org/acme/gvc/prod/workload/web')).body;
+        assert.equal((await k.call('PATCH', '/org/acme/gvc/prod/workload/web', { spec: { '$patch/containers': [{ name: 'nginx', image: `nginx:remote-${Date.now()}` }] } })).status, 200);
+        const version = current.version + 1;
+        const wanted = [L1, L2].map((l) => `Rollout of workload version ${version} to ${l} complete`);
+        const live = await tail.next((es) => wanted.every((w) => es.some((e) => e.line.startsWith(w))));
+        assert.ok(live.every((e) => e.labels.workload === 'web' && e.line.includes('Rollout')), 'only matching lines');
+        assert.equal((await k.call('PATCH', '/org/acme/serviceaccount/remote-tailer', { '$drop/keys': [keyName] })).status, 200);
+        // The second process sees the revocation through the database, within about a second.
+        const { code } = await within('the tail on the second process to close', tail.closed);
+        assert.equal(code, 1008);
+      } finally {
+        await second.stop();
+      }
+    });
+  }
+
+  /**
+   * Opens a tail (on this Keel, or on the one at `host`); next(ok) waits until the lines received
+   * since the last next() satisfy ok, and returns them; closed resolves with the close code and reason.
+   */
+  async function openTail(authorization: string, params: Record<string, string | number>, host = base) {
+    const ws = new WebSocket(`ws://${host}${LOGS}/tail?${q(params)}`, { headers: { authorization } });
     let got: Entry[] = [];
     let wake = () => {};
+    const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
     ws.on('message', (data) => {
       const body = JSON.parse(String(data));
       for (const s of body.streams) for (const [ts, line] of s.values) got.push({ labels: s.stream, ts, line });
@@ -322,6 +442,16 @@ forEachBackend('logs API', (backend) => {
         got = [];
         return out;
       },
+      /** The lines received since the last next(), taken. */
+      take(): Entry[] {
+        const out = got;
+        got = [];
+        return out;
+      },
+      closed,
+      /** Stops reading from the socket (a client that does not keep up), or starts again. */
+      pause: () => (ws as unknown as { _socket: import('node:net').Socket })._socket.pause(),
+      resume: () => (ws as unknown as { _socket: import('node:net').Socket })._socket.resume(),
       close: () => ws.close(),
     };
   }

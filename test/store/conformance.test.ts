@@ -354,4 +354,22 @@ forEachBackend('store conformance', (backend) => {
     assert.deepEqual(await store.get(b), b);
     assert.equal((await store.audit({ org: 'lenient', limit: 100 })).length, 1);
   });
+
+  test('log lines page in both directions: each page goes on after the last line of the one before, ties in time broken by id', async () => {
+    // Two lines share each time, so a page may end between them.
+    const lines = Array.from({ length: 9 }, (_, i) => ({ org: 'paging', ts: String(1_700_000_000_000_000_000n + BigInt(i >> 1)), labels: { gvc: 'g' }, line: `line ${i}` }));
+    await store.transaction((tx) => tx.appendLogs(lines));
+    for (const backward of [false, true]) {
+      const seen: string[] = [];
+      let after: { ts: string; id: number } | undefined;
+      for (;;) {
+        const page = await store.logs({ org: 'paging', from: '0', to: '9999999999999999999', backward, labels: [{ label: 'gvc', op: '=', value: 'g' }], contains: [], after, limit: 2 });
+        seen.push(...page.map((l) => l.line));
+        if (page.length < 2) break;
+        after = page[page.length - 1];
+      }
+      const expected = lines.map((l) => l.line);
+      assert.deepEqual(seen, backward ? expected.reverse() : expected);
+    }
+  });
 });
