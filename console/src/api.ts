@@ -206,6 +206,17 @@ export async function mayEdit(path: string): Promise<boolean> {
   }
 }
 
+/** Whether the caller may read a path: HEAD is authorized like GET and carries no body. */
+export async function mayRead(path: string, signal?: AbortSignal): Promise<boolean> {
+  try {
+    await call('HEAD', path, undefined, { signal });
+    return true;
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw err;
+    return false;
+  }
+}
+
 /** Whether the caller may create items in a collection: a dry-run create is refused before validation when not allowed. */
 export async function mayCreate(collection: string): Promise<boolean> {
   try {

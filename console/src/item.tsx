@@ -4,7 +4,8 @@ import { useEffect, useState } from 'preact/hooks';
 import { parse, stringify } from 'yaml';
 import { call, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
 import { KindPanel } from './panels';
-import { templateOf, templateTypes } from './templates';
+import { SecretForm } from './secret-form';
+import { templateOf } from './templates';
 import { CodeEditor, Diff, ErrorBox, ago, go, statusSummary, useLoad } from './widgets';
 
 const READ_ONLY = ['id', 'created', 'lastModified', 'links', 'status'];
@@ -401,15 +402,18 @@ function AccessReport(props: { path: string }) {
   );
 }
 
-/** Create from the kind's template, with a dry run first. */
+/** Create from the kind's template (secrets from the form of their type), with a dry run first. */
 export function NewItem(props: { kind: KindInfo; org: string; gvc?: string; collection: string }) {
-  const types = templateTypes(props.kind.kind);
-  const [type, setType] = useState(types[0] ?? '');
-  const initial = toYaml(templateOf(props.kind.kind, type, props.org));
+  const [fromForm, setFromForm] = useState<Record<string, unknown>>();
+  if (props.kind.kind === 'secret' && !fromForm) return <SecretForm org={props.org} collection={props.collection} asYaml={setFromForm} />;
+  return <NewFromYaml {...props} initial={fromForm ?? templateOf(props.kind.kind, props.org)} />;
+}
+
+function NewFromYaml(props: { kind: KindInfo; collection: string; initial: Record<string, unknown> }) {
+  const [initial] = useState(() => toYaml(props.initial));
   const [text, setText] = useState(initial);
   const [error, setError] = useState<string>();
   const [checked, setChecked] = useState<string>();
-  useEffect(() => setText(initial), [type]);
   const submit = async (dryRun: boolean) => {
     setError(undefined);
     try {
@@ -424,17 +428,7 @@ export function NewItem(props: { kind: KindInfo; org: string; gvc?: string; coll
   return (
     <section>
       <h1>New {props.kind.kind}</h1>
-      {types.length > 1 ? (
-        <label>
-          Type{' '}
-          <select aria-label="Type" value={type} onChange={(e) => setType((e.target as HTMLSelectElement).value)}>
-            {types.map((t) => (
-              <option key={t}>{t}</option>
-            ))}
-          </select>
-        </label>
-      ) : null}
-      <CodeEditor key={type} text={initial} readOnly={false} label={`New ${props.kind.kind} YAML`} onChange={setText} />
+      <CodeEditor text={initial} readOnly={false} label={`New ${props.kind.kind} YAML`} onChange={setText} />
       <div class="actions">
         <button type="button" onClick={() => submit(true)}>
           Check (dry run)

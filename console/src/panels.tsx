@@ -1,7 +1,7 @@
 // The parts of an item's overview that only some kinds have. Each reads and writes through the
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
-import { call, explain, type Item, type ListBody } from './api';
+import { call, explain, mayRead, type Item, type ListBody } from './api';
 import { ErrorBox, ago, useLoad } from './widgets';
 
 interface PanelProps {
@@ -103,9 +103,15 @@ function WorkloadPanel(props: PanelProps) {
     }
   };
   const suspended = item.spec?.defaultOptions?.suspend === true;
+  const cron = item.spec?.type === 'cron';
   return (
     <div>
       <h2>Deployments</h2>
+      {suspended ? (
+        <p class="warning" data-testid="suspended">
+          Suspended: {cron ? 'the schedule starts no runs' : 'no replicas run'} until resumed.
+        </p>
+      ) : null}
       <ErrorBox error={deployments.error ? explain(deployments.error) : undefined} />
       <table class="grid" aria-label="Deployments">
         <thead>
@@ -115,6 +121,7 @@ function WorkloadPanel(props: PanelProps) {
             <th scope="col">Message</th>
             <th scope="col">Versions</th>
             <th scope="col">Endpoint</th>
+            {cron && props.canEdit ? <th scope="col">Run</th> : null}
           </tr>
         </thead>
         <tbody>
@@ -123,8 +130,16 @@ function WorkloadPanel(props: PanelProps) {
               <td>{d.name}</td>
               <td data-testid="deployment-ready">{d.status?.ready ? 'Ready' : 'Not ready'}</td>
               <td>{d.status?.message ?? ''}</td>
-              <td>{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
+              <td data-testid="deployment-versions">{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
               <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
+              {cron && props.canEdit ? (
+                <td>
+                  {/* A run starts in one location: the command names it, as `cpln workload cron start --location` does. */}
+                  <button type="button" class="small" onClick={() => act(`Run requested in ${d.name}.`, () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: { location: d.name } }))}>
+                    Run now in {d.name}
+                  </button>
+                </td>
+              ) : null}
             </tr>
           ))}
         </tbody>
@@ -138,11 +153,6 @@ function WorkloadPanel(props: PanelProps) {
           <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, { spec: { defaultOptions: { suspend: !suspended } } }))}>
             {suspended ? 'Resume' : 'Suspend'}
           </button>
-          {item.spec?.type === 'cron' ? (
-            <button type="button" onClick={() => act('Run requested.', () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: {} }))}>
-              Run now
-            </button>
-          ) : null}
           {done ? <span role="status">{done}</span> : null}
         </div>
       ) : null}
@@ -228,28 +238,37 @@ function DomainPanel(props: PanelProps) {
   );
 }
 
-/** Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). */
+/**
+ * Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). Whether
+ * the key has it is asked with HEAD on the same path: authorized like the GET, but the value never
+ * leaves the server until a person asks to see it.
+ */
 function SecretPanel(props: PanelProps) {
   const [value, setValue] = useState<unknown>();
   const [error, setError] = useState<string>();
+  const mayReveal = useLoad((signal) => mayRead(`${props.path}/-reveal`, signal), [props.path]);
   return (
     <div>
       <h2>Value ({props.item.type})</h2>
       {value === undefined ? (
         <p>
           <span class="muted">Hidden. </span>
-          <button
-            type="button"
-            onClick={async () => {
-              try {
-                setValue((await call<Item>('GET', `${props.path}/-reveal`)).data ?? null);
-              } catch (err) {
-                setError(explain(err));
-              }
-            }}
-          >
-            Reveal
-          </button>
+          {mayReveal.data === true ? (
+            <button
+              type="button"
+              onClick={async () => {
+                try {
+                  setValue((await call<Item>('GET', `${props.path}/-reveal`)).data ?? null);
+                } catch (err) {
+                  setError(explain(err));
+                }
+              }}
+            >
+              Reveal
+            </button>
+          ) : mayReveal.data === false ? (
+            <span data-testid="no-reveal">Your key may not reveal this secret (it lacks the reveal permission).</span>
+          ) : null}
         </p>
       ) : (
         <div>
@@ -284,8 +303,15 @@ function ServiceAccountPanel(props: PanelProps) {
           <button
             type="button"
             onClick={async () => {
-              await navigator.clipboard?.writeText(minted).catch(() => undefined);
-              setCopied(true);
+              // The clipboard needs a secure context (https or localhost) and the page's focus; say so when it is refused.
+              try {
+                if (!navigator.clipboard) throw new Error('no clipboard here');
+                await navigator.clipboard.writeText(minted);
+                setCopied(true);
+              } catch {
+                setCopied(false);
+                setError('The browser refused the copy: select the key above and copy it by hand.');
+              }
             }}
           >
             {copied ? 'Copied' : 'Copy'}
