@@ -528,6 +528,10 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await page.getByRole('button', { name: 'Create' }).click();
     await page.locator('#secret-name-error').waitFor({ timeout: WAIT });
     assert.match(await page.locator('#secret-name-error').innerText(), /^name /);
+    // The form's body can be finished in YAML.
+    await page.getByRole('button', { name: 'Edit as YAML' }).click();
+    await page.locator('.editor .cm-content').first().getByText('type: docker').waitFor({ timeout: WAIT });
+    assert.match(await page.locator('.editor .cm-content').first().innerText(), /name: Not A Name[\s\S]*data: '\{"auths": \{\}\}'/);
   });
 
   test('a limited key sees only what it may view, without edit or delete controls; a 403 is explained', async () => {

@@ -5,7 +5,16 @@ import { call, explain, mayCreate, selfOf, watch, type Item, type KindInfo, type
 import { ErrorBox, Tags, ago, statusSummary } from './widgets';
 
 const ROW = 36;
+/** The first page only has to fill the screen, so rows show as soon as possible; the rest come in the largest pages the API serves. */
+const FIRST_PAGE = 100;
 const PAGE = 1000;
+
+/** A `next` link asking for a page of `limit` items (the cursor does not depend on the page size). */
+function withLimit(href: string, limit: number): string {
+  const url = new URL(href, location.origin);
+  url.searchParams.set('limit', String(limit));
+  return url.pathname + url.search;
+}
 
 type SortKey = 'name' | 'lastModified' | 'status';
 
@@ -46,12 +55,12 @@ export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; col
     const filtered = applied.name || applied.tags;
     (async () => {
       let page: ListBody = filtered
-        ? await call('POST', `${collection}/-query?limit=${PAGE}`, queryOf(kind.kind, applied.name, applied.tags), { signal: ctl.signal })
-        : await call('GET', `${collection}?limit=${PAGE}`, undefined, { signal: ctl.signal });
+        ? await call('POST', `${collection}/-query?limit=${FIRST_PAGE}`, queryOf(kind.kind, applied.name, applied.tags), { signal: ctl.signal })
+        : await call('GET', `${collection}?limit=${FIRST_PAGE}`, undefined, { signal: ctl.signal });
       let all = page.items;
       setItems(all);
       for (let next = page.links.find((l) => l.rel === 'next'); next && !ctl.signal.aborted; next = page.links.find((l) => l.rel === 'next')) {
-        page = await call('GET', next.href, undefined, { signal: ctl.signal });
+        page = await call('GET', withLimit(next.href, PAGE), undefined, { signal: ctl.signal });
         all = all.concat(page.items);
         setItems(all);
       }
@@ -82,8 +91,10 @@ export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; col
 
   const sorted = useMemo(() => {
     const key = sort.key;
-    const value = (i: Item) => (key === 'status' ? statusSummary(i) : String(i[key] ?? ''));
-    const out = [...items].sort((a, b) => (value(a) < value(b) ? -1 : value(a) > value(b) ? 1 : 0));
+    // Each item's sort key is computed once, not at every comparison (10,000 items take ~130,000).
+    const keyed = items.map((item) => [key === 'status' ? statusSummary(item) : String(item[key] ?? ''), item] as const);
+    keyed.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const out = keyed.map((k) => k[1]);
     return sort.desc ? out.reverse() : out;
   }, [items, sort]);
 
