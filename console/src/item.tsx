@@ -405,7 +405,7 @@ function AccessReport(props: { path: string }) {
 /** Create from the kind's template (secrets from the form of their type), with a dry run first. */
 export function NewItem(props: { kind: KindInfo; org: string; gvc?: string; collection: string }) {
   const [fromForm, setFromForm] = useState<Record<string, unknown>>();
-  if (props.kind.kind === 'secret' && !fromForm) return <SecretForm org={props.org} collection={props.collection} asYaml={setFromForm} />;
+  if (props.kind.kind === 'secret' && !fromForm) return <SecretForm collection={props.collection} asYaml={setFromForm} />;
   return <NewFromYaml {...props} initial={fromForm ?? templateOf(props.kind.kind, props.org)} />;
 }
 

@@ -35,7 +35,7 @@ const AWS_FIELDS: Field[] = [
   { name: 'externalId', label: 'External id', input: 'line' },
 ];
 
-export const SECRET_TYPES: SecretType[] = [
+const SECRET_TYPES: SecretType[] = [
   {
     type: 'opaque',
     label: 'Opaque',
@@ -104,7 +104,7 @@ export const SECRET_TYPES: SecretType[] = [
 type Values = Record<string, string>;
 
 /** The create body of a type from what was typed; empty optional fields are left out, as a person would leave them out of YAML. */
-export function secretBody(spec: SecretType, name: string, description: string, values: Values, pairs: Array<[string, string]>): Record<string, unknown> {
+function secretBody(spec: SecretType, name: string, description: string, values: Values, pairs: Array<[string, string]>): Record<string, unknown> {
   let data: unknown;
   if (spec.data === 'document') data = values.document ?? '';
   else if (spec.data === 'pairs') data = Object.fromEntries(pairs.filter(([k]) => k.trim()).map(([k, v]) => [k.trim(), v]));
@@ -132,7 +132,7 @@ function fieldErrors(err: unknown): Record<string, string> {
   return out;
 }
 
-export function SecretForm(props: { org: string; collection: string; asYaml: (body: Record<string, unknown>) => void }) {
+export function SecretForm(props: { collection: string; asYaml: (body: Record<string, unknown>) => void }) {
   const [type, setType] = useState(SECRET_TYPES[0].type);
   const [name, setName] = useState('');
   const [description, setDescription] = useState('');
