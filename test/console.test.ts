@@ -389,15 +389,22 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     assert.equal(await page.getByTestId('deployment-versions').first().innerText(), `v${before + 1} ✓`);
     assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.version, before + 1);
 
+    // The location's own options say "not suspended": Suspend must override them as well, as the CLI's stop does.
+    const local = await k.call('PATCH', '/org/acme/gvc/shop/workload/web', { spec: { localOptions: [{ location: '//location/aws-us-east-2', suspend: false, capacityAI: false }] } });
+    assert.equal(local.status, 200, JSON.stringify(local.body));
+    await page.getByTestId('deployment-versions').filter({ hasText: `v${before + 2} ✓` }).waitFor({ timeout: WAIT });
     await page.getByRole('button', { name: 'Suspend' }).click();
     await page.getByTestId('suspended').waitFor({ timeout: WAIT });
     await page.getByTestId('deployment-ready').filter({ hasText: /^Not ready$/ }).first().waitFor({ timeout: WAIT });
-    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.spec.defaultOptions.suspend, true);
+    const suspended = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.spec;
+    assert.equal(suspended.defaultOptions.suspend, true);
+    assert.deepEqual(suspended.localOptions.map((o: { suspend: boolean; capacityAI: boolean }) => [o.suspend, o.capacityAI]), [[true, false]], 'the location keeps its other options');
     await axe('suspended workload');
     await page.getByRole('button', { name: 'Resume' }).click();
     await page.getByTestId('suspended').waitFor({ state: 'detached', timeout: WAIT });
     await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
-    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.spec.defaultOptions.suspend, false);
+    const resumed = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.spec;
+    assert.deepEqual([resumed.defaultOptions.suspend, resumed.localOptions[0].suspend], [false, false]);
     assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), 'actions', 'the page was not reloaded');
   });
 

@@ -104,6 +104,9 @@ function WorkloadPanel(props: PanelProps) {
   };
   const suspended = item.spec?.defaultOptions?.suspend === true;
   const cron = item.spec?.type === 'cron';
+  // As `cpln workload stop/start` does: a location's own options override the defaults, so they are suspended (or resumed) too.
+  const localOptions: any[] = Array.isArray(item.spec?.localOptions) ? item.spec.localOptions : [];
+  const suspension = (on: boolean) => ({ spec: { defaultOptions: { suspend: on }, ...(localOptions.length ? { localOptions: localOptions.map((o) => ({ ...o, suspend: on })) } : {}) } });
   return (
     <div>
       <h2>Deployments</h2>
@@ -134,7 +137,7 @@ function WorkloadPanel(props: PanelProps) {
               <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
               {cron && props.canEdit ? (
                 <td>
-                  {/* A run starts in one location: the command names it, as `cpln workload cron start --location` does. */}
+                  {/* A run starts in one location: a runCronWorkload command must name it (spec.location). */}
                   <button type="button" class="small" onClick={() => act(`Run requested in ${d.name}.`, () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: { location: d.name } }))}>
                     Run now in {d.name}
                   </button>
@@ -150,7 +153,7 @@ function WorkloadPanel(props: PanelProps) {
           <button type="button" onClick={() => act('Redeployment requested.', () => call('PATCH', path, { tags: { 'cpln/deployTimestamp': new Date().toISOString() } }))}>
             Force redeploy
           </button>
-          <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, { spec: { defaultOptions: { suspend: !suspended } } }))}>
+          <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, suspension(!suspended)))}>
             {suspended ? 'Resume' : 'Suspend'}
           </button>
           {done ? <span role="status">{done}</span> : null}
