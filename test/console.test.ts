@@ -343,6 +343,9 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     assert.ok(expected.some((r) => r.type === 'CNAME'), JSON.stringify(expected));
     const shown = await records.locator('tbody tr').evaluateAll((rows) => rows.map((r: any) => [...r.querySelectorAll('td')].map((td: any) => td.textContent)));
     assert.deepEqual(shown, expected.map((r) => [r.type, r.host, r.value, String(r.ttl)]));
+    // The domain's own status moves on while the page is open.
+    await page.getByTestId('status-summary').filter({ hasText: /^ready$/ }).waitFor({ timeout: WAIT });
+    await page.getByText('Domain status: ready').waitFor({ timeout: WAIT });
     await shot('domain');
     await axe('domain');
   });

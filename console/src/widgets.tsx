@@ -104,7 +104,7 @@ export function statusSummary(item: { status?: Record<string, any> }): string {
   const s = item.status;
   if (!s || typeof s !== 'object' || !Object.keys(s).length) return '—';
   if (typeof s.ready === 'boolean') return s.ready ? 'Ready' : s.message || 'Not ready';
-  for (const key of ['phase', 'lifecycle', 'state', 'message']) if (typeof s[key] === 'string') return s[key];
+  for (const key of ['phase', 'lifecycle', 'state', 'status', 'message']) if (typeof s[key] === 'string') return s[key];
   return 'Has status';
 }
 
