@@ -548,9 +548,13 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     assert.equal((await k.call('POST', '/org/acme/gvc/shop/workload', { name: 'secret-sauce', spec: { type: 'standard', containers: [{ name: 'c', image: 'nginx' }] } })).status, 201);
     const limited = await keyFor('looker', { name: 'looker-web', targetKind: 'workload', targetLinks: ['//gvc/shop/workload/web'], bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/looker'] }] });
     await page.getByRole('button', { name: 'Sign out' }).click();
+    const orgsRead = page.waitForResponse((r) => new URL(r.url()).pathname === '/org' && r.request().method() === 'GET', { timeout: WAIT });
     await signIn(limited);
+    const orgs = (await (await orgsRead).json()).items.map((o: { name: string }) => o.name);
+    assert.ok(!orgs.includes('beta-org'), `the API lists no org the key is no member of: ${orgs}`);
     await open('/org/acme/gvc/shop/workload');
     await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await page.getByRole('combobox', { name: 'Org' }).locator('option').allTextContents(), ['acme'], 'an org the key is no member of is not offered');
     const names = await page.locator('[role=rowgroup].rows [role=row] a').allTextContents();
     assert.deepEqual(names, ['web']);
     assert.equal(await page.getByRole('link', { name: /Create workload/ }).count(), 0);

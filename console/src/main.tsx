@@ -130,9 +130,9 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
             aria-label="Org"
             value={org}
             onChange={(e) => {
-              // Stay on the same org-level kind when there is one; a GVC-level page has no counterpart in the other org.
+              // Stay on the same org-level kind (a GVC's page goes to the other org's GVCs); a page inside a GVC has no counterpart there.
               const next = (e.target as HTMLSelectElement).value;
-              const kind = segments[2] && segments[2] !== 'gvc' && !insideGvc ? segments[2] : undefined;
+              const kind = insideGvc ? undefined : segments[2];
               go(kind ? `/org/${next}/${kind}` : `/org/${next}`);
             }}
           >
