@@ -69,8 +69,9 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
   before(async () => {
     ensureConsoleBuilt();
     mkdirSync(OUT, { recursive: true });
-    // Deployments take a few steps to become ready, slow enough to see them change on the page.
-    k = await startKeel('sqlite', 'acme', { auditPort: await freePort(), reconcile: true, reconcileStepMs: 400 });
+    // Deployments take a few steps to become ready, slow enough to see them change on the page; fault
+    // injection holds one back until the test has seen it not ready.
+    k = await startKeel('sqlite', 'acme', { auditPort: await freePort(), reconcile: true, reconcileStepMs: 400, faults: true });
     await k.app.core.listen({ host: '127.0.0.1', port: 0 });
     await k.app.audit.listen({ host: '127.0.0.1', port: k.config.auditPort });
     base = `http://127.0.0.1:${(k.app.core.server.address() as { port: number }).port}`;
@@ -165,11 +166,12 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     assert.match(template, /containers/, 'the workload template has a container');
     await typeInEditor(template.replace('new-workload', 'web'));
     await page.evaluate(() => ((globalThis as any).__sameDocument = true));
+    const hold = { scenario: 'deploymentNeverReady', kind: 'workload', path: '/org/acme/gvc/shop/workload/web' };
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [hold] })).status, 200);
     await page.getByRole('button', { name: 'Create', exact: true }).click();
     await page.waitForURL(/#\/org\/acme\/gvc\/shop\/workload\/web$/, { timeout: WAIT });
-    await page.getByRole('table', { name: 'Deployments' }).waitFor({ timeout: WAIT });
-    const firstSeen = await page.getByTestId('deployment-ready').allTextContents();
-    assert.ok(!firstSeen.includes('Ready'), `not ready at first: ${firstSeen}`);
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Not ready$/ }).first().waitFor({ timeout: WAIT });
+    assert.equal((await k.call('DELETE', '/-admin/faults')).status, 202);
     await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
     assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), true, 'the page was not reloaded');
     await shot('workload');
@@ -370,8 +372,8 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await page.getByRole('status').filter({ hasText: 'Run requested in aws-us-east-2.' }).waitFor({ timeout: WAIT });
     await page.getByTestId('command-stage').filter({ hasText: /^completed$/ }).waitFor({ timeout: WAIT });
     const stages = await page.evaluate(() => (globalThis as any).__stages as string[]);
-    assert.equal(stages.at(-1), 'completed');
-    assert.ok(stages.indexOf('running') >= 0 && stages.indexOf('running') < stages.indexOf('completed'), `stages seen: ${stages.join(' -> ')}`);
+    // Each stage shows as its event arrives, in order, and none goes back.
+    assert.deepEqual(stages, ['pending', 'running', 'completed']);
     assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), 'cron', 'the page was not reloaded');
     const commands = (await k.call('GET', '/org/acme/gvc/shop/workload/nightly/-command')).body.items;
     assert.equal(commands.length, 1);
@@ -542,6 +544,38 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await page.getByRole('button', { name: 'Edit as YAML' }).click();
     await page.locator('.editor .cm-content').first().getByText('type: docker').waitFor({ timeout: WAIT });
     assert.match(await page.locator('.editor .cm-content').first().innerText(), /name: Not A Name[\s\S]*data: '\{"auths": \{\}\}'/);
+  });
+
+  test('a list misses no change made between its read and its watch; live items outside a filter stay out', async () => {
+    // The watch request is held until a change has been made after the list was read.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const watchPattern = /\/-watch\?/;
+    await page.route(watchPattern, async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      await open('/org/acme/gvc');
+      await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'shop' }).waitFor({ timeout: WAIT });
+      await page.getByTestId('count').filter({ hasText: /^\d+ items$/ }).waitFor({ timeout: WAIT });
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'between-reads', tags: { team: 'red' } })).status, 201);
+      release();
+      await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'between-reads' }).waitFor({ timeout: WAIT });
+    } finally {
+      release();
+      await page.unroute(watchPattern);
+    }
+    await page.getByLabel(/^Tags/).fill('team=blue');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /^1 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await page.locator('[role=rowgroup].rows [role=row] a').allTextContents(), ['alpha-two']);
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'also-red', tags: { team: 'red' } })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'late-blue', tags: { team: 'blue' } })).status, 201);
+    // Events arrive in order: once the later one shows, the earlier one has been seen and left out.
+    await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'late-blue' }).waitFor({ timeout: WAIT });
+    assert.deepEqual((await page.locator('[role=rowgroup].rows [role=row] a').allTextContents()).sort(), ['alpha-two', 'late-blue']);
+    await page.getByLabel(/^Tags/).fill('');
   });
 
   test('a limited key sees only what it may view, without edit or delete controls; a 403 is explained', async () => {

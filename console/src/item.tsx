@@ -2,7 +2,7 @@
 // edit with a server dry-run diff, tags, delete, history with diff and restore, who has access.
 import { useEffect, useState } from 'preact/hooks';
 import { parse, stringify } from 'yaml';
-import { call, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
+import { call, callAt, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
 import { KindPanel } from './panels';
 import { SecretForm } from './secret-form';
 import { templateOf } from './templates';
@@ -23,7 +23,13 @@ const TABS = ['overview', 'yaml', 'json', 'history', 'access'] as const;
 
 export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; path: string; tab: string; query: URLSearchParams }) {
   const { kind, org, path, tab } = props;
-  const loaded = useLoad((signal) => call<Item>('GET', path, undefined, { signal }), [path]);
+  // The position of the first read: the watch starts there, so nothing that changed since is missed.
+  const [since, setSince] = useState<string>();
+  const loaded = useLoad(async (signal) => {
+    const { body, seq } = await callAt<Item>('GET', path, undefined, { signal });
+    setSince((s) => s ?? seq ?? '');
+    return body;
+  }, [path]);
   const [canEdit, setCanEdit] = useState(false);
   const [changedMeanwhile, setChangedMeanwhile] = useState(false);
   const item = loaded.data;
@@ -35,17 +41,24 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
 
   // Live: this item's edits (by anyone) and its status, and changes of what belongs to it.
   useEffect(() => {
-    return watch(org, {}, (event) => {
-      const self = selfOf(event.object);
-      if (self === path) {
-        if (event.type === 'delete') return loaded.reload();
-        loaded.setData(event.object);
-        setChangedMeanwhile(true);
-      } else if (self.startsWith(`${path}/`)) {
-        document.dispatchEvent(new CustomEvent('keel-child-change', { detail: event }));
-      }
-    });
-  }, [path]);
+    if (since === undefined) return;
+    return watch(
+      org,
+      {},
+      (event) => {
+        const self = selfOf(event.object);
+        if (self === path) {
+          if (event.type === 'delete') return loaded.reload();
+          loaded.setData(event.object);
+          setChangedMeanwhile(true);
+        } else if (self.startsWith(`${path}/`)) {
+          document.dispatchEvent(new CustomEvent('keel-child-change', { detail: event }));
+        }
+      },
+      since || undefined,
+      loaded.reload,
+    );
+  }, [path, since]);
 
   if (loaded.error) return <ErrorBox error={explain(loaded.error)} />;
   if (!item) return <p>Loading…</p>;

@@ -1,7 +1,7 @@
 // The parts of an item's overview that only some kinds have. Each reads and writes through the
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
-import { call, explain, mayRead, type Item, type ListBody } from './api';
+import { call, explain, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
 import { ErrorBox, ago, useLoad } from './widgets';
 
 interface PanelProps {
@@ -32,25 +32,36 @@ export function KindPanel(props: PanelProps) {
   }
 }
 
-/** Reloads when something under the item (a deployment, a command) changes, as the item page hears from -watch. */
-function useChildChanges(reload: () => void): void {
+/**
+ * Follows the item's children of one sort (its deployments, its commands) as the item page hears
+ * them from -watch: each event shows at once (so every stage a command passes through is seen),
+ * and a re-read follows, which is at least as new as the event.
+ */
+function useChildChanges(collection: string, list: { setData: (d: (current: ListBody | undefined) => ListBody | undefined) => void; reload: () => void }): void {
   useEffect(() => {
-    const on = () => reload();
+    const on = (e: Event) => {
+      const event = (e as CustomEvent<WatchEvent>).detail;
+      const self = selfOf(event.object);
+      if (!self.startsWith(`${collection}/`)) return;
+      list.setData((current) => {
+        if (!current) return current;
+        if (event.type === 'delete') return { ...current, items: current.items.filter((i) => selfOf(i) !== self) };
+        const at = current.items.findIndex((i) => selfOf(i) === self);
+        const items = [...current.items];
+        if (at >= 0) items[at] = event.object;
+        else items.unshift(event.object);
+        return { ...current, items };
+      });
+      list.reload();
+    };
     document.addEventListener('keel-child-change', on);
     return () => document.removeEventListener('keel-child-change', on);
-  }, []);
+  }, [collection]);
 }
 
 function Commands(props: { path: string }) {
   const commands = useLoad((signal) => call<ListBody>('GET', `${props.path}/-command`, undefined, { signal }), [props.path]);
-  useChildChanges(commands.reload);
-  useEffect(() => {
-    // Commands move through their stages without touching the parent; follow them while any is unfinished.
-    const open = commands.data?.items.some((c) => !['completed', 'failed', 'cancelled'].includes(c.lifecycleStage));
-    if (!open) return;
-    const t = setTimeout(commands.reload, 1000);
-    return () => clearTimeout(t);
-  }, [commands.data]);
+  useChildChanges(`${props.path}/-command`, commands);
   return (
     <div>
       <h2>Commands</h2>
@@ -88,7 +99,7 @@ function Commands(props: { path: string }) {
 function WorkloadPanel(props: PanelProps) {
   const { item, path } = props;
   const deployments = useLoad((signal) => call<ListBody>('GET', `${path}/deployment`, undefined, { signal }), [path, item.version]);
-  useChildChanges(deployments.reload);
+  useChildChanges(`${path}/deployment`, deployments);
   const [error, setError] = useState<string>();
   const [done, setDone] = useState<string>();
   const act = async (label: string, run: () => Promise<unknown>) => {

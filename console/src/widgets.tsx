@@ -59,7 +59,10 @@ export function ErrorBox(props: { error: unknown; children?: ComponentChildren }
 }
 
 /** Runs an async loader and keeps its result, error and a reload function. */
-export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): { data: T | undefined; error: unknown; reload: () => void; setData: (d: T) => void } {
+export function useLoad<T>(
+  load: (signal: AbortSignal) => Promise<T>,
+  deps: unknown[],
+): { data: T | undefined; error: unknown; reload: () => void; setData: (d: T | ((current: T | undefined) => T | undefined)) => void } {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
   const [tick, setTick] = useState(0);
