@@ -69,8 +69,9 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
   before(async () => {
     ensureConsoleBuilt();
     mkdirSync(OUT, { recursive: true });
-    // Deployments take a few steps to become ready, slow enough to see them change on the page.
-    k = await startKeel('sqlite', 'acme', { auditPort: await freePort(), reconcile: true, reconcileStepMs: 400 });
+    // Deployments take a few steps to become ready, slow enough to see them change on the page; fault
+    // injection holds one back until the test has seen it not ready.
+    k = await startKeel('sqlite', 'acme', { auditPort: await freePort(), reconcile: true, reconcileStepMs: 400, faults: true });
     await k.app.core.listen({ host: '127.0.0.1', port: 0 });
     await k.app.audit.listen({ host: '127.0.0.1', port: k.config.auditPort });
     base = `http://127.0.0.1:${(k.app.core.server.address() as { port: number }).port}`;
@@ -165,11 +166,12 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     assert.match(template, /containers/, 'the workload template has a container');
     await typeInEditor(template.replace('new-workload', 'web'));
     await page.evaluate(() => ((globalThis as any).__sameDocument = true));
+    const hold = { scenario: 'deploymentNeverReady', kind: 'workload', path: '/org/acme/gvc/shop/workload/web' };
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [hold] })).status, 200);
     await page.getByRole('button', { name: 'Create', exact: true }).click();
     await page.waitForURL(/#\/org\/acme\/gvc\/shop\/workload\/web$/, { timeout: WAIT });
-    await page.getByRole('table', { name: 'Deployments' }).waitFor({ timeout: WAIT });
-    const firstSeen = await page.getByTestId('deployment-ready').allTextContents();
-    assert.ok(!firstSeen.includes('Ready'), `not ready at first: ${firstSeen}`);
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Not ready$/ }).first().waitFor({ timeout: WAIT });
+    assert.equal((await k.call('DELETE', '/-admin/faults')).status, 202);
     await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
     assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), true, 'the page was not reloaded');
     await shot('workload');
@@ -260,8 +262,20 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await open('/org/acme/gvc');
     await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
     const rowNames = () => page.locator('[role=rowgroup].rows [role=row] a').allTextContents();
+    /** Waits until the loaded list (not a count left from the previous filter) shows exactly these rows. */
+    const rowsAre = (names: string[]) =>
+      page.waitForFunction(
+        (expected) => {
+          const doc = (globalThis as any).document;
+          const shown = [...doc.querySelectorAll('[role=rowgroup].rows [role=row] a')].map((a: any) => a.textContent).sort();
+          return /^\d+ items/.test(doc.querySelector('[data-testid=count]')?.textContent ?? '') && JSON.stringify(shown) === JSON.stringify(expected);
+        },
+        [...names].sort(),
+        { timeout: WAIT },
+      );
     await page.getByLabel('Name contains').fill('alpha');
     await page.getByRole('button', { name: 'Filter' }).click();
+    await rowsAre(['alpha-one', 'alpha-two']);
     await page.getByTestId('count').filter({ hasText: /^2 items/ }).waitFor({ timeout: WAIT });
     assert.deepEqual(await rowNames(), ['alpha-one', 'alpha-two']);
     await page.getByRole('button', { name: /^Name/ }).click();
@@ -269,8 +283,8 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await page.getByLabel('Name contains').fill('');
     await page.getByLabel(/^Tags/).fill('team=red');
     await page.getByRole('button', { name: 'Filter' }).click();
+    await rowsAre(['alpha-one', 'beta-one']);
     await page.getByTestId('count').filter({ hasText: /^2 items/ }).waitFor({ timeout: WAIT });
-    assert.deepEqual((await rowNames()).sort(), ['alpha-one', 'beta-one']);
     await page.getByLabel(/^Tags/).fill('');
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.getByTestId('count').filter({ hasText: /live/ }).or(page.getByTestId('count').filter({ hasText: /items/ })).first().waitFor({ timeout: WAIT });
@@ -321,13 +335,260 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await page.getByRole('table', { name: 'Who can do what' }).getByText(/deployer/).first().waitFor({ timeout: WAIT });
   });
 
+  test("a domain's page lists the DNS records to create, as its status reports them", async () => {
+    assert.equal((await k.call('POST', '/org/acme/domain', { name: 'shop.example.com', spec: { dnsMode: 'cname', gvcLink: '//gvc/shop' } })).status, 201);
+    await open('/org/acme/domain/shop.example.com');
+    const records = page.getByRole('table', { name: 'DNS records' });
+    await records.waitFor({ timeout: WAIT });
+    await records.getByRole('row').filter({ hasText: 'TXT' }).waitFor({ timeout: WAIT });
+    const expected = (await k.call('GET', '/org/acme/domain/shop.example.com')).body.status.dnsConfig as Array<{ type: string; host: string; value: string; ttl: number }>;
+    assert.ok(expected.some((r) => r.type === 'CNAME'), JSON.stringify(expected));
+    const shown = await records.locator('tbody tr').evaluateAll((rows) => rows.map((r: any) => [...r.querySelectorAll('td')].map((td: any) => td.textContent)));
+    assert.deepEqual(shown, expected.map((r) => [r.type, r.host, r.value, String(r.ttl)]));
+    // The domain's own status moves on while the page is open.
+    await page.getByTestId('status-summary').filter({ hasText: /^ready$/ }).waitFor({ timeout: WAIT });
+    await page.getByText('Domain status: ready').waitFor({ timeout: WAIT });
+    await shot('domain');
+    await axe('domain');
+  });
+
+  test('cron workload: Run now starts a command whose stages advance on the page without a reload', async () => {
+    const created = await k.call('POST', '/org/acme/gvc/shop/workload', { name: 'nightly', spec: { type: 'cron', containers: [{ name: 'main', image: 'busybox:1' }], job: { schedule: '0 3 * * *' } } });
+    assert.equal(created.status, 201);
+    await open('/org/acme/gvc/shop/workload/nightly');
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
+    assert.equal(await page.getByText('No commands.').count(), 1);
+    // Every stage the page shows, in order, as it changes.
+    await page.evaluate(() => {
+      const web = globalThis as any;
+      web.__sameDocument = 'cron';
+      web.__stages = [];
+      new web.MutationObserver(() => {
+        const stage = web.document.querySelector('[data-testid=command-stage]')?.textContent;
+        if (stage && web.__stages.at(-1) !== stage) web.__stages.push(stage);
+      }).observe(web.document.body, { subtree: true, childList: true, characterData: true });
+    });
+    await page.getByRole('button', { name: 'Run now in aws-us-east-2' }).click();
+    await page.getByRole('status').filter({ hasText: 'Run requested in aws-us-east-2.' }).waitFor({ timeout: WAIT });
+    await page.getByTestId('command-stage').filter({ hasText: /^completed$/ }).waitFor({ timeout: WAIT });
+    const stages = await page.evaluate(() => (globalThis as any).__stages as string[]);
+    // Each stage shows as its event arrives, in order, and none goes back.
+    assert.deepEqual(stages, ['pending', 'running', 'completed']);
+    assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), 'cron', 'the page was not reloaded');
+    const commands = (await k.call('GET', '/org/acme/gvc/shop/workload/nightly/-command')).body.items;
+    assert.equal(commands.length, 1);
+    assert.deepEqual([commands[0].type, commands[0].spec.location, commands[0].lifecycleStage], ['runCronWorkload', 'aws-us-east-2', 'completed']);
+    await shot('cron');
+    await axe('cron workload');
+  });
+
+  test('workload: force redeploy and suspend/resume show in the deployments live', async () => {
+    await open('/org/acme/gvc/shop/workload/web');
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
+    await page.evaluate(() => ((globalThis as any).__sameDocument = 'actions'));
+    const before = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.version as number;
+    await page.getByRole('button', { name: 'Force redeploy' }).click();
+    await page.getByRole('status').filter({ hasText: 'Redeployment requested.' }).waitFor({ timeout: WAIT });
+    // The new version deploys (…) and then replaces the old one (✓) in the location.
+    await page.getByTestId('deployment-versions').filter({ hasText: `v${before + 1} ✓` }).waitFor({ timeout: WAIT });
+    assert.equal(await page.getByTestId('deployment-versions').first().innerText(), `v${before + 1} ✓`);
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.version, before + 1);
+
+    // The location's own options say "not suspended": Suspend must override them as well, as the CLI's stop does.
+    const local = await k.call('PATCH', '/org/acme/gvc/shop/workload/web', { spec: { localOptions: [{ location: '//location/aws-us-east-2', suspend: false, capacityAI: false }] } });
+    assert.equal(local.status, 200, JSON.stringify(local.body));
+    await page.getByTestId('deployment-versions').filter({ hasText: `v${before + 2} ✓` }).waitFor({ timeout: WAIT });
+    await page.getByRole('button', { name: 'Suspend' }).click();
+    await page.getByTestId('suspended').waitFor({ timeout: WAIT });
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Not ready$/ }).first().waitFor({ timeout: WAIT });
+    const suspended = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.spec;
+    assert.equal(suspended.defaultOptions.suspend, true);
+    assert.deepEqual(suspended.localOptions.map((o: { suspend: boolean; capacityAI: boolean }) => [o.suspend, o.capacityAI]), [[true, false]], 'the location keeps its other options');
+    await axe('suspended workload');
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await page.getByTestId('suspended').waitFor({ state: 'detached', timeout: WAIT });
+    await page.getByTestId('deployment-ready').filter({ hasText: /^Ready$/ }).first().waitFor({ timeout: WAIT });
+    const resumed = (await k.call('GET', '/org/acme/gvc/shop/workload/web')).body.spec;
+    assert.deepEqual([resumed.defaultOptions.suspend, resumed.localOptions[0].suspend], [false, false]);
+    assert.equal(await page.evaluate(() => (globalThis as any).__sameDocument), 'actions', 'the page was not reloaded');
+  });
+
+  test("the org switcher lists the key's orgs and switching shows the other org's items", async () => {
+    assert.equal((await k.call('POST', '/org', { name: 'beta-org' })).status, 201);
+    assert.equal((await k.call('POST', '/org/beta-org/secret', { name: 'only-in-beta', type: 'opaque', data: { payload: 'b' } })).status, 201);
+    await open('/org/acme/secret');
+    await page.reload();
+    const rows = page.locator('[role=rowgroup].rows [role=row] a');
+    await rows.filter({ hasText: 'db-password' }).waitFor({ timeout: WAIT });
+    const orgSelect = page.getByRole('combobox', { name: 'Org' });
+    assert.deepEqual(await orgSelect.locator('option').allTextContents(), ['acme', 'beta-org']);
+    await orgSelect.selectOption('beta-org');
+    await page.waitForURL(/#\/org\/beta-org\/secret$/, { timeout: WAIT });
+    await rows.filter({ hasText: 'only-in-beta' }).waitFor({ timeout: WAIT });
+    await page.getByTestId('count').filter({ hasText: /^1 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await rows.allTextContents(), ['only-in-beta']);
+    assert.equal(await page.getByRole('combobox', { name: 'GVC' }).inputValue(), '', "acme's GVC is not offered in beta-org");
+    assert.equal(await page.getByRole('navigation', { name: 'Kinds' }).getByRole('link', { name: 'secret', exact: true }).getAttribute('href'), '#/org/beta-org/secret');
+    await axe('other org');
+    await orgSelect.selectOption('acme');
+    await page.waitForURL(/#\/org\/acme\/secret$/, { timeout: WAIT });
+    await rows.filter({ hasText: 'db-password' }).waitFor({ timeout: WAIT });
+    assert.equal(await rows.filter({ hasText: 'only-in-beta' }).count(), 0);
+  });
+
+  test('a minted key is shown once; its copy button puts it on the clipboard', async () => {
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+    await open('/org/acme/serviceaccount/deployer');
+    await page.getByLabel('Key description').fill('shown once');
+    await page.getByRole('button', { name: 'Mint key' }).click();
+    const minted = (await page.getByTestId('minted-key').innerText({ timeout: WAIT })).trim();
+    assert.match(minted, /^s\S{15}\.\S+\.\S+$/);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('button', { name: 'Copied' }).waitFor({ timeout: WAIT });
+    assert.equal(await page.evaluate(() => (globalThis as any).navigator.clipboard.readText()), minted);
+    await page.reload();
+    await page.getByRole('table', { name: 'Keys' }).getByText('shown once').waitFor({ timeout: WAIT });
+    assert.equal(await page.getByTestId('minted-key').count(), 0, 'the key is not shown again');
+    assert.ok(!(await page.content()).includes(minted.split('.')[2]), "the key's secret is nowhere on the page");
+  });
+
+  test('a key without reveal sees a secret without its value and without the Reveal control', async () => {
+    const peeker = await keyFor('peeker', { name: 'peeker-secrets', targetKind: 'secret', target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/peeker'] }] });
+    assert.equal((await k.call('GET', '/org/acme/secret/db-password/-reveal', undefined, { token: peeker })).status, 403);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await signIn(peeker);
+    try {
+      await open('/org/acme/secret/db-password');
+      await page.getByTestId('no-reveal').waitFor({ timeout: WAIT });
+      assert.equal(await page.getByRole('button', { name: 'Reveal' }).count(), 0);
+      assert.ok(!(await page.content()).includes('hunter2-console'));
+      await shot('secret-no-reveal');
+      await axe('secret without reveal');
+    } finally {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await signIn(k.token);
+    }
+  });
+
+  test('secrets are created from the form of their type; a server validation error shows at its field', async () => {
+    await open('/org/acme/secret/-new');
+    const type = page.getByLabel('Type');
+    await type.waitFor({ timeout: WAIT });
+    // Every type's form is accessible.
+    for (const value of await type.locator('option').evaluateAll((os) => os.map((o: any) => o.value))) {
+      await type.selectOption(value);
+      await page.getByRole('group', { name: / data$/ }).waitFor();
+      await axe(`secret form (${value})`);
+    }
+    assert.equal(await type.locator('option').count(), 12);
+
+    // userpass without its password: the server's 400 is shown at the password field, nothing is created.
+    await type.selectOption('userpass');
+    await page.getByLabel(/^Name/).fill('app-login');
+    await page.getByLabel(/^Username/).fill('app');
+    await page.getByRole('button', { name: 'Create' }).click();
+    const passwordError = page.locator('#secret-data-password-error');
+    await passwordError.waitFor({ timeout: WAIT });
+    assert.equal(await passwordError.innerText(), 'data.password is required');
+    assert.equal(await page.getByLabel(/^Password/).getAttribute('aria-invalid'), 'true');
+    assert.match(await page.getByRole('alert').innerText(), /invalid secret: data\.password is required \(400 bad_request\)/);
+    await shot('secret-form-error');
+    await axe('secret form with an error');
+    assert.equal((await k.call('GET', '/org/acme/secret/app-login')).status, 404);
+    await page.getByLabel(/^Password/).fill('s3cret-from-form');
+    await page.getByRole('button', { name: 'Check (dry run)' }).click();
+    await page.getByRole('status').filter({ hasText: 'The server accepts this secret.' }).waitFor({ timeout: WAIT });
+    assert.equal((await k.call('GET', '/org/acme/secret/app-login')).status, 404, 'the dry run created nothing');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/#\/org\/acme\/secret\/app-login$/, { timeout: WAIT });
+    const userpass = (await k.call('GET', '/org/acme/secret/app-login/-reveal')).body;
+    assert.deepEqual([userpass.type, userpass.data], ['userpass', { username: 'app', password: 's3cret-from-form' }]);
+
+    // A dictionary of two entries.
+    await open('/org/acme/secret/-new');
+    await page.getByLabel('Type').selectOption('dictionary');
+    await page.getByLabel(/^Name/).fill('app-config');
+    await page.getByLabel('Key 1').fill('REGION');
+    await page.getByLabel('Value 1').fill('eu-west-1');
+    await page.getByRole('button', { name: 'Add entry' }).click();
+    await page.getByLabel('Key 2').fill('MODE');
+    await page.getByLabel('Value 2').fill('fast');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/#\/org\/acme\/secret\/app-config$/, { timeout: WAIT });
+    assert.deepEqual((await k.call('GET', '/org/acme/secret/app-config/-reveal')).body.data, { REGION: 'eu-west-1', MODE: 'fast' });
+
+    // ECR: a list field is sent as an array.
+    await open('/org/acme/secret/-new');
+    await page.getByLabel('Type').selectOption('ecr');
+    await page.getByLabel(/^Name/).fill('registry');
+    await page.getByLabel(/^Access key/).fill('AKIAEXAMPLE');
+    await page.getByLabel(/^Secret key/).fill('ecr-secret');
+    await page.getByLabel(/^Repositories/).fill('1.dkr.ecr.us-east-1.amazonaws.com/a\n1.dkr.ecr.us-east-1.amazonaws.com/b\n');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/#\/org\/acme\/secret\/registry$/, { timeout: WAIT });
+    assert.deepEqual((await k.call('GET', '/org/acme/secret/registry/-reveal')).body.data, {
+      accessKey: 'AKIAEXAMPLE',
+      secretKey: 'ecr-secret',
+      repos: ['1.dkr.ecr.us-east-1.amazonaws.com/a', '1.dkr.ecr.us-east-1.amazonaws.com/b'],
+    });
+
+    // A name the server refuses: its message shows at the name field.
+    await open('/org/acme/secret/-new');
+    await page.getByLabel('Type').selectOption('docker');
+    await page.getByLabel(/^Name/).fill('Not A Name');
+    await page.getByLabel('JSON document').fill('{"auths": {}}');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.locator('#secret-name-error').waitFor({ timeout: WAIT });
+    assert.match(await page.locator('#secret-name-error').innerText(), /^name /);
+    // The form's body can be finished in YAML.
+    await page.getByRole('button', { name: 'Edit as YAML' }).click();
+    await page.locator('.editor .cm-content').first().getByText('type: docker').waitFor({ timeout: WAIT });
+    assert.match(await page.locator('.editor .cm-content').first().innerText(), /name: Not A Name[\s\S]*data: '\{"auths": \{\}\}'/);
+  });
+
+  test('a list misses no change made between its read and its watch; live items outside a filter stay out', async () => {
+    // The watch request is held until a change has been made after the list was read.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const watchPattern = /\/-watch\?/;
+    await page.route(watchPattern, async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      await open('/org/acme/gvc');
+      await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'shop' }).waitFor({ timeout: WAIT });
+      await page.getByTestId('count').filter({ hasText: /^\d+ items$/ }).waitFor({ timeout: WAIT });
+      assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'between-reads', tags: { team: 'red' } })).status, 201);
+      release();
+      await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'between-reads' }).waitFor({ timeout: WAIT });
+    } finally {
+      release();
+      await page.unroute(watchPattern);
+    }
+    await page.getByLabel(/^Tags/).fill('team=blue');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByTestId('count').filter({ hasText: /^1 items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await page.locator('[role=rowgroup].rows [role=row] a').allTextContents(), ['alpha-two']);
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'also-red', tags: { team: 'red' } })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'late-blue', tags: { team: 'blue' } })).status, 201);
+    // Events arrive in order: once the later one shows, the earlier one has been seen and left out.
+    await page.locator('[role=rowgroup].rows [role=row] a', { hasText: 'late-blue' }).waitFor({ timeout: WAIT });
+    assert.deepEqual((await page.locator('[role=rowgroup].rows [role=row] a').allTextContents()).sort(), ['alpha-two', 'late-blue']);
+    await page.getByLabel(/^Tags/).fill('');
+  });
+
   test('a limited key sees only what it may view, without edit or delete controls; a 403 is explained', async () => {
     assert.equal((await k.call('POST', '/org/acme/gvc/shop/workload', { name: 'secret-sauce', spec: { type: 'standard', containers: [{ name: 'c', image: 'nginx' }] } })).status, 201);
     const limited = await keyFor('looker', { name: 'looker-web', targetKind: 'workload', targetLinks: ['//gvc/shop/workload/web'], bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/looker'] }] });
     await page.getByRole('button', { name: 'Sign out' }).click();
+    const orgsRead = page.waitForResponse((r) => new URL(r.url()).pathname === '/org' && r.request().method() === 'GET', { timeout: WAIT });
     await signIn(limited);
+    const orgs = (await (await orgsRead).json()).items.map((o: { name: string }) => o.name);
+    assert.ok(!orgs.includes('beta-org'), `the API lists no org the key is no member of: ${orgs}`);
     await open('/org/acme/gvc/shop/workload');
     await page.getByTestId('count').filter({ hasText: /\d+ items/ }).waitFor({ timeout: WAIT });
+    assert.deepEqual(await page.getByRole('combobox', { name: 'Org' }).locator('option').allTextContents(), ['acme'], 'an org the key is no member of is not offered');
     const names = await page.locator('[role=rowgroup].rows [role=row] a').allTextContents();
     assert.deepEqual(names, ['web']);
     assert.equal(await page.getByRole('link', { name: /Create workload/ }).count(), 0);

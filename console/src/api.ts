@@ -66,6 +66,11 @@ export interface CallOptions {
 
 /** One API call; a 4xx/5xx is thrown as a Problem carrying the API's error message. */
 export async function call<T = any>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<T> {
+  return (await callAt<T>(method, path, body, options)).body;
+}
+
+/** A call and the change-stream position its answer reflects (a read's Keel-Seq header): a watch from there misses nothing. */
+export async function callAt<T = any>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<{ body: T; seq?: string }> {
   const key = session.key();
   const headers: Record<string, string> = { accept: 'application/json' };
   if (key) headers.authorization = `Bearer ${key}`;
@@ -88,7 +93,7 @@ export async function call<T = any>(method: string, path: string, body?: unknown
     const message = parsed && typeof parsed === 'object' && typeof parsed.message === 'string' ? parsed.message : `${res.status} ${res.statusText}`;
     throw new Problem(res.status, message, parsed?.code ?? 'error', parsed);
   }
-  return parsed as T;
+  return { body: parsed as T, seq: res.headers.get('keel-seq') ?? undefined };
 }
 
 /** A message a person can act on, for any error a call threw. */
@@ -124,11 +129,14 @@ export interface WatchEvent {
 
 /**
  * Follows GET /org/{org}/-watch (server-sent events) with fetch, since EventSource cannot send an
- * Authorization header; reconnects after a drop, resuming after the last event seen.
+ * Authorization header; reconnects after a drop, resuming after the last event seen. `since` is the
+ * Keel-Seq of the read the caller shows, so no change between that read and the watch is missed;
+ * when the server no longer holds history that old (410), `onGone` is told to read again and the
+ * watch goes on from the present.
  */
-export function watch(org: string, params: Record<string, string>, onEvent: (event: WatchEvent) => void): () => void {
+export function watch(org: string, params: Record<string, string>, onEvent: (event: WatchEvent) => void, since?: string, onGone?: () => void): () => void {
   const stop = new AbortController();
-  let last: string | undefined;
+  let last: string | undefined = since;
   const run = async () => {
     for (let attempt = 0; !stop.signal.aborted; attempt++) {
       try {
@@ -137,6 +145,11 @@ export function watch(org: string, params: Record<string, string>, onEvent: (eve
         if (last !== undefined) headers['last-event-id'] = last;
         const res = await fetch(`/org/${encodeURIComponent(org)}/-watch?${query}`, { headers, signal: stop.signal });
         if (res.status === 401 || res.status === 403 || res.status === 400) return;
+        if (res.status === 410) {
+          last = undefined;
+          onGone?.();
+          continue;
+        }
         if (!res.ok || !res.body) throw new Error(`watch answered ${res.status}`);
         attempt = 0;
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -203,6 +216,17 @@ export async function mayEdit(path: string): Promise<boolean> {
     return true;
   } catch (err) {
     return !(err instanceof Problem && (err.status === 403 || err.status === 401));
+  }
+}
+
+/** Whether the caller may read a path: HEAD is authorized like GET and carries no body. */
+export async function mayRead(path: string, signal?: AbortSignal): Promise<boolean> {
+  try {
+    await call('HEAD', path, undefined, { signal });
+    return true;
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw err;
+    return false;
   }
 }
 

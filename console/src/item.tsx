@@ -2,9 +2,10 @@
 // edit with a server dry-run diff, tags, delete, history with diff and restore, who has access.
 import { useEffect, useState } from 'preact/hooks';
 import { parse, stringify } from 'yaml';
-import { call, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
+import { call, callAt, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
 import { KindPanel } from './panels';
-import { templateOf, templateTypes } from './templates';
+import { SecretForm } from './secret-form';
+import { templateOf } from './templates';
 import { CodeEditor, Diff, ErrorBox, ago, go, statusSummary, useLoad } from './widgets';
 
 const READ_ONLY = ['id', 'created', 'lastModified', 'links', 'status'];
@@ -22,7 +23,13 @@ const TABS = ['overview', 'yaml', 'json', 'history', 'access'] as const;
 
 export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; path: string; tab: string; query: URLSearchParams }) {
   const { kind, org, path, tab } = props;
-  const loaded = useLoad((signal) => call<Item>('GET', path, undefined, { signal }), [path]);
+  // The position of the first read: the watch starts there, so nothing that changed since is missed.
+  const [since, setSince] = useState<string>();
+  const loaded = useLoad(async (signal) => {
+    const { body, seq } = await callAt<Item>('GET', path, undefined, { signal });
+    setSince((s) => s ?? seq ?? '');
+    return body;
+  }, [path]);
   const [canEdit, setCanEdit] = useState(false);
   const [changedMeanwhile, setChangedMeanwhile] = useState(false);
   const item = loaded.data;
@@ -34,17 +41,24 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
 
   // Live: this item's edits (by anyone) and its status, and changes of what belongs to it.
   useEffect(() => {
-    return watch(org, {}, (event) => {
-      const self = selfOf(event.object);
-      if (self === path) {
-        if (event.type === 'delete') return loaded.reload();
-        loaded.setData(event.object);
-        setChangedMeanwhile(true);
-      } else if (self.startsWith(`${path}/`)) {
-        document.dispatchEvent(new CustomEvent('keel-child-change', { detail: event }));
-      }
-    });
-  }, [path]);
+    if (since === undefined) return;
+    return watch(
+      org,
+      {},
+      (event) => {
+        const self = selfOf(event.object);
+        if (self === path) {
+          if (event.type === 'delete') return loaded.reload();
+          loaded.setData(event.object);
+          setChangedMeanwhile(true);
+        } else if (self.startsWith(`${path}/`)) {
+          document.dispatchEvent(new CustomEvent('keel-child-change', { detail: event }));
+        }
+      },
+      since || undefined,
+      loaded.reload,
+    );
+  }, [path, since]);
 
   if (loaded.error) return <ErrorBox error={explain(loaded.error)} />;
   if (!item) return <p>Loading…</p>;
@@ -401,15 +415,18 @@ function AccessReport(props: { path: string }) {
   );
 }
 
-/** Create from the kind's template, with a dry run first. */
+/** Create from the kind's template (secrets from the form of their type), with a dry run first. */
 export function NewItem(props: { kind: KindInfo; org: string; gvc?: string; collection: string }) {
-  const types = templateTypes(props.kind.kind);
-  const [type, setType] = useState(types[0] ?? '');
-  const initial = toYaml(templateOf(props.kind.kind, type, props.org));
+  const [fromForm, setFromForm] = useState<Record<string, unknown>>();
+  if (props.kind.kind === 'secret' && !fromForm) return <SecretForm collection={props.collection} asYaml={setFromForm} />;
+  return <NewFromYaml {...props} initial={fromForm ?? templateOf(props.kind.kind, props.org)} />;
+}
+
+function NewFromYaml(props: { kind: KindInfo; collection: string; initial: Record<string, unknown> }) {
+  const [initial] = useState(() => toYaml(props.initial));
   const [text, setText] = useState(initial);
   const [error, setError] = useState<string>();
   const [checked, setChecked] = useState<string>();
-  useEffect(() => setText(initial), [type]);
   const submit = async (dryRun: boolean) => {
     setError(undefined);
     try {
@@ -424,17 +441,7 @@ export function NewItem(props: { kind: KindInfo; org: string; gvc?: string; coll
   return (
     <section>
       <h1>New {props.kind.kind}</h1>
-      {types.length > 1 ? (
-        <label>
-          Type{' '}
-          <select aria-label="Type" value={type} onChange={(e) => setType((e.target as HTMLSelectElement).value)}>
-            {types.map((t) => (
-              <option key={t}>{t}</option>
-            ))}
-          </select>
-        </label>
-      ) : null}
-      <CodeEditor key={type} text={initial} readOnly={false} label={`New ${props.kind.kind} YAML`} onChange={setText} />
+      <CodeEditor text={initial} readOnly={false} label={`New ${props.kind.kind} YAML`} onChange={setText} />
       <div class="actions">
         <button type="button" onClick={() => submit(true)}>
           Check (dry run)

@@ -1,23 +1,46 @@
 // A list of any kind: pages followed through `next` links, filtered by name and tags through
 // -query, sorted, live through -watch, and rendered as a window of rows so 10,000 items stay smooth.
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { call, explain, mayCreate, selfOf, watch, type Item, type KindInfo, type ListBody } from './api';
+import { call, callAt, explain, mayCreate, selfOf, watch, type Item, type KindInfo, type ListBody, type WatchEvent } from './api';
 import { ErrorBox, Tags, ago, statusSummary } from './widgets';
 
 const ROW = 36;
+/** The first page only has to fill the screen, so rows show as soon as possible; the rest come in the largest pages the API serves. */
+const FIRST_PAGE = 100;
 const PAGE = 1000;
+
+/** A `next` link asking for a page of `limit` items (the cursor does not depend on the page size). */
+function withLimit(href: string, limit: number): string {
+  const url = new URL(href, location.origin);
+  url.searchParams.set('limit', String(limit));
+  return url.pathname + url.search;
+}
 
 type SortKey = 'name' | 'lastModified' | 'status';
 
-/** The -query body of a name filter (substring) and tag filters (`key` or `key=value`). */
+/** Tag filters as typed: `key` (the tag exists) or `key=value`. */
+function tagTerms(tags: string): Array<{ tag: string; value?: string }> {
+  return tags
+    .split(/[,\s]+/)
+    .filter(Boolean)
+    .map((part) => {
+      const [tag, ...rest] = part.split('=');
+      return rest.length ? { tag, value: rest.join('=') } : { tag };
+    });
+}
+
+/** The -query body of a name filter (substring) and tag filters. */
 export function queryOf(kind: string, name: string, tags: string): unknown {
   const terms: unknown[] = [];
   if (name.trim()) terms.push({ property: 'name', op: '~', value: name.trim() });
-  for (const part of tags.split(/[,\s]+/).filter(Boolean)) {
-    const [tag, ...rest] = part.split('=');
-    terms.push(rest.length ? { tag, op: '=', value: rest.join('=') } : { tag, op: 'exists' });
-  }
+  for (const t of tagTerms(tags)) terms.push(t.value === undefined ? { tag: t.tag, op: 'exists' } : { tag: t.tag, op: '=', value: t.value });
   return { kind, spec: { match: 'all', terms } };
+}
+
+/** The same filter applied to an item a watch event brings, as the server applies the query (`~` ignores case). */
+function matchesFilter(item: Item, name: string, tags: string): boolean {
+  if (name.trim() && !item.name.toLowerCase().includes(name.trim().toLowerCase())) return false;
+  return tagTerms(tags).every((t) => (t.value === undefined ? Object.hasOwn(item.tags ?? {}, t.tag) : String(item.tags?.[t.tag]) === t.value));
 }
 
 export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; collection: string }) {
@@ -37,23 +60,45 @@ export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; col
     void mayCreate(collection).then(setCanCreate);
   }, [collection]);
 
-  // Every page, following `next` links; items appear as pages arrive.
+  // The first page, then live changes from its position on (-watch), while the other pages arrive
+  // through `next` links. A page adds only items no event has brought or deleted meanwhile, since
+  // the event is at least as new as the page.
   useEffect(() => {
     const ctl = new AbortController();
+    let stopWatch: (() => void) | undefined;
     setItems([]);
     setError(undefined);
     setLoading(true);
+    setLive(false);
     const filtered = applied.name || applied.tags;
+    const deleted = new Set<string>();
+    const onEvent = (event: WatchEvent) => {
+      setLive(true);
+      const self = selfOf(event.object);
+      if (!self.startsWith(`${collection}/`) && !(kind.kind === 'gvc' && self.startsWith(`/org/${org}/gvc/`))) return;
+      const name = event.object.name;
+      if (event.type === 'delete') deleted.add(name);
+      else deleted.delete(name);
+      setItems((current) => {
+        const rest = current.filter((i) => i.name !== name);
+        return event.type === 'delete' || !matchesFilter(event.object, applied.name, applied.tags) ? rest : [...rest, event.object];
+      });
+    };
     (async () => {
-      let page: ListBody = filtered
-        ? await call('POST', `${collection}/-query?limit=${PAGE}`, queryOf(kind.kind, applied.name, applied.tags), { signal: ctl.signal })
-        : await call('GET', `${collection}?limit=${PAGE}`, undefined, { signal: ctl.signal });
-      let all = page.items;
-      setItems(all);
+      const first = filtered
+        ? await callAt<ListBody>('POST', `${collection}/-query?limit=${FIRST_PAGE}`, queryOf(kind.kind, applied.name, applied.tags), { signal: ctl.signal })
+        : await callAt<ListBody>('GET', `${collection}?limit=${FIRST_PAGE}`, undefined, { signal: ctl.signal });
+      if (ctl.signal.aborted) return;
+      setItems(first.body.items);
+      stopWatch = watch(org, { kind: kind.kind }, onEvent, first.seq, () => setApplied((a) => ({ ...a })));
+      let page = first.body;
       for (let next = page.links.find((l) => l.rel === 'next'); next && !ctl.signal.aborted; next = page.links.find((l) => l.rel === 'next')) {
-        page = await call('GET', next.href, undefined, { signal: ctl.signal });
-        all = all.concat(page.items);
-        setItems(all);
+        page = await call<ListBody>('GET', withLimit(next.href, PAGE), undefined, { signal: ctl.signal });
+        const arrived = page.items;
+        setItems((current) => {
+          const present = new Set(current.map((i) => i.name));
+          return current.concat(arrived.filter((i) => !present.has(i.name) && !deleted.has(i.name)));
+        });
       }
       performance.mark('keel-list-loaded');
       setLoading(false);
@@ -62,28 +107,18 @@ export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; col
       setError(err);
       setLoading(false);
     });
-    return () => ctl.abort();
-  }, [collection, applied.name, applied.tags]);
-
-  // Live: creates, edits and deletes of this kind (in this GVC) arrive without a reload.
-  useEffect(() => {
-    const stop = watch(org, { kind: kind.kind }, (event) => {
-      setLive(true);
-      const self = selfOf(event.object);
-      if (!self.startsWith(`${collection}/`) && !(kind.kind === 'gvc' && self.startsWith(`/org/${org}/gvc/`))) return;
-      if (applied.name && !event.object.name.includes(applied.name)) return;
-      setItems((current) => {
-        const rest = current.filter((i) => i.name !== event.object.name);
-        return event.type === 'delete' ? rest : [...rest, event.object];
-      });
-    });
-    return stop;
-  }, [collection, applied.name]);
+    return () => {
+      ctl.abort();
+      stopWatch?.();
+    };
+  }, [collection, applied]);
 
   const sorted = useMemo(() => {
     const key = sort.key;
-    const value = (i: Item) => (key === 'status' ? statusSummary(i) : String(i[key] ?? ''));
-    const out = [...items].sort((a, b) => (value(a) < value(b) ? -1 : value(a) > value(b) ? 1 : 0));
+    // Each item's sort key is computed once, not at every comparison (10,000 items take ~130,000).
+    const keyed = items.map((item) => [key === 'status' ? statusSummary(item) : String(item[key] ?? ''), item] as const);
+    keyed.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const out = keyed.map((k) => k[1]);
     return sort.desc ? out.reverse() : out;
   }, [items, sort]);
 

@@ -89,13 +89,13 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
   const keyOrg = session.orgOfKey(session.key() ?? '');
   const org = segments[0] === 'org' && segments[1] ? segments[1] : keyOrg;
   const gvcFromPath = segments[2] === 'gvc' && segments[3] ? segments[3] : undefined;
-  const [gvc, setGvc] = useState<string | undefined>(gvcFromPath ?? sessionStorage.getItem(`keel.gvc.${org}`) ?? undefined);
+  // The GVC is remembered per org, so switching orgs never offers another org's GVC.
+  const [picked, setPicked] = useState<Record<string, string | undefined>>({});
+  const pathGvc = gvcFromPath && gvcFromPath !== '-new' ? gvcFromPath : undefined;
+  const gvc = pathGvc ?? (org ? (org in picked ? picked[org] : (sessionStorage.getItem(`keel.gvc.${org}`) ?? undefined)) : undefined);
   useEffect(() => {
-    if (gvcFromPath && gvcFromPath !== '-new') {
-      setGvc(gvcFromPath);
-      sessionStorage.setItem(`keel.gvc.${org}`, gvcFromPath);
-    }
-  }, [gvcFromPath, org]);
+    if (pathGvc && org) sessionStorage.setItem(`keel.gvc.${org}`, pathGvc);
+  }, [pathGvc, org]);
   const registry = useLoad(() => kinds(), []);
   const orgs = useLoad(() => call<ListBody>('GET', '/org').then((b) => b.items.map((o) => o.name)), []);
   const gvcs = useLoad(() => (org ? call<ListBody>('GET', `/org/${org}/gvc?limit=1000`).then((b) => b.items.map((g) => g.name)) : Promise.resolve([])), [org]);
@@ -126,7 +126,16 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
         </a>
         <label>
           Org{' '}
-          <select aria-label="Org" value={org} onChange={(e) => go(`/org/${(e.target as HTMLSelectElement).value}`)}>
+          <select
+            aria-label="Org"
+            value={org}
+            onChange={(e) => {
+              // Stay on the same org-level kind (a GVC's page goes to the other org's GVCs); a page inside a GVC has no counterpart there.
+              const next = (e.target as HTMLSelectElement).value;
+              const kind = insideGvc ? undefined : segments[2];
+              go(kind ? `/org/${next}/${kind}` : `/org/${next}`);
+            }}
+          >
             {orgChoices.map((o) => (
               <option key={o} selected={o === org}>
                 {o}
@@ -141,7 +150,7 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
             value={gvc ?? ''}
             onChange={(e) => {
               const next = (e.target as HTMLSelectElement).value;
-              setGvc(next || undefined);
+              if (org) setPicked((p) => ({ ...p, [org]: next || undefined }));
               if (next) {
                 sessionStorage.setItem(`keel.gvc.${org}`, next);
                 go(`/org/${org}/gvc/${next}/${segments[2] === 'gvc' && segments[4] ? segments[4] : 'workload'}`);

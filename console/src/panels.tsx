@@ -1,7 +1,7 @@
 // The parts of an item's overview that only some kinds have. Each reads and writes through the
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
-import { call, explain, type Item, type ListBody } from './api';
+import { call, explain, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
 import { ErrorBox, ago, useLoad } from './widgets';
 
 interface PanelProps {
@@ -32,25 +32,36 @@ export function KindPanel(props: PanelProps) {
   }
 }
 
-/** Reloads when something under the item (a deployment, a command) changes, as the item page hears from -watch. */
-function useChildChanges(reload: () => void): void {
+/**
+ * Follows the item's children of one sort (its deployments, its commands) as the item page hears
+ * them from -watch: each event shows at once (so every stage a command passes through is seen),
+ * and a re-read follows, which is at least as new as the event.
+ */
+function useChildChanges(collection: string, list: { setData: (d: (current: ListBody | undefined) => ListBody | undefined) => void; reload: () => void }): void {
   useEffect(() => {
-    const on = () => reload();
+    const on = (e: Event) => {
+      const event = (e as CustomEvent<WatchEvent>).detail;
+      const self = selfOf(event.object);
+      if (!self.startsWith(`${collection}/`)) return;
+      list.setData((current) => {
+        if (!current) return current;
+        if (event.type === 'delete') return { ...current, items: current.items.filter((i) => selfOf(i) !== self) };
+        const at = current.items.findIndex((i) => selfOf(i) === self);
+        const items = [...current.items];
+        if (at >= 0) items[at] = event.object;
+        else items.unshift(event.object);
+        return { ...current, items };
+      });
+      list.reload();
+    };
     document.addEventListener('keel-child-change', on);
     return () => document.removeEventListener('keel-child-change', on);
-  }, []);
+  }, [collection]);
 }
 
 function Commands(props: { path: string }) {
   const commands = useLoad((signal) => call<ListBody>('GET', `${props.path}/-command`, undefined, { signal }), [props.path]);
-  useChildChanges(commands.reload);
-  useEffect(() => {
-    // Commands move through their stages without touching the parent; follow them while any is unfinished.
-    const open = commands.data?.items.some((c) => !['completed', 'failed', 'cancelled'].includes(c.lifecycleStage));
-    if (!open) return;
-    const t = setTimeout(commands.reload, 1000);
-    return () => clearTimeout(t);
-  }, [commands.data]);
+  useChildChanges(`${props.path}/-command`, commands);
   return (
     <div>
       <h2>Commands</h2>
@@ -88,7 +99,7 @@ function Commands(props: { path: string }) {
 function WorkloadPanel(props: PanelProps) {
   const { item, path } = props;
   const deployments = useLoad((signal) => call<ListBody>('GET', `${path}/deployment`, undefined, { signal }), [path, item.version]);
-  useChildChanges(deployments.reload);
+  useChildChanges(`${path}/deployment`, deployments);
   const [error, setError] = useState<string>();
   const [done, setDone] = useState<string>();
   const act = async (label: string, run: () => Promise<unknown>) => {
@@ -103,9 +114,18 @@ function WorkloadPanel(props: PanelProps) {
     }
   };
   const suspended = item.spec?.defaultOptions?.suspend === true;
+  const cron = item.spec?.type === 'cron';
+  // As `cpln workload stop/start` does: a location's own options override the defaults, so they are suspended (or resumed) too.
+  const localOptions: any[] = Array.isArray(item.spec?.localOptions) ? item.spec.localOptions : [];
+  const suspension = (on: boolean) => ({ spec: { defaultOptions: { suspend: on }, ...(localOptions.length ? { localOptions: localOptions.map((o) => ({ ...o, suspend: on })) } : {}) } });
   return (
     <div>
       <h2>Deployments</h2>
+      {suspended ? (
+        <p class="warning" data-testid="suspended">
+          Suspended: {cron ? 'the schedule starts no runs' : 'no replicas run'} until resumed.
+        </p>
+      ) : null}
       <ErrorBox error={deployments.error ? explain(deployments.error) : undefined} />
       <table class="grid" aria-label="Deployments">
         <thead>
@@ -115,6 +135,7 @@ function WorkloadPanel(props: PanelProps) {
             <th scope="col">Message</th>
             <th scope="col">Versions</th>
             <th scope="col">Endpoint</th>
+            {cron && props.canEdit ? <th scope="col">Run</th> : null}
           </tr>
         </thead>
         <tbody>
@@ -123,8 +144,16 @@ function WorkloadPanel(props: PanelProps) {
               <td>{d.name}</td>
               <td data-testid="deployment-ready">{d.status?.ready ? 'Ready' : 'Not ready'}</td>
               <td>{d.status?.message ?? ''}</td>
-              <td>{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
+              <td data-testid="deployment-versions">{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
               <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
+              {cron && props.canEdit ? (
+                <td>
+                  {/* A run starts in one location: a runCronWorkload command must name it (spec.location). */}
+                  <button type="button" class="small" onClick={() => act(`Run requested in ${d.name}.`, () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: { location: d.name } }))}>
+                    Run now in {d.name}
+                  </button>
+                </td>
+              ) : null}
             </tr>
           ))}
         </tbody>
@@ -135,14 +164,9 @@ function WorkloadPanel(props: PanelProps) {
           <button type="button" onClick={() => act('Redeployment requested.', () => call('PATCH', path, { tags: { 'cpln/deployTimestamp': new Date().toISOString() } }))}>
             Force redeploy
           </button>
-          <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, { spec: { defaultOptions: { suspend: !suspended } } }))}>
+          <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, suspension(!suspended)))}>
             {suspended ? 'Resume' : 'Suspend'}
           </button>
-          {item.spec?.type === 'cron' ? (
-            <button type="button" onClick={() => act('Run requested.', () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: {} }))}>
-              Run now
-            </button>
-          ) : null}
           {done ? <span role="status">{done}</span> : null}
         </div>
       ) : null}
@@ -228,28 +252,37 @@ function DomainPanel(props: PanelProps) {
   );
 }
 
-/** Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). */
+/**
+ * Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). Whether
+ * the key has it is asked with HEAD on the same path: authorized like the GET, but the value never
+ * leaves the server until a person asks to see it.
+ */
 function SecretPanel(props: PanelProps) {
   const [value, setValue] = useState<unknown>();
   const [error, setError] = useState<string>();
+  const mayReveal = useLoad((signal) => mayRead(`${props.path}/-reveal`, signal), [props.path]);
   return (
     <div>
       <h2>Value ({props.item.type})</h2>
       {value === undefined ? (
         <p>
           <span class="muted">Hidden. </span>
-          <button
-            type="button"
-            onClick={async () => {
-              try {
-                setValue((await call<Item>('GET', `${props.path}/-reveal`)).data ?? null);
-              } catch (err) {
-                setError(explain(err));
-              }
-            }}
-          >
-            Reveal
-          </button>
+          {mayReveal.data === true ? (
+            <button
+              type="button"
+              onClick={async () => {
+                try {
+                  setValue((await call<Item>('GET', `${props.path}/-reveal`)).data ?? null);
+                } catch (err) {
+                  setError(explain(err));
+                }
+              }}
+            >
+              Reveal
+            </button>
+          ) : mayReveal.data === false ? (
+            <span data-testid="no-reveal">Your key may not reveal this secret (it lacks the reveal permission).</span>
+          ) : null}
         </p>
       ) : (
         <div>
@@ -284,8 +317,15 @@ function ServiceAccountPanel(props: PanelProps) {
           <button
             type="button"
             onClick={async () => {
-              await navigator.clipboard?.writeText(minted).catch(() => undefined);
-              setCopied(true);
+              // The clipboard needs a secure context (https or localhost) and the page's focus; say so when it is refused.
+              try {
+                if (!navigator.clipboard) throw new Error('no clipboard here');
+                await navigator.clipboard.writeText(minted);
+                setCopied(true);
+              } catch {
+                setCopied(false);
+                setError('The browser refused the copy: select the key above and copy it by hand.');
+              }
             }}
           >
             {copied ? 'Copied' : 'Copy'}

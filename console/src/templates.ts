@@ -1,20 +1,6 @@
 // Starting points for "create": the common fields of every kind, plus a usable spec for the kinds
 // whose create needs more than a name. Any kind without an entry gets the common fields only.
-
-const SECRET_DATA: Record<string, unknown> = {
-  opaque: { payload: 'change me', encoding: 'plain' },
-  dictionary: { KEY: 'value' },
-  userpass: { username: 'user', password: 'change me', encoding: 'plain' },
-  keypair: { secretKey: '-----BEGIN PRIVATE KEY-----\n…\n-----END PRIVATE KEY-----', publicKey: '' },
-  tls: { key: '-----BEGIN PRIVATE KEY-----\n…', cert: '-----BEGIN CERTIFICATE-----\n…', chain: '' },
-  aws: { accessKey: 'AKIA…', secretKey: 'change me', roleArn: '' },
-  ecr: { accessKey: 'AKIA…', secretKey: 'change me', repos: ['123456789012.dkr.ecr.us-east-1.amazonaws.com/app'] },
-  gcp: '{"type": "service_account", "project_id": "my-project"}',
-  docker: '{"auths": {"registry.example.com": {"auth": "dXNlcjpwYXNz"}}}',
-  'azure-sdk': '{"subscriptionId": "…", "tenantId": "…", "clientId": "…", "clientSecret": "…"}',
-  'azure-connector': { url: 'https://example.azurewebsites.net', code: 'change me' },
-  'nats-account': { accountId: 'A…', privateKey: 'S…' },
-};
+// Secrets have a form per type instead (secret-form.tsx).
 
 const SPECS: Record<string, (org: string) => Record<string, unknown>> = {
   gvc: (org) => ({ spec: { staticPlacement: { locationLinks: [`/org/${org}/location/aws-us-east-2`] } } }),
@@ -34,12 +20,7 @@ const SPECS: Record<string, (org: string) => Record<string, unknown>> = {
   auditctx: () => ({}),
 };
 
-export function templateTypes(kind: string): string[] {
-  return kind === 'secret' ? Object.keys(SECRET_DATA) : [];
-}
-
-export function templateOf(kind: string, type: string, org: string): Record<string, unknown> {
+export function templateOf(kind: string, org: string): Record<string, unknown> {
   const common = { kind, name: `new-${kind}`, tags: {} };
-  if (kind === 'secret') return { ...common, type, data: SECRET_DATA[type] };
   return { ...common, ...(SPECS[kind]?.(org) ?? {}) };
 }

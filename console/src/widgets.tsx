@@ -59,7 +59,10 @@ export function ErrorBox(props: { error: unknown; children?: ComponentChildren }
 }
 
 /** Runs an async loader and keeps its result, error and a reload function. */
-export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): { data: T | undefined; error: unknown; reload: () => void; setData: (d: T) => void } {
+export function useLoad<T>(
+  load: (signal: AbortSignal) => Promise<T>,
+  deps: unknown[],
+): { data: T | undefined; error: unknown; reload: () => void; setData: (d: T | ((current: T | undefined) => T | undefined)) => void } {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
   const [tick, setTick] = useState(0);
@@ -104,7 +107,7 @@ export function statusSummary(item: { status?: Record<string, any> }): string {
   const s = item.status;
   if (!s || typeof s !== 'object' || !Object.keys(s).length) return '—';
   if (typeof s.ready === 'boolean') return s.ready ? 'Ready' : s.message || 'Not ready';
-  for (const key of ['phase', 'lifecycle', 'state', 'message']) if (typeof s[key] === 'string') return s[key];
+  for (const key of ['phase', 'lifecycle', 'state', 'status', 'message']) if (typeof s[key] === 'string') return s[key];
   return 'Has status';
 }
 
