@@ -1,5 +1,6 @@
 // The console is just another client of the public API: every call carries the signed-in
 // principal's key, kept in sessionStorage for this tab only.
+import type { Link, Resource } from '../../src/kinds/types';
 
 const KEY = 'keel.key';
 
@@ -14,21 +15,10 @@ export class Problem extends Error {
   }
 }
 
-export interface Link {
-  rel: string;
-  href: string;
-}
+export type { Link };
 
-export interface Item {
-  id: string;
-  kind: string;
-  name: string;
-  description?: string;
-  version: number;
-  tags: Record<string, unknown>;
-  created: string;
-  lastModified: string;
-  links: Link[];
+/** A resource as the API shows it; the console reads kinds' own fields loosely. */
+export interface Item extends Resource {
   status?: Record<string, any>;
   [field: string]: any;
 }

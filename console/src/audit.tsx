@@ -1,7 +1,7 @@
 // The audit trail: the Audit API (on its own port, found through /discovery) with its filters.
 import { useEffect, useState } from 'preact/hooks';
 import { auditApi, call, explain } from './api';
-import { ErrorBox, go } from './widgets';
+import { ErrorBox, go, Grid } from './widgets';
 
 const FILTERS: Array<[string, string]> = [
   ['resourceType', 'Kind'],
@@ -74,35 +74,24 @@ export function AuditTrail(props: { org: string; query: URLSearchParams }) {
         <button type="submit">Apply filters</button>
       </form>
       <ErrorBox error={error} />
-      <table class="grid" aria-label="Audit events">
-        <thead>
-          <tr>
-            <th scope="col">Time</th>
-            <th scope="col">Subject</th>
-            <th scope="col">Action</th>
-            <th scope="col">Resource</th>
-            <th scope="col">Event</th>
+      <Grid label="Audit events" columns={['Time', 'Subject', 'Action', 'Resource', 'Event']}>
+        {events.map((e) => (
+          <tr key={e.id} data-testid="audit-row">
+            <td>{e.eventTime}</td>
+            <td data-testid="audit-subject">{e.subject?.name}</td>
+            <td>{e.action?.type}</td>
+            <td>
+              {e.resource?.link ? <a href={`#${e.resource.link}`}>{`${e.resource.type}/${e.resource.name}`}</a> : `${e.resource?.type ?? ''}/${e.resource?.name ?? ''}`}
+            </td>
+            <td>
+              <details>
+                <summary>Raw JSON</summary>
+                <pre tabIndex={0} class="code">{JSON.stringify(e, null, 2)}</pre>
+              </details>
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {events.map((e) => (
-            <tr key={e.id} data-testid="audit-row">
-              <td>{e.eventTime}</td>
-              <td data-testid="audit-subject">{e.subject?.name}</td>
-              <td>{e.action?.type}</td>
-              <td>
-                {e.resource?.link ? <a href={`#${e.resource.link}`}>{`${e.resource.type}/${e.resource.name}`}</a> : `${e.resource?.type ?? ''}/${e.resource?.name ?? ''}`}
-              </td>
-              <td>
-                <details>
-                  <summary>Raw JSON</summary>
-                  <pre tabIndex={0} class="code">{JSON.stringify(e, null, 2)}</pre>
-                </details>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </Grid>
       {!events.length && !loading ? <p class="muted">No events match.</p> : null}
       {next ? (
         <button type="button" onClick={() => load(next)} disabled={loading}>

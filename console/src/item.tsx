@@ -6,7 +6,7 @@ import { call, callAt, explain, mayEdit, Problem, selfOf, watch, type Item, type
 import { KindPanel } from './panels';
 import { SecretForm } from './secret-form';
 import { templateOf } from './templates';
-import { CodeEditor, Diff, ErrorBox, ago, go, statusSummary, useLoad } from './widgets';
+import { CodeEditor, Diff, ErrorBox, ago, go, statusSummary, useLoad, Grid } from './widgets';
 
 const READ_ONLY = ['id', 'created', 'lastModified', 'links', 'status'];
 
@@ -343,38 +343,26 @@ function History(props: { path: string; current: Item; canEdit: boolean; onResto
   return (
     <div>
       <p class="muted">Pick two versions to compare them.</p>
-      <table class="grid" aria-label="Versions">
-        <thead>
-          <tr>
-            <th scope="col">Compare</th>
-            <th scope="col">Version</th>
-            <th scope="col">Action</th>
-            <th scope="col">By</th>
-            <th scope="col">When</th>
-            <th scope="col">Restore</th>
+      <Grid label="Versions" columns={['Compare', 'Version', 'Action', 'By', 'When', 'Restore']}>
+        {list.map((v, i) => (
+          <tr key={i} data-testid="version-row">
+            <td>
+              <input type="checkbox" aria-label={`Compare version ${v.version} (${v.action})`} checked={picked.includes(i)} onChange={() => toggle(i)} />
+            </td>
+            <td>{v.version}</td>
+            <td>{v.action}</td>
+            <td>{v.subject?.name ?? ''}</td>
+            <td title={v.at}>{ago(v.at)}</td>
+            <td>
+              {props.canEdit && i > 0 && v.action !== 'delete' ? (
+                <button type="button" class="small" onClick={() => restore(v)}>
+                  Restore version {v.version}
+                </button>
+              ) : null}
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {list.map((v, i) => (
-            <tr key={i} data-testid="version-row">
-              <td>
-                <input type="checkbox" aria-label={`Compare version ${v.version} (${v.action})`} checked={picked.includes(i)} onChange={() => toggle(i)} />
-              </td>
-              <td>{v.version}</td>
-              <td>{v.action}</td>
-              <td>{v.subject?.name ?? ''}</td>
-              <td title={v.at}>{ago(v.at)}</td>
-              <td>
-                {props.canEdit && i > 0 && v.action !== 'delete' ? (
-                  <button type="button" class="small" onClick={() => restore(v)}>
-                    Restore version {v.version}
-                  </button>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </Grid>
       {restored !== undefined ? <p role="status">Restored version {restored} as version {props.current.version}.</p> : null}
       <ErrorBox error={error} />
       {a && b ? <Diff before={toYaml(editable(b.resource))} after={toYaml(editable(a.resource))} labels={[`Version ${b.version}`, `Version ${a.version}`]} /> : null}
@@ -387,31 +375,23 @@ function AccessReport(props: { path: string }) {
   if (report.error) return <ErrorBox error={explain(report.error)} />;
   if (!report.data) return <p>Loading…</p>;
   return (
-    <table class="grid" aria-label="Who can do what">
-      <thead>
-        <tr>
-          <th scope="col">Permission</th>
-          <th scope="col">Granted to</th>
+    <Grid label="Who can do what" columns={['Permission', 'Granted to']}>
+      {report.data.permissions.map((p) => (
+        <tr key={p.name}>
+          <td title={p.description}>{p.name}</td>
+          <td>
+            {p.bindings.length
+              ? p.bindings.map((b, i) => (
+                  <div key={i}>
+                    {b.principalLink ?? b.principal ?? JSON.stringify(b)}
+                    {b.policyLink ? <span class="muted"> via {b.policyLink}</span> : null}
+                  </div>
+                ))
+              : <span class="muted">nobody</span>}
+          </td>
         </tr>
-      </thead>
-      <tbody>
-        {report.data.permissions.map((p) => (
-          <tr key={p.name}>
-            <td title={p.description}>{p.name}</td>
-            <td>
-              {p.bindings.length
-                ? p.bindings.map((b, i) => (
-                    <div key={i}>
-                      {b.principalLink ?? b.principal ?? JSON.stringify(b)}
-                      {b.policyLink ? <span class="muted"> via {b.policyLink}</span> : null}
-                    </div>
-                  ))
-                : <span class="muted">nobody</span>}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      ))}
+    </Grid>
   );
 }
 

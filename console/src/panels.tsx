@@ -2,7 +2,7 @@
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
 import { call, explain, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
-import { ErrorBox, ago, useLoad } from './widgets';
+import { ErrorBox, ago, useLoad, Grid } from './widgets';
 
 interface PanelProps {
   item: Item;
@@ -67,28 +67,18 @@ function Commands(props: { path: string }) {
       <h2>Commands</h2>
       <ErrorBox error={commands.error ? explain(commands.error) : undefined} />
       {commands.data?.items.length ? (
-        <table class="grid" aria-label="Commands">
-          <thead>
-            <tr>
-              <th scope="col">Type</th>
-              <th scope="col">Stage</th>
-              <th scope="col">Requested</th>
-              <th scope="col">Spec</th>
+        <Grid label="Commands" columns={['Type', 'Stage', 'Requested', 'Spec']}>
+          {commands.data.items.map((c) => (
+            <tr key={c.id}>
+              <td>{c.type}</td>
+              <td data-testid="command-stage">{c.lifecycleStage}</td>
+              <td title={c.created}>{ago(c.created)}</td>
+              <td>
+                <code>{JSON.stringify(c.spec)}</code>
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {commands.data.items.map((c) => (
-              <tr key={c.id}>
-                <td>{c.type}</td>
-                <td data-testid="command-stage">{c.lifecycleStage}</td>
-                <td title={c.created}>{ago(c.created)}</td>
-                <td>
-                  <code>{JSON.stringify(c.spec)}</code>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </Grid>
       ) : (
         <p class="muted">No commands.</p>
       )}
@@ -127,37 +117,25 @@ function WorkloadPanel(props: PanelProps) {
         </p>
       ) : null}
       <ErrorBox error={deployments.error ? explain(deployments.error) : undefined} />
-      <table class="grid" aria-label="Deployments">
-        <thead>
-          <tr>
-            <th scope="col">Location</th>
-            <th scope="col">Ready</th>
-            <th scope="col">Message</th>
-            <th scope="col">Versions</th>
-            <th scope="col">Endpoint</th>
-            {cron && props.canEdit ? <th scope="col">Run</th> : null}
+      <Grid label="Deployments" columns={['Location', 'Ready', 'Message', 'Versions', 'Endpoint', ...(cron && props.canEdit ? ['Run'] : [])]}>
+        {(deployments.data?.items ?? []).map((d) => (
+          <tr key={d.name} data-testid="deployment-row">
+            <td>{d.name}</td>
+            <td data-testid="deployment-ready">{d.status?.ready ? 'Ready' : 'Not ready'}</td>
+            <td>{d.status?.message ?? ''}</td>
+            <td data-testid="deployment-versions">{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
+            <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
+            {cron && props.canEdit ? (
+              <td>
+                {/* A run starts in one location: a runCronWorkload command must name it (spec.location). */}
+                <button type="button" class="small" onClick={() => act(`Run requested in ${d.name}.`, () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: { location: d.name } }))}>
+                  Run now in {d.name}
+                </button>
+              </td>
+            ) : null}
           </tr>
-        </thead>
-        <tbody>
-          {(deployments.data?.items ?? []).map((d) => (
-            <tr key={d.name} data-testid="deployment-row">
-              <td>{d.name}</td>
-              <td data-testid="deployment-ready">{d.status?.ready ? 'Ready' : 'Not ready'}</td>
-              <td>{d.status?.message ?? ''}</td>
-              <td data-testid="deployment-versions">{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
-              <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
-              {cron && props.canEdit ? (
-                <td>
-                  {/* A run starts in one location: a runCronWorkload command must name it (spec.location). */}
-                  <button type="button" class="small" onClick={() => act(`Run requested in ${d.name}.`, () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: { location: d.name } }))}>
-                    Run now in {d.name}
-                  </button>
-                </td>
-              ) : null}
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </Grid>
       {deployments.data && !deployments.data.items.length ? <p class="muted">No deployments yet.</p> : null}
       {props.canEdit ? (
         <div class="actions">
@@ -183,30 +161,19 @@ function VolumeSetPanel(props: PanelProps) {
     <div>
       <h2>Volumes per location</h2>
       {locations.length ? (
-        <table class="grid" aria-label="Volumes">
-          <thead>
-            <tr>
-              <th scope="col">Location</th>
-              <th scope="col">Volume</th>
-              <th scope="col">Lifecycle</th>
-              <th scope="col">Capacity (GB)</th>
-              <th scope="col">Snapshots</th>
-            </tr>
-          </thead>
-          <tbody>
-            {locations.flatMap((l) =>
-              (l.volumes ?? []).map((v: any, i: number) => (
-                <tr key={`${l.name}-${i}`}>
-                  <td>{l.name}</td>
-                  <td>{v.index ?? i}</td>
-                  <td>{v.lifecycle ?? ''}</td>
-                  <td>{v.storageCapacity ?? ''}</td>
-                  <td>{(v.volumeSnapshots ?? v.snapshots ?? []).map((s: any) => s.name).join(', ')}</td>
-                </tr>
-              )),
-            )}
-          </tbody>
-        </table>
+        <Grid label="Volumes" columns={['Location', 'Volume', 'Lifecycle', 'Capacity (GB)', 'Snapshots']}>
+          {locations.flatMap((l) =>
+            (l.volumes ?? []).map((v: any, i: number) => (
+              <tr key={`${l.name}-${i}`}>
+                <td>{l.name}</td>
+                <td>{v.index ?? i}</td>
+                <td>{v.lifecycle ?? ''}</td>
+                <td>{v.storageCapacity ?? ''}</td>
+                <td>{(v.volumeSnapshots ?? v.snapshots ?? []).map((s: any) => s.name).join(', ')}</td>
+              </tr>
+            )),
+          )}
+        </Grid>
       ) : (
         <p class="muted">No volumes yet (a workload that mounts this set creates them).</p>
       )}
@@ -222,28 +189,18 @@ function DomainPanel(props: PanelProps) {
     <div>
       <h2>DNS records to create</h2>
       {records.length ? (
-        <table class="grid" aria-label="DNS records">
-          <thead>
-            <tr>
-              <th scope="col">Type</th>
-              <th scope="col">Host</th>
-              <th scope="col">Value</th>
-              <th scope="col">TTL</th>
+        <Grid label="DNS records" columns={['Type', 'Host', 'Value', 'TTL']}>
+          {records.map((r, i) => (
+            <tr key={i}>
+              <td>{r.type}</td>
+              <td>{r.host}</td>
+              <td>
+                <code>{r.value}</code>
+              </td>
+              <td>{r.ttl}</td>
             </tr>
-          </thead>
-          <tbody>
-            {records.map((r, i) => (
-              <tr key={i}>
-                <td>{r.type}</td>
-                <td>{r.host}</td>
-                <td>
-                  <code>{r.value}</code>
-                </td>
-                <td>{r.ttl}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </Grid>
       ) : (
         <p class="muted">No DNS records reported yet.</p>
       )}
@@ -332,44 +289,34 @@ function ServiceAccountPanel(props: PanelProps) {
           </button>
         </div>
       ) : null}
-      <table class="grid" aria-label="Keys">
-        <thead>
-          <tr>
-            <th scope="col">Key</th>
-            <th scope="col">Description</th>
-            <th scope="col">Created</th>
-            <th scope="col">Revoke</th>
+      <Grid label="Keys" columns={['Key', 'Description', 'Created', 'Revoke']}>
+        {keys.map((k) => (
+          <tr key={k.name}>
+            <td>
+              <code>{k.name}</code>
+            </td>
+            <td>{k.description}</td>
+            <td title={k.created}>{ago(k.created)}</td>
+            <td>
+              {props.canEdit ? (
+                <button
+                  type="button"
+                  class="small danger"
+                  onClick={async () => {
+                    try {
+                      props.onChange(await call<Item>('PATCH', props.path, { '$drop/keys': [k.name] }));
+                    } catch (err) {
+                      setError(explain(err));
+                    }
+                  }}
+                >
+                  Revoke {k.name}
+                </button>
+              ) : null}
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {keys.map((k) => (
-            <tr key={k.name}>
-              <td>
-                <code>{k.name}</code>
-              </td>
-              <td>{k.description}</td>
-              <td title={k.created}>{ago(k.created)}</td>
-              <td>
-                {props.canEdit ? (
-                  <button
-                    type="button"
-                    class="small danger"
-                    onClick={async () => {
-                      try {
-                        props.onChange(await call<Item>('PATCH', props.path, { '$drop/keys': [k.name] }));
-                      } catch (err) {
-                        setError(explain(err));
-                      }
-                    }}
-                  >
-                    Revoke {k.name}
-                  </button>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </Grid>
       {props.canEdit ? (
         <form
           class="inline"

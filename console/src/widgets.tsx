@@ -114,3 +114,21 @@ export function statusSummary(item: { status?: Record<string, any> }): string {
 export function go(path: string): void {
   location.hash = path;
 }
+
+/** A data table with column headers; its rows are the children. */
+export function Grid(props: { label: string; columns: string[]; children: ComponentChildren }) {
+  return (
+    <table class="grid" aria-label={props.label}>
+      <thead>
+        <tr>
+          {props.columns.map((c) => (
+            <th scope="col" key={c}>
+              {c}
+            </th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>{props.children}</tbody>
+    </table>
+  );
+}
