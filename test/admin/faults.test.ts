@@ -3,21 +3,10 @@
 // request id; reconciler scenarios keep items from getting well; off, none of it exists.
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { waitFor } from '../support/wait.js';
 
-const DEADLINE_MS = 15_000;
-
-async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  const until = Date.now() + DEADLINE_MS;
-  for (;;) {
-    const last = await read();
-    if (done(last)) return last;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 1500)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 forEachBackend('fault injection', (backend) => {
   let k: TestKeel;
@@ -89,8 +78,7 @@ forEachBackend('fault injection', (backend) => {
   });
 
   test('added latency delays the answer; a dropped connection gets no answer at all', async () => {
-    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
-    const base = `http://127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
+    const base = await k.listen();
     const headers = { authorization: `Bearer ${k.token}` };
     assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'slow', path: '/org/acme/gvc/gv', latencyMs: 300 }, { name: 'cut', path: '/org/acme/gvc', method: 'GET', drop: true, times: 1 }] })).status, 200);
     const started = performance.now();

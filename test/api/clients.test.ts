@@ -3,7 +3,6 @@
 // deployment's status.remote, and the routes of the CLI's REST map. Each is driven as a client
 // would, and misused (less permission, no key, bad input, unknown names).
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { accountIdOf } from '../../src/resources/orgs.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
@@ -139,8 +138,7 @@ forEachBackend('client routes', (backend) => {
   });
 
   test('status.remote is stored Keel-relative: GET, list and watch resolve it against the address the caller used; audit keeps it as written', async () => {
-    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
-    const base = `http://127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
+    const base = await k.listen();
     const auth = { authorization: `Bearer ${k.token}` };
     const stream = await openSse(`${base}/org/acme/-watch?kind=deployment`, auth);
     try {

@@ -3,7 +3,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -25,8 +24,7 @@ forEachBackend(
 
     before(async () => {
       k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: 100 });
-      await k.app.core.listen({ host: '127.0.0.1', port: 0 });
-      const endpoint = `http://127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
+      const endpoint = await k.listen();
       home = mkdtempSync(join(tmpdir(), 'keel-cpln-'));
       // Only this test's profile: no CPLN_* setting of the environment the tests run in.
       env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('CPLN_')));

@@ -9,6 +9,7 @@ import { pruneLogLines } from '../../src/server/logs-api.js';
 import { stamp, tsOfMs } from '../../src/logs/time.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { spawnKeel } from '../support/spawn-keel.js';
+import { waitFor } from '../support/wait.js';
 
 const STEP = 100;
 const [L1, L2] = ['aws-us-west-2', 'gcp-us-east1'];
@@ -21,16 +22,6 @@ export function entries(body: any): Entry[] {
   assert.equal(body.status, 'success');
   assert.equal(body.data.resultType, 'streams');
   return body.data.result.flatMap((s: any) => s.values.map(([ts, line]: [string, string]) => ({ labels: s.stream, ts, line })));
-}
-
-async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value: T) => boolean, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await get();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 1500)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 /** The promise's value, or a failure naming `what` after `ms`. */

@@ -6,23 +6,9 @@ import { after, before, test } from 'node:test';
 import type { App } from '../../src/server/app.js';
 import type { Store } from '../../src/store/types.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { waitFor } from '../support/wait.js';
+import { STEP, W1, W2, startLivingKeel } from '../support/living.js';
 
-const STEP = 40;
-const DEADLINE_MS = 15_000;
-const W1 = 'aws-us-west-2';
-const W2 = 'aws-us-east-1';
-
-/** Polls `read` until `done` holds (no fixed sleeps); fails with the last value after the deadline. */
-async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  const until = Date.now() + DEADLINE_MS;
-  let last: T;
-  for (;;) {
-    last = await read();
-    if (done(last)) return last;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 2000)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 type Vol = { index: number; lifecycle: string; currentSize: number; volumeSnapshots?: unknown[]; iops: number; throughput: number };
 const volumesOf = (vs: any): Record<string, Vol[]> =>
@@ -60,9 +46,7 @@ const mounting = (vs: string, extra: Record<string, unknown> = {}) => ({
 forEachBackend('living resources', (backend) => {
   let k: TestKeel;
   before(async () => {
-    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
-    const gvc = await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } });
-    assert.equal(gvc.status, 201);
+    k = await startLivingKeel(backend);
   });
   after(() => k.close());
 

@@ -14,21 +14,9 @@ import { reconcileWorkload } from '../../src/reconcile/workloads.js';
 import type { ItemKey } from '../../src/store/types.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { mismatches } from '../support/public-types.js';
+import { waitFor } from '../support/wait.js';
+import { STEP, W1, W2, startLivingKeel } from '../support/living.js';
 
-const STEP = 40;
-const DEADLINE_MS = 15_000;
-const W1 = 'aws-us-west-2';
-const W2 = 'aws-us-east-1';
-
-async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  const until = Date.now() + DEADLINE_MS;
-  for (;;) {
-    const last = await read();
-    if (done(last)) return last;
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 2000)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 const cronWorkload = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
@@ -38,9 +26,7 @@ const cronWorkload = (name: string, extra: Record<string, unknown> = {}) => ({
 forEachBackend('status shapes (with the reconcilers)', (backend) => {
   let k: TestKeel;
   before(async () => {
-    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
-    const gvc = await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } });
-    assert.equal(gvc.status, 201);
+    k = await startLivingKeel(backend);
   });
   after(() => k.close());
 
@@ -162,8 +148,7 @@ forEachBackend('status shapes (with the reconcilers)', (backend) => {
 forEachBackend('status of every kind (with the reconcilers)', (backend) => {
   let k: TestKeel;
   before(async () => {
-    k = await startKeel(backend, 'acme', { reconcile: true, reconcileStepMs: STEP });
-    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'prod', spec: { staticPlacement: { locationLinks: [`//location/${W1}`, `//location/${W2}`] } } })).status, 201);
+    k = await startLivingKeel(backend);
   });
   after(() => k.close());
   const get = async (path: string) => (await k.call('GET', path)).body;

@@ -15,8 +15,7 @@ forEachBackend('list then watch', (backend) => {
   let second: KeelProcess | undefined;
   before(async () => {
     k = await startKeel(backend);
-    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
-    base = `http://127.0.0.1:${(k.app.core.server.address() as { port: number }).port}`;
+    base = await k.listen();
     if (backend === 'postgres') second = await spawnKeel(k.config.databaseUrl!);
     other = second?.base ?? base;
   });

@@ -14,8 +14,7 @@ forEachBackend('revocation ends watch streams', (backend) => {
   let second: KeelProcess | undefined;
   before(async () => {
     k = await startKeel(backend);
-    await k.app.core.listen({ host: '127.0.0.1', port: 0 });
-    base = `http://127.0.0.1:${(k.app.core.server.address() as { port: number }).port}`;
+    base = await k.listen();
     if (backend === 'postgres') second = await spawnKeel(k.config.databaseUrl!);
   });
   after(async () => {

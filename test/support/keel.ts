@@ -2,6 +2,7 @@ import { KEEL_ACTOR } from '../../src/audit/events.js';
 // A Keel server for tests, on a real store: SQLite in a temp directory or PostgreSQL in a
 // fresh schema. Requests go through fastify's inject(), so every hook and handler runs.
 import { mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe } from 'node:test';
@@ -30,9 +31,10 @@ export interface TestKeel {
   config: Config;
   /** A request as the admin (or with `token`); `body` objects are sent as JSON. */
   call(method: string, url: string, body?: unknown, options?: { token?: string | null; headers?: Record<string, string>; rawBody?: string; app?: App }): Promise<Response>;
-  /** Another store on the same database, as a second Keel process would have. */
   /** A second Keel on the same database, as another process would be (`settings` override the first's). */
   reopen(settings?: Partial<Config>): Promise<{ app: App; store: Store }>;
+  /** Serves the Core API on a free port of 127.0.0.1 (for real clients and streams); gives its base URL. */
+  listen(): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -94,6 +96,10 @@ export async function startKeel(backend: Backend, org = 'acme', settings: Partia
       const secondApp = await buildApp({ ...config, ...overrides }, second, { logger: false });
       extra.push({ app: secondApp, store: second });
       return { app: secondApp, store: second };
+    },
+    async listen() {
+      await app.core.listen({ host: '127.0.0.1', port: 0 });
+      return `http://127.0.0.1:${(app.core.server.address() as AddressInfo).port}`;
     },
     async close() {
       for (const e of extra) {
