@@ -147,7 +147,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   };
 
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
-  mountRoutes(core, resources, store);
+  mountRoutes(core, resources);
   mountWatch(core, store, auth, config);
   installLiving(core, store, auth, config, faults?.scenario);
   mountAccessRoutes(core, resources, store, auth);
