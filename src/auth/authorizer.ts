@@ -7,6 +7,8 @@ export interface Target {
   org: string;
   gvc?: string;
   name?: string;
+  /** The target item's self link, when the caller has it at hand (else it is built from the above). */
+  link?: string;
   /** The item's queryable fields (stored, or the would-be item of a create), for targetQuery matching; built only when needed. */
   fields?: () => Record<string, unknown>;
 }

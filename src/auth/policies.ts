@@ -34,12 +34,38 @@ interface OrgAccess {
   users: Map<string, Record<string, unknown>>;
   /** Kinds with a targetQuery policy: their decisions depend on the item's fields, and are not remembered. */
   queryTargeted: Set<string>;
-  /** Service accounts' decisions on other kinds, by principal, permission and target (see check). */
-  decisions: Map<string, boolean>;
+  /** Service accounts' decisions on other kinds, by target, principal and permission (see check). */
+  decisions: Decisions;
   loadedAt: number;
 }
 
 const DECISIONS = 10_000;
+
+/**
+ * Decisions by target, principal link and permission: nested maps rather than one key joined from the
+ * three, so a lookup builds no string (and the strings, shared by every request, keep their hashes).
+ */
+class Decisions {
+  private readonly byTarget = new Map<string, Map<string, Map<string, boolean>>>();
+  private size = 0;
+
+  get(target: string, principal: string, permission: string): boolean | undefined {
+    return this.byTarget.get(target)?.get(principal)?.get(permission);
+  }
+
+  set(target: string, principal: string, permission: string, granted: boolean): void {
+    if (this.size >= DECISIONS) {
+      this.byTarget.clear();
+      this.size = 0;
+    }
+    let byPrincipal = this.byTarget.get(target);
+    if (!byPrincipal) this.byTarget.set(target, (byPrincipal = new Map()));
+    let byPermission = byPrincipal.get(principal);
+    if (!byPermission) byPrincipal.set(principal, (byPermission = new Map()));
+    if (!byPermission.has(permission)) this.size++;
+    byPermission.set(permission, granted);
+  }
+}
 
 const FRESH_MS = 1000; // other processes' policy, group and user changes are seen within this time
 
@@ -83,17 +109,14 @@ export class PolicyAuthorizer implements Authorizer {
   async check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void> {
     const wanted = requiredPermission(def, permission);
     const access = await this.access(target.org);
-    const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    const link = target.name ? (target.link ?? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name)) : undefined;
     // A service account's groups and the policies are fixed for this snapshot; without a targetQuery,
     // so is the answer for one permission on one target.
-    const key = principal.kind === 'serviceaccount' && !access.queryTargeted.has(def.kind) ? `${principal.link}\n${wanted}\n${link ?? def.kind}` : undefined;
-    let granted = key === undefined ? undefined : access.decisions.get(key);
+    const remembered = principal.kind === 'serviceaccount' && !access.queryTargeted.has(def.kind);
+    let granted = remembered ? access.decisions.get(link ?? def.kind, principal.link, wanted) : undefined;
     if (granted === undefined) {
       granted = this.decide(principal, access, def, wanted, link, target);
-      if (key !== undefined) {
-        if (access.decisions.size >= DECISIONS) access.decisions.clear();
-        access.decisions.set(key, granted);
-      }
+      if (remembered) access.decisions.set(link ?? def.kind, principal.link, wanted, granted);
     }
     if (!granted) throw ApiError.forbidden(`not granted [${wanted}] on ${link ?? def.kind}`);
   }
@@ -232,7 +255,7 @@ export class PolicyAuthorizer implements Authorizer {
     }
     const users = new Map(userRows.map((row) => [`/org/${org}/user/${row.name}`, { ...row.data, id: row.id, name: row.name, created: row.created, lastModified: row.lastModified }]));
     const queryTargeted = new Set([...policies].filter(([, list]) => list.some((p) => p.targetQuery)).map(([kind]) => kind));
-    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Map(), loadedAt };
+    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Decisions(), loadedAt };
   }
 }
 

@@ -9,7 +9,7 @@ import type { HookContext, KindDef, Place, Resource } from '../kinds/types.js';
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
 import type { AtPosition, AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
-import { resolveLink, resolveLinksIn } from './links.js';
+import { resolveLink, resolveLinksIn, selfLink } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, historyEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { announce, type AppendedEvent } from '../audit/changes.js';
@@ -90,7 +90,7 @@ export class Resources {
     await this.requireGvc(def, place);
     const { value: item, seq } = await this.store.getAt(keyOf(def, place, name));
     if (!item) throw notFound(def, place, name);
-    await this.auth.check(principal, permission, def, targetOf(item));
+    await this.auth.check(principal, permission, def, readTarget(def, item));
     return { value: item, seq };
   }
 
@@ -511,6 +511,20 @@ export function keyOf(def: KindDef, place: Place, name: string): ItemKey {
 }
 
 /** The item as authorization sees it: its place and, on demand, every queryable field. */
+/**
+ * targetOf() with the item's self link, kept per stored item: a store shares an unchanged item's
+ * object between reads, so a hot item's target is built once.
+ */
+function readTarget(def: KindDef, item: StoredItem): Target {
+  let target = readTargets.get(item);
+  if (target === undefined) {
+    target = { ...targetOf(item), link: selfLink(def.kind, def.scope, item.org, item.gvc, item.name) };
+    readTargets.set(item, target);
+  }
+  return target;
+}
+const readTargets = new WeakMap<StoredItem, Target>();
+
 export function targetOf(item: StoredItem): Target {
   return {
     org: item.org,
