@@ -94,8 +94,13 @@ export class PolicyAuthorizer implements Authorizer {
     for (const org of new Set([...this.ready.keys(), ...this.loading.keys()])) this.invalidate(org);
   }
 
-  async requireMember(principal: Principal, org: string): Promise<void> {
-    const access = await this.access(org);
+  requireMember(principal: Principal, org: string): void | Promise<void> {
+    const access = this.access(org);
+    if (access instanceof Promise) return access.then((loaded) => this.requireMemberOf(principal, org, loaded));
+    this.requireMemberOf(principal, org, access);
+  }
+
+  private requireMemberOf(principal: Principal, org: string, access: OrgAccess): void {
     // A service account belongs to its org; a JWT user of the org must have been added to it.
     const own = principal.org === org && (principal.kind === 'serviceaccount' || access.users.has(principal.link));
     if (access.exists && own) return;
@@ -106,9 +111,14 @@ export class PolicyAuthorizer implements Authorizer {
     if (!access.exists || !named) throw ApiError.forbidden(`access to org '${org}' is denied`);
   }
 
-  async check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void> {
+  check(principal: Principal, permission: string, def: KindDef, target: Target): void | Promise<void> {
+    const access = this.access(target.org);
+    if (access instanceof Promise) return access.then((loaded) => this.checkIn(loaded, principal, permission, def, target));
+    this.checkIn(access, principal, permission, def, target);
+  }
+
+  private checkIn(access: OrgAccess, principal: Principal, permission: string, def: KindDef, target: Target): void {
     const wanted = requiredPermission(def, permission);
-    const access = await this.access(target.org);
     const link = target.name ? (target.link ?? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name)) : undefined;
     // A service account's groups and the policies are fixed for this snapshot; without a targetQuery,
     // so is the answer for one permission on one target.

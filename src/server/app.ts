@@ -143,7 +143,14 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     app.addHook('onRequest', (request, _reply, done) => {
       const org = (request.params as { org?: string }).org;
       if (!request.principal || org === undefined || !BODY_METHODS.has(request.method)) return done();
-      auth.requireMember(request.principal, org).then(() => done(), done);
+      let member: void | Promise<void>;
+      try {
+        member = auth.requireMember(request.principal, org);
+      } catch (err) {
+        return done(err as Error);
+      }
+      if (member) member.then(() => done(), done);
+      else done();
     });
     if (faults && api === 'core') installFaults(app, faults);
     mountMeta(app, config, store);

@@ -55,7 +55,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       },
     });
     mount(app, item, {
-      GET: async (request, reply) => sendAt(reply, await resources.getAt(request.principal, def, placeOf(def, request), nameOf(request))),
+      GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
       PUT: async (request, reply) => {
         const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
@@ -129,7 +129,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     },
   });
   mount(app, '/org/:org', {
-    GET: async (request, reply) => sendAt(reply, await resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request))),
+    GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
