@@ -153,10 +153,12 @@ export class PostgresStore implements Store {
 
   async listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
     const { sql, values } = listStatement(request, true);
+    const run = (db: Queryable) => db.query<PositionedRow>(sql, values);
     const { value, seq } = await this.readAt(request.org, async (db, held) => {
-      // Inside the held transaction a budget is set for it alone.
-      if (held && request.budgetMs !== undefined) await db.query(`SET LOCAL statement_timeout = ${Math.floor(request.budgetMs)}`);
-      return (await (held ? this.budgeted(request.budgetMs, () => db.query<PositionedRow>(sql, values)) : this.onListConnection(request.budgetMs, (c) => c.query<PositionedRow>(sql, values)))).rows;
+      if (!held) return (await this.onListConnection(request.budgetMs, run)).rows;
+      // Inside the held transaction, the budget is set for that transaction alone.
+      if (request.budgetMs !== undefined) await db.query(`SET LOCAL statement_timeout = ${Math.floor(request.budgetMs)}`);
+      return (await this.budgeted(request.budgetMs, () => run(db))).rows;
     });
     return { value: itemsOf(value), seq };
   }
