@@ -7,6 +7,8 @@ export interface Target {
   org: string;
   gvc?: string;
   name?: string;
+  /** The target item's self link, when the caller has it at hand (else it is built from the above). */
+  link?: string;
   /** The item's queryable fields (stored, or the would-be item of a create), for targetQuery matching; built only when needed. */
   fields?: () => Record<string, unknown>;
 }
@@ -35,10 +37,14 @@ export interface AccessEntry {
 }
 
 export interface Authorizer {
-  /** Throws 403 unless the principal belongs to the org (directly or through its groups and policies). */
-  requireMember(principal: Principal, org: string): Promise<void>;
-  /** Throws 403 unless the principal holds `permission` on the target. */
-  check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void>;
+  /**
+   * Throws 403 unless the principal belongs to the org (directly or through its groups and policies).
+   * Like check(), it decides at once (returning nothing, or throwing) from what is already loaded, and
+   * returns a promise only when it must load first: a hot path then need not wait for a settled answer.
+   */
+  requireMember(principal: Principal, org: string): void | Promise<void>;
+  /** Throws 403 unless the principal holds `permission` on the target (see requireMember). */
+  check(principal: Principal, permission: string, def: KindDef, target: Target): void | Promise<void>;
   viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter>;
   /** Every kind of which the principal may view some items in the org (the kinds absent: none). */
   viewScope(principal: Principal, org: string): Promise<Map<string, ViewScope>>;

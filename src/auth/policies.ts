@@ -34,12 +34,38 @@ interface OrgAccess {
   users: Map<string, Record<string, unknown>>;
   /** Kinds with a targetQuery policy: their decisions depend on the item's fields, and are not remembered. */
   queryTargeted: Set<string>;
-  /** Service accounts' decisions on other kinds, by principal, permission and target (see check). */
-  decisions: Map<string, boolean>;
+  /** Service accounts' decisions on other kinds, by target, principal and permission (see check). */
+  decisions: Decisions;
   loadedAt: number;
 }
 
 const DECISIONS = 10_000;
+
+/**
+ * Decisions by target, principal link and permission: nested maps rather than one key joined from the
+ * three, so a lookup builds no string (and the strings, shared by every request, keep their hashes).
+ */
+class Decisions {
+  private readonly byTarget = new Map<string, Map<string, Map<string, boolean>>>();
+  private size = 0;
+
+  get(target: string, principal: string, permission: string): boolean | undefined {
+    return this.byTarget.get(target)?.get(principal)?.get(permission);
+  }
+
+  set(target: string, principal: string, permission: string, granted: boolean): void {
+    if (this.size >= DECISIONS) {
+      this.byTarget.clear();
+      this.size = 0;
+    }
+    let byPrincipal = this.byTarget.get(target);
+    if (!byPrincipal) this.byTarget.set(target, (byPrincipal = new Map()));
+    let byPermission = byPrincipal.get(principal);
+    if (!byPermission) byPrincipal.set(principal, (byPermission = new Map()));
+    if (!byPermission.has(permission)) this.size++;
+    byPermission.set(permission, granted);
+  }
+}
 
 const FRESH_MS = 1000; // other processes' policy, group and user changes are seen within this time
 
@@ -68,8 +94,13 @@ export class PolicyAuthorizer implements Authorizer {
     for (const org of new Set([...this.ready.keys(), ...this.loading.keys()])) this.invalidate(org);
   }
 
-  async requireMember(principal: Principal, org: string): Promise<void> {
-    const access = await this.access(org);
+  requireMember(principal: Principal, org: string): void | Promise<void> {
+    const access = this.access(org);
+    if (access instanceof Promise) return access.then((loaded) => this.requireMemberOf(principal, org, loaded));
+    this.requireMemberOf(principal, org, access);
+  }
+
+  private requireMemberOf(principal: Principal, org: string, access: OrgAccess): void {
     // A service account belongs to its org; a JWT user of the org must have been added to it.
     const own = principal.org === org && (principal.kind === 'serviceaccount' || access.users.has(principal.link));
     if (access.exists && own) return;
@@ -80,20 +111,22 @@ export class PolicyAuthorizer implements Authorizer {
     if (!access.exists || !named) throw ApiError.forbidden(`access to org '${org}' is denied`);
   }
 
-  async check(principal: Principal, permission: string, def: KindDef, target: Target): Promise<void> {
+  check(principal: Principal, permission: string, def: KindDef, target: Target): void | Promise<void> {
+    const access = this.access(target.org);
+    if (access instanceof Promise) return access.then((loaded) => this.checkIn(loaded, principal, permission, def, target));
+    this.checkIn(access, principal, permission, def, target);
+  }
+
+  private checkIn(access: OrgAccess, principal: Principal, permission: string, def: KindDef, target: Target): void {
     const wanted = requiredPermission(def, permission);
-    const access = await this.access(target.org);
-    const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    const link = target.name ? (target.link ?? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name)) : undefined;
     // A service account's groups and the policies are fixed for this snapshot; without a targetQuery,
     // so is the answer for one permission on one target.
-    const key = principal.kind === 'serviceaccount' && !access.queryTargeted.has(def.kind) ? `${principal.link}\n${wanted}\n${link ?? def.kind}` : undefined;
-    let granted = key === undefined ? undefined : access.decisions.get(key);
+    const remembered = principal.kind === 'serviceaccount' && !access.queryTargeted.has(def.kind);
+    let granted = remembered ? access.decisions.get(link ?? def.kind, principal.link, wanted) : undefined;
     if (granted === undefined) {
       granted = this.decide(principal, access, def, wanted, link, target);
-      if (key !== undefined) {
-        if (access.decisions.size >= DECISIONS) access.decisions.clear();
-        access.decisions.set(key, granted);
-      }
+      if (remembered) access.decisions.set(link ?? def.kind, principal.link, wanted, granted);
     }
     if (!granted) throw ApiError.forbidden(`not granted [${wanted}] on ${link ?? def.kind}`);
   }
@@ -232,7 +265,7 @@ export class PolicyAuthorizer implements Authorizer {
     }
     const users = new Map(userRows.map((row) => [`/org/${org}/user/${row.name}`, { ...row.data, id: row.id, name: row.name, created: row.created, lastModified: row.lastModified }]));
     const queryTargeted = new Set([...policies].filter(([, list]) => list.some((p) => p.targetQuery)).map(([kind]) => kind));
-    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Map(), loadedAt };
+    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Decisions(), loadedAt };
   }
 }
 

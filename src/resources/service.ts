@@ -8,8 +8,8 @@ import type { JsonSchema } from '../kinds/schema.js';
 import type { HookContext, KindDef, Place, Resource } from '../kinds/types.js';
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
-import type { AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
-import { resolveLink, resolveLinksIn } from './links.js';
+import type { AtPosition, AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+import { resolveLink, resolveLinksIn, selfLink } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, historyEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { announce, type AppendedEvent } from '../audit/changes.js';
@@ -27,6 +27,8 @@ export interface Page {
   /** Cursor of the last item when more may follow. */
   next?: string;
   query: Query;
+  /** The org's chain position the page reflects (see AtPosition). */
+  seq: number;
 }
 
 /** What a write did: the item's resulting (or, for a delete, last) state and the audit action, if anything changed. */
@@ -76,17 +78,20 @@ export class Resources {
 
   /** An item as the caller may see it; presented once per stored state (see presented()), unless revealed. */
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
-    const item = await this.readable(principal, def, place, name, options.reveal ? 'reveal' : 'view');
-    return options.reveal ? present(def, item, options) : presented(def, item);
+    return (await this.getAt(principal, def, place, name, options)).value;
   }
 
-  private async readable(principal: Principal, def: KindDef, place: Place, name: string, permission: 'view' | 'reveal'): Promise<StoredItem> {
-    await this.auth.requireMember(principal, place.org);
-    await this.requireGvc(def, place);
-    const item = await this.store.get(keyOf(def, place, name));
+  /** get(), with the org's chain position the item reflects. */
+  async getAt(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<AtPosition<Resource>> {
+    // The hot read path: decisions already at hand are not waited for (see Authorizer).
+    const member = this.auth.requireMember(principal, place.org);
+    if (member) await member;
+    if (def.scope === 'gvc') await this.requireGvc(def, place);
+    const { value: item, seq } = await this.store.getAt(keyOf(def, place, name));
     if (!item) throw notFound(def, place, name);
-    await this.auth.check(principal, permission, def, targetOf(item));
-    return item;
+    const checked = this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, readTarget(def, item));
+    if (checked) await checked;
+    return { value: options.reveal ? present(def, item, options) : presented(def, item), seq };
   }
 
   /** A page of a list or query: `after` continues from a previous page's cursor. */
@@ -101,7 +106,7 @@ export class Resources {
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
-    const rows = await this.store.list({
+    const { value: rows, seq } = await this.store.listAt({
       budgetMs: this.settings.queryBudgetMs,
       org: place.org,
       kind: def.kind,
@@ -122,6 +127,7 @@ export class Resources {
       items: items.map((row) => present(def, row)),
       next: more && last ? cursorOf(query, present(def, last), { gvc: last.gvc || undefined }) : undefined,
       query,
+      seq,
     };
   }
 
@@ -506,6 +512,20 @@ export function keyOf(def: KindDef, place: Place, name: string): ItemKey {
 }
 
 /** The item as authorization sees it: its place and, on demand, every queryable field. */
+/**
+ * targetOf() with the item's self link, kept per stored item: a store shares an unchanged item's
+ * object between reads, so a hot item's target is built once.
+ */
+function readTarget(def: KindDef, item: StoredItem): Target {
+  let target = readTargets.get(item);
+  if (target === undefined) {
+    target = { ...targetOf(item), link: selfLink(def.kind, def.scope, item.org, item.gvc, item.name) };
+    readTargets.set(item, target);
+  }
+  return target;
+}
+const readTargets = new WeakMap<StoredItem, Target>();
+
 export function targetOf(item: StoredItem): Target {
   return {
     org: item.org,

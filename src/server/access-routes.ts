@@ -15,12 +15,16 @@ export function mountAccessRoutes(app: FastifyInstance, resources: Resources, st
   const org = findKind('org')!;
 
   // Users are named by their email: a create or apply body may give only the email.
-  app.addHook('preHandler', async (request) => {
-    const url = request.routeOptions.url;
-    if ((url === '/org/:org/user' && (request.method === 'POST' || request.method === 'PUT')) || url === '/org/:org/user/-invite') {
-      const body = request.body as Record<string, unknown> | undefined;
-      if (body && typeof body === 'object' && body.name === undefined && typeof body.email === 'string') body.name = body.email;
+  // Callback style, and decided by the method first: this runs before every handler.
+  app.addHook('preHandler', (request, _reply, done) => {
+    if (request.method === 'POST' || request.method === 'PUT') {
+      const url = request.routeOptions.url;
+      if (url === '/org/:org/user' || url === '/org/:org/user/-invite') {
+        const body = request.body as Record<string, unknown> | undefined;
+        if (body && typeof body === 'object' && body.name === undefined && typeof body.email === 'string') body.name = body.email;
+      }
     }
+    done();
   });
 
   app.post('/org/:org/user/-invite', async (request, reply) => {

@@ -91,6 +91,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
         sendError(reply, request, ApiError.badRequest(error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is longer than 256 characters' : 'the path is not valid percent-encoded UTF-8')),
     });
     if (options.onRoute) app.addHook('onRoute', (route) => options.onRoute!(route, api));
+    // Declared up front, so every request object has the same shape from its start (a property added
+    // per request would make each one grow and change shape on the hot path).
+    app.decorateRequest('principal');
     // Once closing, answers end their connection: a keep-alive socket left idle after the last
     // in-flight request would hold close() (and a graceful shutdown) open.
     let closing = false;
@@ -121,7 +124,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       if (request.routeOptions.config?.public) return done();
       const token = tokenOf(request);
       const signIn = (principal: Principal) => {
-        request.principal = { ...principal, requestId: request.id, remoteIp: request.ip };
+        // Spelled out rather than spread: one object of one shape per request, whichever kind signed in.
+        request.principal = { org: principal.org, kind: principal.kind, name: principal.name, link: principal.link, claims: principal.claims, requestId: request.id, remoteIp: request.ip };
         done();
       };
       const known = token && keys.recent(token);
@@ -141,7 +145,14 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     app.addHook('onRequest', (request, _reply, done) => {
       const org = (request.params as { org?: string }).org;
       if (!request.principal || org === undefined || !BODY_METHODS.has(request.method)) return done();
-      auth.requireMember(request.principal, org).then(() => done(), done);
+      let member: void | Promise<void>;
+      try {
+        member = auth.requireMember(request.principal, org);
+      } catch (err) {
+        return done(err as Error);
+      }
+      if (member) member.then(() => done(), done);
+      else done();
     });
     if (faults && api === 'core') installFaults(app, faults);
     mountMeta(app, config, store);
@@ -149,7 +160,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   };
 
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
-  mountRoutes(core, resources, store);
+  mountRoutes(core, resources);
   mountWatch(core, store, auth, config);
   installLiving(core, store, auth, config, faults?.scenario);
   mountAccessRoutes(core, resources, store, auth);

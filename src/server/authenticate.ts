@@ -17,6 +17,8 @@ declare module 'fastify' {
 export function tokenOf(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
   if (!header) return undefined;
+  // How every client sends it; the general form below is for the rest.
+  if (header.startsWith('Bearer ') && header.charCodeAt(7) > 32 && header.charCodeAt(header.length - 1) > 32) return header.slice(7);
   const match = /^bearer\s+(.+)$/i.exec(header.trim());
   return (match ? match[1] : header).trim() || undefined;
 }

@@ -44,6 +44,7 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
   });
 
   let inFlight = 0;
+  app.decorateRequest('counted', false);
   // Callback-style hooks: these run on every request, and avoid a promise each.
   app.addHook('onRequest', (request, reply, done) => {
     // Streams (watch) live for long; they are not the work this cap protects.
@@ -177,6 +178,7 @@ export class AuthFailures {
  */
 export function installPrincipalAdmission(app: FastifyInstance, config: Config): void {
   const counts = new Map<string, number>();
+  app.decorateRequest('countedFor');
   app.addHook('onRequest', (request, reply, done) => {
     if (!request.counted) return done();
     const who = identityOf(request.principal, request.ip);

@@ -6,8 +6,8 @@ import type { KindDef, Place, Resource } from '../kinds/types.js';
 import { matchesQuery, parseQuery, type Query } from '../query/index.js';
 import { jsonOf } from '../resources/present.js';
 import type { Page, Resources } from '../resources/service.js';
-import type { Store } from '../store/types.js';
-import { POSITION_HEADER, readAt } from '../streams/position.js';
+import type { AtPosition } from '../store/types.js';
+import { withPosition } from '../streams/position.js';
 import { sendError } from './errors.js';
 import { pageSizeOf } from './paging.js';
 
@@ -33,13 +33,8 @@ function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPM
 }
 
 /** Every kind's routes, derived from the registry: one generic handler per operation. */
-export function mountRoutes(app: FastifyInstance, resources: Resources, store: Store): void {
-  // Lists, queries and item reads name the chain position they reflect (Keel-Seq): a watch from it misses nothing.
-  const positioned = async <T>(request: FastifyRequest, reply: FastifyReply, read: () => Promise<T>): Promise<T> => {
-    const { value, seq } = await readAt(store, orgOf(request), read);
-    reply.header(POSITION_HEADER, String(seq));
-    return value;
-  };
+// Lists, queries and item reads name the chain position they reflect (Keel-Seq, see withPosition).
+export function mountRoutes(app: FastifyInstance, resources: Resources): void {
   for (const def of KINDS) {
     if (def.kind === 'org') continue;
     const collection = def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}` : `/org/:org/${def.kind}`;
@@ -48,7 +43,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources, store: S
     const nameOf = (request: FastifyRequest) => (request.params as Params)[nameParam];
 
     mount(app, collection, {
-      GET: (request, reply) => positioned(request, reply, () => list(resources, def, placeOf(def, request), request)),
+      GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply),
       POST: async (request, reply) => {
         const created = await resources.create(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
         return sendResource(reply.code(201).header('location', selfOf(created)), created);
@@ -60,7 +55,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources, store: S
       },
     });
     mount(app, item, {
-      GET: async (request, reply) => sendResource(reply, await positioned(request, reply, () => resources.get(request.principal, def, placeOf(def, request), nameOf(request)))),
+      GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
       PUT: async (request, reply) => {
         const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
@@ -74,10 +69,10 @@ export function mountRoutes(app: FastifyInstance, resources: Resources, store: S
     });
     mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) });
     mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) });
-    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => positioned(request, reply, () => list(resources, def, placeOf(def, request), request)) });
-    mountKindWide(app, resources, def, positioned);
+    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) });
+    mountKindWide(app, resources, def);
   }
-  mountOrgs(app, resources, positioned);
+  mountOrgs(app, resources);
   mountActions(app, resources);
 }
 
@@ -85,7 +80,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources, store: S
  * Routes that address a kind as a whole: its query (org-wide, also for gvc-scoped kinds, and within
  * one GVC under the GVC's path) and its permission schema.
  */
-function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef, positioned: Positioned): void {
+function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef): void {
   const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
   if (def.kind === 'org') {
     // Orgs are not inside an org: the query runs over the orgs the caller may view (and has no one org's position).
@@ -97,8 +92,8 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef,
         return { kind: 'queryresult', itemKind: 'org', items, links: [{ rel: 'self', href: '/org/-query' }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
       },
     });
-  } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }), positioned);
-  if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request), positioned);
+  } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
+  if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
   mount(app, `${base}/-schema/permissions`, {
     GET: async (request) => {
       const self = def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`;
@@ -107,27 +102,24 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef,
   });
 }
 
-type Positioned = <T>(request: FastifyRequest, reply: FastifyReply, read: () => Promise<T>) => Promise<T>;
-
 /** POST runs a query; GET follows a page's `next` link. */
-function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, url: string, placeFor: (request: FastifyRequest) => Place, positioned?: Positioned): void {
-  const at: Positioned = positioned ?? ((_request, _reply, read) => read());
+function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, url: string, placeFor: (request: FastifyRequest) => Place): void {
   mount(app, url, {
     POST: async (request, reply) => {
       const place = placeFor(request);
       const query = parseQuery(emptyToUndefined(request.body), def);
-      return at(request, reply, () => queryPage(resources, def, place, request, query, echoOf(request.body, def, place)));
+      return queryPage(resources, def, place, request, reply, query, echoOf(request.body, def, place));
     },
     GET: async (request, reply) => {
       const place = placeFor(request);
       const token = decodeNext((request.query as QueryString).next, request.server.maxPageSize);
       const query = parseQuery(token.query, def);
-      return at(request, reply, () => queryPage(resources, def, place, request, query, token.echo, token.after, token.limit));
+      return queryPage(resources, def, place, request, reply, query, token.echo, token.after, token.limit);
     },
   });
 }
 
-function mountOrgs(app: FastifyInstance, resources: Resources, positioned: Positioned): void {
+function mountOrgs(app: FastifyInstance, resources: Resources): void {
   const org = findKind('org')!;
   mount(app, '/org', {
     GET: async (request) => ({ kind: 'list', itemKind: 'org', items: await resources.listOrgs(request.principal), links: [{ rel: 'self', href: '/org' }] }),
@@ -137,12 +129,12 @@ function mountOrgs(app: FastifyInstance, resources: Resources, positioned: Posit
     },
   });
   mount(app, '/org/:org', {
-    GET: async (request, reply) => sendResource(reply, await positioned(request, reply, () => resources.get(request.principal, org, { org: orgOf(request) }, orgOf(request)))),
+    GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
   mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) });
-  mountKindWide(app, resources, org, positioned);
+  mountKindWide(app, resources, org);
 }
 
 /** Kind-specific sub-resources. */
@@ -174,6 +166,11 @@ function sendResource(reply: FastifyReply, resource: Resource): FastifyReply {
   return reply.header('content-type', 'application/json; charset=utf-8').send(jsonOf(resource));
 }
 
+/** Sends an item read with the position it reflects. */
+function sendAt(reply: FastifyReply, read: AtPosition<Resource>): FastifyReply {
+  return sendResource(withPosition(reply, read.seq), read.value);
+}
+
 function selfOf(resource: Resource): string {
   return resource.links.find((l) => l.rel === 'self')!.href;
 }
@@ -187,10 +184,11 @@ function pageSize(request: FastifyRequest): number {
   return pageSizeOf(request, (request.query as QueryString).limit);
 }
 
-async function list(resources: Resources, def: KindDef, place: Place, request: FastifyRequest) {
+async function list(resources: Resources, def: KindDef, place: Place, request: FastifyRequest, reply: FastifyReply) {
   const limit = pageSize(request);
   const after = (request.query as QueryString).cursor;
   const page = await resources.query(request.principal, def, place, parseQuery(undefined, def), { limit, after });
+  withPosition(reply, page.seq);
   const path = request.url.split('?')[0];
   const links = [{ rel: 'self', href: path }];
   if (page.next) links.push({ rel: 'next', href: `${path}?limit=${limit}&cursor=${page.next}` });
@@ -235,12 +233,14 @@ async function queryPage(
   def: KindDef,
   place: Place,
   request: FastifyRequest,
+  reply: FastifyReply,
   query: Query,
   echo: Record<string, unknown>,
   after?: string,
   limit = pageSize(request),
 ) {
   const page: Page = await resources.query(request.principal, def, place, query, { limit, after });
+  withPosition(reply, page.seq);
   const base = def.kind === 'org' ? '/org/-query' : place.gvc !== undefined ? `/org/${place.org}/gvc/${place.gvc}/${def.kind}/-query` : `/org/${place.org}/${def.kind}/-query`;
   const links = [{ rel: 'self', href: base }];
   if (page.next) {

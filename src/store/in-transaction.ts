@@ -22,6 +22,10 @@ export class InTransaction implements Store {
   get(key: ItemKey) {
     return this.tx.get(key);
   }
+  /** Inside a transaction no position is exact (its changes have none yet): the committed head's goes with the item. */
+  async getAt(key: ItemKey) {
+    return { value: await this.tx.get(key), seq: await this.base.auditPosition(key.org) };
+  }
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return fn(this.tx);
   }
@@ -31,6 +35,9 @@ export class InTransaction implements Store {
   }
   list(request: ListRequest) {
     return this.base.list(request);
+  }
+  listAt(request: ListRequest) {
+    return this.base.listAt(request);
   }
   findKey(keyName: string) {
     return this.base.findKey(keyName);

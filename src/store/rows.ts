@@ -53,3 +53,22 @@ export class Mutex {
     return result;
   }
 }
+
+/**
+ * A list statement that also reads the org's chain position, so that both come from the statement's
+ * one snapshot: `position` holds the position's columns (over nothing but the org's parameter),
+ * `list` the list's own statement over `resources r` with its ORDER BY and LIMIT. The position's
+ * row is joined to each listed row, and stands alone with NULL item columns when none is listed.
+ * The outer ORDER BY repeats the list's (its terms name only columns of `r`, which the inner
+ * statement yields under their own names): row order is then defined, not an accident of the plan.
+ */
+export function positionedList(position: string, list: string, orderBy: string): string {
+  return `SELECT p.*, r.* FROM (SELECT ${position}) p LEFT JOIN (${list}) r ON TRUE ORDER BY ${orderBy}`;
+}
+
+/** The items of positionedList()'s rows (a row without an item carries only the position). */
+export function itemsOf(rows: Array<ResourceRow & Record<string, unknown>>): StoredItem[] {
+  const items: StoredItem[] = [];
+  for (const row of rows) if (row.id !== null) items.push(fromRow(row));
+  return items;
+}

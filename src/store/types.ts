@@ -33,6 +33,16 @@ export interface ListRequest {
   budgetMs?: number;
 }
 
+/**
+ * A read and the org's chain position it reflects, read in the same snapshot: the read shows exactly
+ * the changes whose audit events have seq <= `seq`, so a watch from `seq` delivers each later change
+ * once and none that the read already showed.
+ */
+export interface AtPosition<T> {
+  value: T;
+  seq: number;
+}
+
 export interface KeyRecord {
   keyName: string;
   org: string;
@@ -162,6 +172,10 @@ export interface Store {
   readonly dialect: Dialect;
   get(key: ItemKey): Promise<StoredItem | undefined>;
   list(request: ListRequest): Promise<StoredItem[]>;
+  /** get(), with the org's chain position (see AtPosition). */
+  getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>>;
+  /** list(), with the org's chain position (see AtPosition). */
+  listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>>;
   findKey(keyName: string): Promise<KeyRecord | undefined>;
   /** Every org's name, sorted. */
   orgs(): Promise<string[]>;
@@ -171,12 +185,8 @@ export interface Store {
   audit(filter: AuditFilter): Promise<AuditRecord[]>;
   /** The org's chain head (0 and '' before its first event) and the anchor left by pruning. */
   auditHead(org: string): Promise<{ seq: number; hash: string; prunedUpTo: number; prunedHash: string }>;
-  /**
-   * The org's last committed seq, read in one cheap statement (no sealing first), and whether it has
-   * committed events still waiting for their place (PostgreSQL chains them after commit): while
-   * some wait, reads may show changes whose seq is not yet given.
-   */
-  auditPosition(org: string): Promise<{ seq: number; pending: boolean }>;
+  /** The org's last seq given out, read in one cheap statement (PostgreSQL: without chaining pending events first). */
+  auditPosition(org: string): Promise<number>;
   /** Removes an org's events older than `before` or beyond the newest `keep`, recording the new chain anchor. */
   pruneAudit(org: string, options: { before?: string; keep?: number }): Promise<number>;
   /** Orgs that have audit events (for retention). */

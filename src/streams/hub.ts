@@ -90,7 +90,7 @@ export class WatchHub {
   async feed(org: string): Promise<OrgFeed> {
     let feed = this.feeds.get(org);
     if (!feed) {
-      const head = (await this.store.auditPosition(org)).seq;
+      const head = await this.store.auditPosition(org);
       feed = this.feeds.get(org) ?? new OrgFeed(this.store, org, head, this.hooks);
       this.feeds.set(org, feed);
     }

@@ -372,4 +372,74 @@ forEachBackend('store conformance', (backend) => {
       assert.deepEqual(seen, backward ? expected.reverse() : expected);
     }
   });
+
+  test('getAt and listAt name the chain position of what they read: 0 before any event, the head after, an empty list too', async () => {
+    const org = 'positions';
+    const a = item('a', { org, kind: 'group' });
+    assert.deepEqual(await store.getAt(a), { value: undefined, seq: 0 });
+    assert.deepEqual(await store.listAt(all(org, 'group', '')), { value: [], seq: 0 });
+    await store.transaction(async (tx) => {
+      await tx.insert(a);
+      await tx.appendAudit(event(org, 'a', 1));
+    });
+    await store.transaction(async (tx) => {
+      for (const n of ['c', 'b']) await tx.insert(item(n, { org, kind: 'group' }));
+      await tx.appendAudit(event(org, 'b', 1));
+      await tx.appendAudit(event(org, 'c', 1));
+    });
+    assert.deepEqual(await store.getAt(a), { value: a, seq: 3 });
+    const listed = await store.listAt({ ...all(org, 'group', ''), limit: 2 });
+    assert.deepEqual([listed.value.map((r) => r.name), listed.seq], [['a', 'b'], 3], 'in the list order, limited');
+    assert.deepEqual(await store.listAt(all(org, 'workload', 'none')), { value: [], seq: 3 });
+    assert.deepEqual(await store.getAt({ ...a, name: 'missing' }), { value: undefined, seq: 3 });
+  });
+
+  test('the position of a read racing writers (from two stores) covers exactly the changes it shows', async () => {
+    const org = 'racing-positions';
+    const names = ['r0', 'r1', 'r2'];
+    await store.transaction(async (tx) => {
+      for (const name of names) await tx.insert(item(name, { org, kind: 'group' }));
+    });
+    const other = await another();
+    const reads: Array<{ seq: number; versions: Map<string, number> }> = [];
+    let writing = true;
+    // Each change moves one item to its next version and appends one event naming the item.
+    const writer = async (on: Store, w: number) => {
+      for (let i = 0; i < 40; i++) {
+        const name = names[(i + w) % names.length];
+        await on.transaction(async (tx) => {
+          const current = (await tx.get({ org, kind: 'group', gvc: '', name }, 'update'))!;
+          await increment(tx, current);
+          await tx.appendAudit(event(org, name, current.version + 1));
+        });
+      }
+    };
+    const reader = async () => {
+      for (let i = 0; writing; i++) {
+        // A cached SQLite read resolves at once: the writers' turns come between reads.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (i % 2 === 0) {
+          const { value, seq } = await store.listAt(all(org, 'group', ''));
+          reads.push({ seq, versions: new Map(value.map((r) => [r.name, r.version])) });
+        } else {
+          const { value, seq } = await store.getAt({ org, kind: 'group', gvc: '', name: names[i % names.length] });
+          reads.push({ seq, versions: new Map([[value!.name, value!.version]]) });
+        }
+      }
+    };
+    const readers = [reader(), reader()];
+    await Promise.all([writer(store, 0), writer(store, 1), writer(other, 2)]);
+    writing = false;
+    await Promise.all(readers);
+    await other.close();
+    const events = await store.audit({ org, limit: 1000 });
+    assert.equal(events.length, 120);
+    assert.ok(reads.length > 10, `only ${reads.length} reads raced the writers`);
+    for (const read of reads) {
+      for (const [name, version] of read.versions) {
+        const changes = events.filter((e) => e.seq <= read.seq && e.resourceName === name).length;
+        assert.equal(version, 1 + changes, `${name} read at version ${version} with position ${read.seq}, which covers ${changes} of its changes`);
+      }
+    }
+  });
 });

@@ -2,13 +2,13 @@ import pg from 'pg';
 import { setTimeout as delay } from 'node:timers/promises';
 import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
-import { fromRow, itemKeyString, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { fromRow, itemKeyString, itemsOf, positionedList, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
-import { AUDIT_LAYOUT, getOn, pendingInsert, prepared, updateCtes } from './statements.js';
+import { AUDIT_LAYOUT, getOn, pendingInsert, prepared, updateCtes, type Queryable } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
-import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
+import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { keelTables, PostgresSnapshots } from './snapshots.js';
@@ -30,6 +30,18 @@ const OPTIMISTIC_ATTEMPTS = 3;
 const RECENT_ITEMS = 10_000;
 /** SQLSTATE of a statement cancelled by statement_timeout. */
 const QUERY_CANCELED = '57014';
+
+/**
+ * The org's chain position as a statement's snapshot has it: the head's seq, and the pending_ids of
+ * the org's committed events that still wait in audit_pending for theirs (see readAt).
+ */
+const position = (org: string) =>
+  `(SELECT last_seq FROM audit_heads WHERE org = ${org}) AS keel_seq, (SELECT array_agg(pending_id) FROM audit_pending WHERE org = ${org}) AS keel_pending`;
+/** An item (or NULLs) with its org's position, from one statement's snapshot. */
+const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS} FROM (SELECT ${position('$1')}) p
+  LEFT JOIN resources r ON r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4`;
+
+type PositionedRow = ResourceRow & Record<string, unknown> & { keel_seq: string | null; keel_pending: string[] | null };
 
 export class PostgresStore implements Store {
   readonly dialect = 'postgres' as const;
@@ -128,26 +140,89 @@ export class PostgresStore implements Store {
     return getOn(this.reads, key);
   }
 
+  async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
+    const values = [key.org, key.kind, key.gvc, key.name];
+    const rows = await this.readAt(key.org, async (db) => (await db.query<PositionedRow>(prepared(GET_ITEM_AT, values))).rows);
+    return { value: rows.value[0].id === null ? undefined : fromRow(rows.value[0]), seq: rows.seq };
+  }
+
   async list(request: ListRequest): Promise<StoredItem[]> {
-    const params = new SqlParams('postgres');
-    const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
-    if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
-    const { where, orderBy, join = '' } = request.build(params);
-    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r ${join} WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-    if (request.budgetMs === undefined) return (await this.reads.query<ResourceRow>(sql, params.values)).rows.map(fromRow);
-    const client = await this.lists.connect();
+    const { sql, values } = listStatement(request, false);
+    return (await this.onListConnection(request.budgetMs, (db) => db.query<ResourceRow>(sql, values))).rows.map(fromRow);
+  }
+
+  async listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
+    const { sql, values } = listStatement(request, true);
+    const run = (db: Queryable) => db.query<PositionedRow>(sql, values);
+    const { value, seq } = await this.readAt(request.org, async (db, held) => {
+      if (!held) return (await this.onListConnection(request.budgetMs, run)).rows;
+      // Inside the held transaction, the budget is set for that transaction alone.
+      if (request.budgetMs !== undefined) await db.query(`SET LOCAL statement_timeout = ${Math.floor(request.budgetMs)}`);
+      return (await this.budgeted(request.budgetMs, () => run(db))).rows;
+    });
+    return { value: itemsOf(value), seq };
+  }
+
+  /**
+   * Runs a read whose rows carry the org's position (keel_seq, keel_pending) and finds the exact
+   * position it reflects. Each statement sees one snapshot: the changes it shows are those whose
+   * events are chained up to keel_seq, plus those whose events it sees pending. With none pending,
+   * keel_seq is exact. Otherwise, those pending events must be chained directly after keel_seq for a
+   * single seq to name what was read, while any writer may commit and any process may seal meanwhile;
+   * so the read runs again, in a transaction that first locks the org's chain head (which every
+   * seal locks): no seal runs while it holds it, so the read's keel_seq is the head and the events it
+   * sees pending are then chained, in that same transaction, exactly at keel_seq + 1 .. keel_seq + k.
+   * Writers are not held up (their events only wait in audit_pending a little longer).
+   */
+  private async readAt<R extends { keel_seq: string | null; keel_pending: string[] | null }>(
+    org: string,
+    read: (db: Queryable, held: boolean) => Promise<R[]>,
+  ): Promise<AtPosition<R[]>> {
+    const first = await read(this.reads, false);
+    if (first[0].keel_pending === null) return { value: first, seq: Number(first[0].keel_seq ?? 0) };
+    const client = await this.reads.connect();
     try {
-      // Set once per connection (and again only if the budget changes): no round trip per list.
-      if (this.timeouts.get(client) !== request.budgetMs) {
-        await client.query(`SET statement_timeout = ${Math.floor(request.budgetMs)}`);
-        this.timeouts.set(client, request.budgetMs);
-      }
-      return (await client.query<ResourceRow>(sql, params.values)).rows.map(fromRow);
+      await client.query('BEGIN');
+      // The org has an event, so its head row is wanted anyway (see Sealer.sealBatch).
+      await client.query(prepared("INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, 0, '') ON CONFLICT (org) DO NOTHING", [org]));
+      await client.query(prepared('SELECT 1 FROM audit_heads WHERE org = $1 FOR UPDATE', [org]));
+      const rows = await read(client, true);
+      const seq = Number(rows[0].keel_seq ?? 0);
+      const pending = rows[0].keel_pending ?? [];
+      if (pending.length > 0) await this.sealer.sealChosen(client, org, pending);
+      await client.query('COMMIT');
+      return { value: rows, seq: seq + pending.length };
     } catch (err) {
-      if ((err as { code?: string }).code === QUERY_CANCELED) throw overBudget(request.budgetMs);
+      await client.query('ROLLBACK').catch(() => {});
       throw err;
     } finally {
       client.release();
+    }
+  }
+
+  /** Runs a list statement on a connection of `lists` when it has a budget (see budgeted()), else on `reads`. */
+  private async onListConnection<T>(budgetMs: number | undefined, run: (db: Queryable) => Promise<T>): Promise<T> {
+    if (budgetMs === undefined) return run(this.reads);
+    const client = await this.lists.connect();
+    try {
+      // Set once per connection (and again only if the budget changes): no round trip per list.
+      if (this.timeouts.get(client) !== budgetMs) {
+        await client.query(`SET statement_timeout = ${Math.floor(budgetMs)}`);
+        this.timeouts.set(client, budgetMs);
+      }
+      return await this.budgeted(budgetMs, () => run(client));
+    } finally {
+      client.release();
+    }
+  }
+
+  /** A statement under statement_timeout: its cancellation is the over-budget answer. */
+  private async budgeted<T>(budgetMs: number | undefined, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      if (budgetMs !== undefined && (err as { code?: string }).code === QUERY_CANCELED) throw overBudget(budgetMs);
+      throw err;
     }
   }
 
@@ -191,11 +266,9 @@ export class PostgresStore implements Store {
     return { seq: Number(r.last_seq ?? 0), hash: r.last_hash ?? '', prunedUpTo: Number(r.up_to_seq ?? 0), prunedHash: r.pruned_hash ?? '' };
   }
 
-  async auditPosition(org: string) {
-    const { rows } = await this.reads.query(prepared(
-      'SELECT (SELECT last_seq FROM audit_heads WHERE org = $1) AS seq, EXISTS (SELECT 1 FROM audit_pending WHERE org = $1) AS pending',
-      [org]));
-    return { seq: Number(rows[0].seq ?? 0), pending: rows[0].pending === true };
+  async auditPosition(org: string): Promise<number> {
+    const { rows } = await this.reads.query(prepared('SELECT last_seq FROM audit_heads WHERE org = $1', [org]));
+    return Number(rows[0]?.last_seq ?? 0);
   }
 
   async auditOrgs(): Promise<string[]> {
@@ -339,6 +412,17 @@ export class PostgresStore implements Store {
   }
 }
 
+/** A list's statement; `positioned`: as positionedList() has it, with the org's position read by the same statement. */
+function listStatement(request: ListRequest, positioned: boolean): { sql: string; values: unknown[] } {
+  const params = new SqlParams('postgres');
+  const org = params.add(request.org);
+  const scope = [`r.org = ${org}`, `r.kind = ${params.add(request.kind)}`];
+  if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
+  const { where, orderBy, join = '' } = request.build(params);
+  const list = `SELECT ${RESOURCE_COLUMNS} FROM resources r ${join} WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+  return { sql: positioned ? positionedList(position(org), list, orderBy) : list, values: params.values };
+}
+
 async function writeTags(client: pg.PoolClient, item: StoredItem): Promise<void> {
   await client.query('DELETE FROM resource_tags WHERE id = $1', [item.id]);
   const tags = tagRows(item);
@@ -448,15 +532,13 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
   };
 }
 
-// Takes an org's oldest $2 pending events (all of them when there are fewer: no $2+1-th to stop
-// before), numbers them after the head and chains them with keel_chain (chainHash as an
-// aggregate, migration 10) in that order.
-const SEAL_STATEMENT = `
+// Takes the org's pending events that `chosen` names, numbers them after the head in pending_id
+// order and chains them with keel_chain (chainHash as an aggregate, migration 10) in that order.
+const sealStatement = (chosen: string) => `
   WITH
   head AS (SELECT last_seq, last_hash FROM audit_heads WHERE org = $1 FOR UPDATE),
   taken AS (
-    DELETE FROM audit_pending WHERE EXISTS (SELECT 1 FROM head) AND org = $1
-      AND pending_id < COALESCE((SELECT pending_id FROM audit_pending WHERE org = $1 ORDER BY pending_id OFFSET $2 LIMIT 1), 9223372036854775807)
+    DELETE FROM audit_pending WHERE EXISTS (SELECT 1 FROM head) AND org = $1 AND ${chosen}
     RETURNING pending_id, id, context, event_time, resource_type, resource_name, resource_id, subject_name, action_type, body),
   numbered AS (SELECT h.last_seq + row_number() OVER (ORDER BY t.pending_id) AS seq, h.last_hash AS head_hash, t.* FROM taken t, head h),
   chained AS (SELECT keel_chain(head_hash, seq, body) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS hash, n.* FROM numbered n),
@@ -468,6 +550,11 @@ const SEAL_STATEMENT = `
     FROM (SELECT seq, hash FROM chained ORDER BY seq DESC LIMIT 1) tip WHERE h.org = $1)
   SELECT (SELECT count(*) FROM taken)::int AS sealed, EXISTS (SELECT 1 FROM head) AS chained,
     (SELECT last_seq FROM head) AS base, (SELECT array_agg(id ORDER BY seq) FROM numbered) AS ids`;
+
+/** The oldest $2 pending events (all of them when there are fewer: no $2+1-th to stop before). */
+const SEAL_STATEMENT = sealStatement('pending_id < COALESCE((SELECT pending_id FROM audit_pending WHERE org = $1 ORDER BY pending_id OFFSET $2 LIMIT 1), 9223372036854775807)');
+/** The pending events whose pending_ids are $2. */
+const SEAL_CHOSEN = sealStatement('pending_id = ANY($2::bigint[])');
 
 /**
  * Gives committed pending events their place in each org's hash chain. One seal runs per org at a
@@ -554,16 +641,30 @@ class Sealer {
    * chains them in SQL with chainHash's formula, appends them and moves the head.
    */
   private async sealBatch(org: string): Promise<number> {
-    const { rows } = await this.pool.query(prepared(SEAL_STATEMENT, [org, SEAL_BATCH]));
-    const { sealed, chained, base, ids } = rows[0] as { sealed: number; chained: boolean; base: string | null; ids: string[] | null };
+    const { sealed, chained } = this.took(await this.pool.query(prepared(SEAL_STATEMENT, [org, SEAL_BATCH])));
+    if (chained) return sealed;
+    // The org's first event: its chain starts at an empty head.
+    await this.pool.query(prepared("INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, 0, '') ON CONFLICT (org) DO NOTHING", [org]));
+    return this.sealBatch(org);
+  }
+
+  /**
+   * Chains exactly the pending events `pendingIds`, right after the head, in a transaction on
+   * `client` that holds the org's head row locked (so none of them can have been taken by another seal).
+   */
+  async sealChosen(client: pg.PoolClient, org: string, pendingIds: string[]): Promise<void> {
+    const { sealed } = this.took(await client.query(prepared(SEAL_CHOSEN, [org, pendingIds])));
+    if (sealed !== pendingIds.length) throw new Error(`chained ${sealed} of ${pendingIds.length} pending events of ${org} under the head's lock`);
+  }
+
+  /** Reads a seal's outcome, giving this process's waiting events their seqs. */
+  private took(result: pg.QueryResult): { sealed: number; chained: boolean } {
+    const { sealed, chained, base, ids } = result.rows[0] as { sealed: number; chained: boolean; base: string | null; ids: string[] | null };
     this.takenSinceSweep += sealed;
     for (const [i, id] of (ids ?? []).entries()) {
       const event = this.watched.get(id);
       if (event) event.seq = Number(base) + i + 1;
     }
-    if (chained) return sealed;
-    // The org's first event: its chain starts at an empty head.
-    await this.pool.query(prepared("INSERT INTO audit_heads (org, last_seq, last_hash) VALUES ($1, 0, '') ON CONFLICT (org) DO NOTHING", [org]));
-    return this.sealBatch(org);
+    return { sealed, chained };
   }
 }

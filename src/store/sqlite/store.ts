@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
-import { fromRow, itemKeyString, Mutex, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { fromRow, itemKeyString, itemsOf, Mutex, positionedList, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
 import { ListWorker } from './lists.js';
@@ -12,7 +12,7 @@ import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
-import type { AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, Store, StoredItem, Tx } from '../types.js';
+import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, Store, StoredItem, Tx } from '../types.js';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { SqliteSnapshots } from './snapshots.js';
 
@@ -35,6 +35,10 @@ const MAX_BATCH = 64;
 
 const INSERT_LOG = `INSERT INTO log_lines (${INSERT_COLUMNS.join(', ')}) VALUES (${INSERT_COLUMNS.map(() => '?').join(', ')})`;
 const GET_ITEM = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
+/** The org's last seq given out: a commit moves it together with the data it changed. */
+const POSITION = '(SELECT last_seq FROM audit_heads WHERE org = ?) AS keel_seq';
+/** An item (or NULLs) with its org's position, from one statement's snapshot. */
+const GET_ITEM_AT = `SELECT p.keel_seq, ${RESOURCE_COLUMNS} FROM (SELECT ${POSITION}) p LEFT JOIN resources r ON r.org = ? AND r.kind = ? AND r.gvc = ? AND r.name = ?`;
 /** Audit events inserted by one statement at most. */
 const EVENTS_PER_INSERT = 16;
 /** An event's row: pos, context, body (its hash and fields come later, see seals.ts and lookup.ts). */
@@ -68,7 +72,8 @@ export class SqliteStore implements Store {
   private caughtUpSinceOpen = false;
   /** Org numbers never change once given (see ChainHead.no). */
   private readonly orgNumbers = new Map<string, number>();
-  private readonly cache = new Map<string, StoredItem | null>();
+  /** Item reads with the position each was read at (see get()). */
+  private readonly cache = new Map<string, AtPosition<StoredItem | null>>();
   private cachedAt = -1;
   /** Chain heads moved by the batch under way: written once, just before it commits. */
   private chainHeads = new Map<string, ChainHead>();
@@ -83,8 +88,6 @@ export class SqliteStore implements Store {
   /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
   private deadline = 0;
   private budgetMs = Infinity;
-  /** Orgs' last committed seqs, cached with the item reads (see auditPosition). */
-  private readonly positions = new Map<string, number>();
   private readonly queue: Array<{ fn: (tx: Tx) => Promise<unknown>; resolve: (value: unknown) => void; reject: (error: unknown) => void }> = [];
   readonly snapshots: Snapshots;
 
@@ -199,17 +202,28 @@ export class SqliteStore implements Store {
    * Reads through a cache that lives only as long as the database does not change: SQLite's
    * data_version moves whenever any connection (this process's writer, or another process)
    * commits, and then every cached read is dropped. Cached items are shared: callers must not
-   * mutate them (none do: presentation and patching copy).
+   * mutate them (none do: presentation and patching copy). Each read keeps the org's position read
+   * in the same statement, so a cached pair is as exact as a fresh one.
    */
   async get(key: ItemKey): Promise<StoredItem | undefined> {
+    return this.readAt(key).value ?? undefined;
+  }
+
+  async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
+    const { value, seq } = this.readAt(key);
+    return { value: value ?? undefined, seq };
+  }
+
+  private readAt(key: ItemKey): AtPosition<StoredItem | null> {
     this.checkVersion();
     const id = itemKeyString(key);
     const hit = this.cache.get(id);
-    if (hit !== undefined) return hit ?? undefined;
-    const item = this.getOn(this.reader, key);
+    if (hit !== undefined) return hit;
+    const row = this.stmt(this.reader, GET_ITEM_AT).get(key.org, key.org, key.kind, key.gvc, key.name) as ResourceRow & { keel_seq: number | null };
+    const read = { value: row.id === null ? null : fromRow(row), seq: row.keel_seq ?? 0 };
     if (this.cache.size >= CACHE_ENTRIES) this.cache.clear();
-    this.cache.set(id, item ?? null);
-    return item;
+    this.cache.set(id, read);
+    return read;
   }
 
   /**
@@ -222,7 +236,6 @@ export class SqliteStore implements Store {
     const version = this.stmt(this.reader, 'PRAGMA data_version').pluck().get() as number;
     if (version !== this.cachedAt) {
       this.cache.clear();
-      this.positions.clear();
       this.cachedAt = version;
     }
     this.versionChecked = true;
@@ -230,22 +243,34 @@ export class SqliteStore implements Store {
   }
 
   async list(request: ListRequest): Promise<StoredItem[]> {
+    return (await this.listRows(request, false)).map(fromRow);
+  }
+
+  async listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
+    const rows = await this.listRows(request, true);
+    return { value: itemsOf(rows), seq: (rows[0].keel_seq as number | null) ?? 0 };
+  }
+
+  /** A list's rows; `positioned`: as positionedList() has them, with the org's position read by the same statement. */
+  private async listRows(request: ListRequest, positioned: boolean): Promise<Array<ResourceRow & Record<string, unknown>>> {
     const params = new SqlParams('sqlite');
+    // Placeholders are numbered in text order: the position's comes first.
+    if (positioned) params.add(request.org);
     const scope = [`r.org = ${params.add(request.org)}`, `r.kind = ${params.add(request.kind)}`];
     if (request.gvc !== undefined) scope.push(`r.gvc = ${params.add(request.gvc)}`);
     const { where, orderBy } = request.build(params);
-    if (request.budgetMs === undefined) {
-      const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-      return (this.stmt(this.reader, sql).all(...params.values) as ResourceRow[]).map(fromRow);
-    }
-    // The check comes after the scope (which the index answers) and before the terms, so it runs once per candidate row.
-    const sql = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')} AND keel_within_budget() AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
-    if (this.lists) return (await this.lists.all(sql, params.values, request.budgetMs)).map(fromRow);
+    // The budget check comes after the scope (which the index answers) and before the terms, so it runs once per candidate row.
+    const budgeted = request.budgetMs === undefined ? '' : ' AND keel_within_budget()';
+    const list = `SELECT ${RESOURCE_COLUMNS} FROM resources r WHERE ${scope.join(' AND ')}${budgeted} AND (${where}) ORDER BY ${orderBy} LIMIT ${params.add(request.limit)}`;
+    const sql = positioned ? positionedList(POSITION, list, orderBy) : list;
+    type Row = ResourceRow & Record<string, unknown>;
+    if (request.budgetMs === undefined) return this.stmt(this.reader, sql).all(...params.values) as Row[];
+    if (this.lists) return (await this.lists.all(sql, params.values, request.budgetMs)) as Row[];
     const statement = this.stmt(this.reader, sql);
     this.deadline = 0;
     this.budgetMs = request.budgetMs;
     try {
-      return (statement.all(...params.values) as ResourceRow[]).map(fromRow);
+      return statement.all(...params.values) as Row[];
     } catch (err) {
       if (err instanceof BudgetSpent) throw overBudget(request.budgetMs);
       throw err;
@@ -318,16 +343,8 @@ export class SqliteStore implements Store {
     return { seq: head?.sealed_seq ?? 0, hash: head?.last_hash ?? '', prunedUpTo: pruned?.up_to_seq ?? 0, prunedHash: pruned?.hash ?? '' };
   }
 
-  async auditPosition(org: string) {
-    // A commit moves last_seq and the data it changed in one synchronous step on this thread; the
-    // position is cached like item reads are (see get) and dropped with them.
-    this.checkVersion();
-    let seq = this.positions.get(org);
-    if (seq === undefined) {
-      seq = (this.stmt(this.reader, 'SELECT last_seq FROM audit_heads WHERE org = ?').pluck().get(org) as number | undefined) ?? 0;
-      this.positions.set(org, seq);
-    }
-    return { seq, pending: false };
+  async auditPosition(org: string): Promise<number> {
+    return (this.stmt(this.reader, 'SELECT last_seq FROM audit_heads WHERE org = ?').pluck().get(org) as number | undefined) ?? 0;
   }
 
   async auditOrgs(): Promise<string[]> {
@@ -479,7 +496,6 @@ export class SqliteStore implements Store {
     // connections' commits (and an in-memory database reads through its writer); then look again
     // for those.
     this.cache.clear();
-    this.positions.clear();
     this.versionChecked = false;
     return outcomes;
   }
