@@ -131,6 +131,8 @@ export class Watcher implements FeedSubscriber {
           this.last = next.seq;
           if (++handled % SLICE === 0) await yieldTurn();
         }
+        // Caught up (a replay's last chunk ends at the head): its replay slot is free for another.
+        if (this.last >= this.o.feed.position) this.setReplaying(false);
       } while (this.again && this.open);
     } catch (err) {
       this.end();
