@@ -41,7 +41,7 @@ export interface ResourceSettings {
   audit: boolean;
   /** Longest a list or query may run in the database (unbounded when absent). */
   queryBudgetMs?: number;
-  /** Lists and queries one caller may run in the database at once (unbounded when absent); as many more wait. */
+  /** Lists and queries one caller may run in the database at once (unbounded when absent); up to QUERIES_WAITING more wait their turn. */
   queriesPerPrincipal?: number;
   /** Who may create orgs through the API (anyone authenticated when absent). */
   orgCreation?: OrgCreationRule;
