@@ -181,7 +181,7 @@ export const DEFAULTS: Config = {
   bodyTimeoutMs: 30_000,
   maxInFlightPerPrincipal: 64,
   queryBudgetMs: 250,
-  queriesPerPrincipal: 1,
+  queriesPerPrincipal: 2,
   authFailureLimit: 120,
   orgCreators: ['superusers'],
   maxOrgsPerPrincipal: 20,

@@ -75,7 +75,7 @@ test('the limits against hostile callers are settings with defaults, checked lik
   });
   assert.deepEqual(set.orgCreators, ['superusers', '/org/acme/serviceaccount/ci', 'alice@example.com']);
   assert.deepEqual([set.queryBudgetMs, set.maxOrgsPerPrincipal, set.bodyTimeoutMs, set.authFailureLimit, set.maxInFlightPerPrincipal, set.queriesPerPrincipal], [500, 3, 2000, 0, 8, 3]);
-  assert.equal(defaults.queriesPerPrincipal, 1);
+  assert.equal(defaults.queriesPerPrincipal, 2);
   assert.throws(() => loadConfig({ env: { KEEL_QUERIES_PER_PRINCIPAL: '0' } }), /KEEL_QUERIES_PER_PRINCIPAL must be a whole number from 1/);
   assert.deepEqual(loadConfig({ env: {}, argv: ['--config', file('creators.json', '{"orgCreators": ["anyone"]}')] }).orgCreators, ['anyone']);
   assert.throws(() => loadConfig({ env: { KEEL_ORG_CREATORS: 'everybody' } }), /KEEL_ORG_CREATORS must list superusers, anyone, principal links .* got 'everybody'/);
