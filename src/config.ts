@@ -33,6 +33,8 @@ export interface Config {
   maxInFlightPerPrincipal: number;
   /** Longest a list or query may run in the database before it is refused (400). */
   queryBudgetMs: number;
+  /** Lists and queries one caller may run in the database at once; the next wait their turn. */
+  queriesPerPrincipal: number;
   /** Failed authentications per minute each source address may make (429 above); 0 turns it off. */
   authFailureLimit: number;
   /** Who may create orgs through the API: `superusers` (of the first org), `anyone`, principal links and emails. */
@@ -140,6 +142,7 @@ export const OPTIONS: Option[] = [
   option('bodyTimeoutMs', 'KEEL_BODY_TIMEOUT_MS', '--body-timeout-ms', whole(100, 3_600_000), 'a request whose headers and body take longer to arrive gets 408'),
   option('maxInFlightPerPrincipal', 'KEEL_MAX_IN_FLIGHT_PER_PRINCIPAL', '--max-in-flight-per-principal', whole(1, 1_000_000), 'requests one key, user or address may have in flight (503 above)'),
   option('queryBudgetMs', 'KEEL_QUERY_BUDGET_MS', '--query-budget-ms', whole(10, 3_600_000), 'a list or query running longer in the database is refused (400)'),
+  option('queriesPerPrincipal', 'KEEL_QUERIES_PER_PRINCIPAL', '--queries-per-principal', whole(1, 10_000), 'lists and queries one key or user may run in the database at once (more wait in line; 429 beyond 32 waiting)'),
   option('authFailureLimit', 'KEEL_AUTH_FAILURE_LIMIT', '--auth-failure-limit', whole(0, 1_000_000), 'failed authentications per minute per address (0 = unlimited; 429 above)'),
   option('orgCreators', 'KEEL_ORG_CREATORS', '--org-creators', creators, 'who may POST /org: superusers (of the first org), anyone, principal links, emails'),
   option('maxOrgsPerPrincipal', 'KEEL_MAX_ORGS_PER_PRINCIPAL', '--max-orgs-per-principal', whole(0, 1_000_000), 'a principal superuser of this many orgs may create no more (0 = no limit)'),
@@ -178,6 +181,7 @@ export const DEFAULTS: Config = {
   bodyTimeoutMs: 30_000,
   maxInFlightPerPrincipal: 64,
   queryBudgetMs: 250,
+  queriesPerPrincipal: 2,
   authFailureLimit: 120,
   orgCreators: ['superusers'],
   maxOrgsPerPrincipal: 20,

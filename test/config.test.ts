@@ -70,11 +70,13 @@ test('the limits against hostile callers are settings with defaults, checked lik
   assert.deepEqual(defaults.orgCreators, ['superusers']);
   assert.ok(defaults.queryBudgetMs > 0 && defaults.bodyTimeoutMs > 0 && defaults.maxInFlightPerPrincipal < defaults.maxInFlight && defaults.authFailureLimit > 0);
   const set = loadConfig({
-    env: { KEEL_ORG_CREATORS: 'superusers, /org/acme/serviceaccount/ci,alice@example.com', KEEL_QUERY_BUDGET_MS: '500' },
+    env: { KEEL_ORG_CREATORS: 'superusers, /org/acme/serviceaccount/ci,alice@example.com', KEEL_QUERY_BUDGET_MS: '500', KEEL_QUERIES_PER_PRINCIPAL: '3' },
     argv: ['--max-orgs-per-principal', '3', '--body-timeout-ms=2000', '--auth-failure-limit', '0', '--max-in-flight-per-principal', '8'],
   });
   assert.deepEqual(set.orgCreators, ['superusers', '/org/acme/serviceaccount/ci', 'alice@example.com']);
-  assert.deepEqual([set.queryBudgetMs, set.maxOrgsPerPrincipal, set.bodyTimeoutMs, set.authFailureLimit, set.maxInFlightPerPrincipal], [500, 3, 2000, 0, 8]);
+  assert.deepEqual([set.queryBudgetMs, set.maxOrgsPerPrincipal, set.bodyTimeoutMs, set.authFailureLimit, set.maxInFlightPerPrincipal, set.queriesPerPrincipal], [500, 3, 2000, 0, 8, 3]);
+  assert.equal(defaults.queriesPerPrincipal, 2);
+  assert.throws(() => loadConfig({ env: { KEEL_QUERIES_PER_PRINCIPAL: '0' } }), /KEEL_QUERIES_PER_PRINCIPAL must be a whole number from 1/);
   assert.deepEqual(loadConfig({ env: {}, argv: ['--config', file('creators.json', '{"orgCreators": ["anyone"]}')] }).orgCreators, ['anyone']);
   assert.throws(() => loadConfig({ env: { KEEL_ORG_CREATORS: 'everybody' } }), /KEEL_ORG_CREATORS must list superusers, anyone, principal links .* got 'everybody'/);
   assert.throws(() => loadConfig({ env: { KEEL_QUERY_BUDGET_MS: '5' } }), /KEEL_QUERY_BUDGET_MS must be a whole number from 10/);

@@ -12,3 +12,12 @@ export interface Principal {
   requestId?: string;
   remoteIp?: string;
 }
+
+/**
+ * Who a principal is, the same in every org: a service account by its link, a JWT user by its
+ * issuer and email (its link names the org in the path, which the caller chooses).
+ */
+export function identity(principal: Principal): string {
+  if (principal.kind === 'user') return `user:${String(principal.claims?.iss ?? '')}\n${principal.name}`;
+  return principal.link;
+}

@@ -62,6 +62,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     {
       audit: config.audit,
       queryBudgetMs: config.queryBudgetMs,
+      queriesPerPrincipal: config.queriesPerPrincipal,
       orgCreation: { creators: config.orgCreators, firstOrg: config.org, maxPerPrincipal: config.maxOrgsPerPrincipal },
       accountLink: accountLinkOf(config.org),
     },
@@ -131,7 +132,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       const known = token && keys.recent(token);
       if (known) return signIn(known);
       const refused = failures.refusal(request.ip);
-      if (refused) return sendError(reply.header('retry-after', String(refused.details.retryAfter)), request, refused);
+      if (refused) return sendError(reply, request, refused);
       bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, (err) => {
         if (err instanceof ApiError && err.code === 'unauthorized') failures.failed(request.ip);
         done(err);

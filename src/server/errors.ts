@@ -15,6 +15,8 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
 };
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
+  // A refusal that names when to ask again says so where clients look for it.
+  if (typeof err.details.retryAfter === 'number') reply.header('retry-after', String(err.details.retryAfter));
   return reply
     .code(err.status)
     .type('application/json')

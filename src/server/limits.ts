@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOption
 import { randomUUID } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Principal } from '../auth/principal.js';
+import { identity, type Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
@@ -81,14 +81,9 @@ function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void
   sendError(reply, request, new ApiError('service_unavailable', `the request did not finish within ${ms} ms`));
 }
 
-/**
- * Who a request comes from, the same in every org: a service account by its link, a JWT user by its
- * issuer and email (its link names the org in the path, which the caller chooses), else its address.
- */
+/** Who a request comes from (see identity()), else its address. */
 export function identityOf(principal: Principal | undefined, ip: string): string {
-  if (!principal) return `ip:${ip}`;
-  if (principal.kind === 'user') return `user:${String(principal.claims?.iss ?? '')}\n${principal.name}`;
-  return principal.link;
+  return principal ? identity(principal) : `ip:${ip}`;
 }
 
 /** Keys kept at most by one set of buckets: beyond it the least recently used go (a dropped bucket starts full again). */

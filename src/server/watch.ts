@@ -45,7 +45,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
     const principal = request.principal;
     await auth.requireMember(principal, org);
     const filter = watchFilter(query);
-    hub.admit(principal);
+    await hub.admitAfterBackoff(principal, 'stream');
 
     const header = request.headers['last-event-id'];
     const resume = (Array.isArray(header) ? header[0] : header) ?? query.since;
@@ -65,10 +65,15 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
     const feed = await hub.feed(org);
     // Checked again after the reads above: concurrent opens of one principal are counted by now.
     hub.admit(principal);
-    if (from < feed.position && feed.after(from) === 'behind') hub.admitReplay(principal);
+    if (from < feed.position && feed.after(from) === 'behind') await hub.admitAfterBackoff(principal, 'replay');
 
     reply.hijack();
     const out = reply.raw;
+    // A client gone while it was held back or its position read has nothing to watch with.
+    if (request.raw.socket.destroyed) {
+      out.destroy();
+      return;
+    }
     out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     out.write(': watching\n\n');
     const watcher = hub.open({ feed, principal, filter, from, out, viewing, base: baseUrlOf(request, `${config.host}:${config.port}`) }, tokenOf(request));

@@ -9,6 +9,8 @@ import { Watcher, type WatcherOptions } from './watcher.js';
 
 /** How often every open stream's credentials and membership are checked again (revocations made through another org or process). */
 const RECHECK_MS = 1000;
+/** Seconds a refused watch is told to wait (Retry-After), and the back-off of a caller that does not. */
+const RETRY_AFTER_S = 1;
 
 export interface HubLimits {
   streamsPerPrincipal: number;
@@ -41,6 +43,11 @@ export class WatchHub {
   /** Watchers to be checked again (see checkDirty). */
   private readonly dirty = new Set<Watcher>();
   private checking = false;
+  /** When each recently refused principal may ask again (see admitAfterBackoff). */
+  private readonly refusedUntil = new Map<string, number>();
+  /** Refusals held until their principal's back-off ends, per principal, and their timers. */
+  private readonly waiting = new Map<string, number>();
+  private readonly held429 = new Map<() => void, NodeJS.Timeout>();
 
   /** This process's writes in any org: a principal's own org may not be one that is watched. */
   private readonly onChange = (org: string, appended?: AppendedEvent) => {
@@ -64,26 +71,63 @@ export class WatchHub {
       for (const { watcher } of this.held.values()) watcher.bookmark();
     }, limits.bookmarkMs);
     this.bookmarks.unref();
-    this.recheck = setInterval(() => this.markDirty(() => true, false), RECHECK_MS);
+    this.recheck = setInterval(() => {
+      this.markDirty(() => true, false);
+      const now = Date.now();
+      for (const [link, until] of this.refusedUntil) if (until <= now) this.refusedUntil.delete(link);
+    }, RECHECK_MS);
     this.recheck.unref();
   }
 
-  /** Refuses a new stream over the principal's cap (429). */
+  /** Refuses a new stream over the principal's cap (429 with Retry-After). */
   admit(principal: Principal): void {
     if ((this.streams.get(principal.link) ?? 0) >= this.limits.streamsPerPrincipal) {
-      throw new ApiError('rate_limited', `${principal.link} already holds ${this.limits.streamsPerPrincipal} open watch streams on this server; close one first`, {
-        limit: this.limits.streamsPerPrincipal,
-      });
+      throw this.refusal('stream', principal, `${principal.link} already holds ${this.limits.streamsPerPrincipal} open watch streams on this server; close one first`, this.limits.streamsPerPrincipal);
     }
   }
 
-  /** Refuses a replay of stored history over the principal's cap (429). */
+  /** Refuses a replay of stored history over the principal's cap (429 with Retry-After). */
   admitReplay(principal: Principal): void {
     if ((this.replays.get(principal.link) ?? 0) >= this.limits.replaysPerPrincipal) {
-      throw new ApiError('rate_limited', `${principal.link} already replays history in ${this.limits.replaysPerPrincipal} watch streams; wait for one to catch up`, {
-        limit: this.limits.replaysPerPrincipal,
-      });
+      throw this.refusal('replay', principal, `${principal.link} already replays history in ${this.limits.replaysPerPrincipal} watch streams; wait for one to catch up`, this.limits.replaysPerPrincipal);
     }
+  }
+
+  /**
+   * admit() or admitReplay() after the principal's back-off: a principal refused less than
+   * Retry-After ago that asks again (it ignored the header) is held until then, and only then
+   * admitted or refused again. A client reopening in a tight loop thus costs one cheap refusal per
+   * connection per Retry-After, not thousands a second; a client that waits as told never waits here.
+   */
+  async admitAfterBackoff(principal: Principal, what: 'stream' | 'replay'): Promise<void> {
+    const until = this.refusedUntil.get(`${what}\n${principal.link}`);
+    const wait = until === undefined ? 0 : until - Date.now();
+    if (wait > 0) {
+      const waiting = this.waiting.get(principal.link) ?? 0;
+      // Held refusals are bounded too: beyond them the principal is answered at once.
+      if (waiting < this.limits.streamsPerPrincipal) {
+        count(this.waiting, principal.link, 1);
+        try {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(() => {
+              this.held429.delete(resolve);
+              resolve();
+            }, wait);
+            this.held429.set(resolve, timer);
+          });
+        } finally {
+          count(this.waiting, principal.link, -1);
+        }
+      }
+    }
+    if (what === 'stream') this.admit(principal);
+    else this.admitReplay(principal);
+  }
+
+  /** A 429 for the principal, which starts (or extends) its back-off from `what`. */
+  private refusal(what: 'stream' | 'replay', principal: Principal, message: string, limit: number): ApiError {
+    this.refusedUntil.set(`${what}\n${principal.link}`, Date.now() + RETRY_AFTER_S * 1000);
+    return new ApiError('rate_limited', message, { limit, retryAfter: RETRY_AFTER_S });
   }
 
   /** The org's feed, started at the head when this process has none. */
@@ -125,6 +169,12 @@ export class WatchHub {
     clearInterval(this.bookmarks);
     clearInterval(this.recheck);
     changes.off('change', this.onChange);
+    // Held refusals are answered now rather than holding up the shutdown.
+    for (const [resolve, timer] of this.held429) {
+      clearTimeout(timer);
+      resolve();
+    }
+    this.held429.clear();
     this.endStreams();
   }
 

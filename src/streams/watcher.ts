@@ -136,6 +136,8 @@ export class Watcher implements FeedSubscriber {
           this.deliver(next, decided);
           if (++handled === SLICE) return this.continueAfter(yieldTurn());
         }
+        // Caught up (a replay's last chunk ends at the head): its replay slot is free for another.
+        if (this.last >= this.o.feed.position) this.setReplaying(false);
         if (!this.again || !this.open) break;
         this.again = false;
       }

@@ -3,7 +3,7 @@
 // errors, and apply under racing creates and deletes. Written as the attacker calls the API.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -113,6 +113,45 @@ forEachBackend('query budget', (backend: Backend) => {
     assert.deepEqual(cheap.body.items.map((i: { name: string }) => i.name), ['g-1-7']);
     const page = await call(app, attacker, 'GET', '/org/acme/gvc?limit=5');
     assert.equal(page.status, 200, JSON.stringify(page.body));
+  });
+
+  test("one caller's heavy queries take turns: another caller's list runs beside them, and a flood past the line is 429", async () => {
+    const turns = await appOn(k, { queryBudgetMs: 100, queriesPerPrincipal: 1 });
+    try {
+      const terms = Array.from({ length: 10 }, (_, i) => ({ op: '~', property: '*', value: `nothing-matches-${i}` }));
+      let attackerDone = 0;
+      // One running, 32 in line, and one more than the line holds.
+      const flood = Array.from({ length: 34 }, () => call(turns, attacker, 'POST', '/org/acme/gvc/-query', { spec: { match: 'any', terms } }).then((res) => (attackerDone++, res)));
+      const other = await call(turns, k.token, 'GET', '/org/acme/gvc/g-2-9');
+      const cheap = await call(turns, k.token, 'POST', '/org/acme/gvc/-query', { spec: { terms: [{ op: '=', property: 'name', value: 'g-3-4' }] } });
+      const answeredBefore = attackerDone;
+      assert.equal(other.status, 200);
+      assert.equal(cheap.status, 200, JSON.stringify(cheap.body));
+      assert.deepEqual(cheap.body.items.map((i: { name: string }) => i.name), ['g-3-4']);
+      assert.ok(answeredBefore < 20, `the other caller's query waited behind ${answeredBefore} of the attacker's`);
+      const results = await Promise.all(flood);
+      const refused = results.filter((r) => r.status === 429);
+      assert.equal(refused.length, 1, results.map((r) => r.status).join(' '));
+      assertError(refused[0], 429, 'rate_limited');
+      assert.equal(refused[0].headers['retry-after'], '1');
+      assert.match(refused[0].body.message, /queriesPerPrincipal/);
+      for (const r of results) if (r.status !== 429) assertError(r, 400, 'bad_request');
+    } finally {
+      await turns.core.close();
+      await turns.audit.close();
+    }
+  });
+
+  test('SQLite: the list worker thread runs below the request thread (nice 10), so queries take only the CPU requests leave', { skip: backend !== 'sqlite' || process.platform !== 'linux' }, async () => {
+    const res = await call(app, attacker, 'POST', '/org/acme/gvc/-query', { spec: { terms: [{ op: '=', property: 'name', value: 'g-0-1' }] } });
+    assert.equal(res.status, 200);
+    const niceOf = (task: string) => {
+      const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    const threads = readdirSync('/proc/self/task');
+    assert.equal(niceOf(String(process.pid)), 0, 'the request thread keeps its priority');
+    assert.ok(threads.some((task) => niceOf(task) === 10), `no thread at nice 10: ${threads.map(niceOf).join(' ')}`);
   });
 
   test('a query whose terms alone cost too much is refused before it runs', async () => {

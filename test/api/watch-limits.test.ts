@@ -34,6 +34,19 @@ forEachBackend('watch limits', (backend) => {
   };
   const head = async () => (await k.store.auditHead('acme')).seq;
   const changesOf = (events: SseEvent[]) => events.filter((e) => e.event !== 'bookmark');
+  /**
+   * History that a client which does not read cannot take in one go (more than the kernel's socket
+   * buffers hold, then more events than a replay reads at once), so a replay from the returned
+   * position waits on that client. Written once, for the tests that need such replays.
+   */
+  let heldHistory: Promise<number> | undefined;
+  const historyToHold = () =>
+    (heldHistory ??= (async () => {
+      const from = await head();
+      for (let batch = 0; batch < 8; batch++) await Promise.all(Array.from({ length: 20 }, (_, i) => ok('POST', '/org/acme/group', { name: `held-${batch}-${i}`, tags: bigTags(`h${batch}-${i}`) })));
+      for (let batch = 0; batch < 11; batch++) await Promise.all(Array.from({ length: 20 }, (_, i) => ok('POST', '/org/acme/group', { name: `held-small-${batch}-${i}` })));
+      return from;
+    })());
 
   test('a quiet watch gets bookmarks with its position; resuming from one misses nothing', async () => {
     const stream = await openSse(`${base}/org/acme/-watch?kind=group`, auth());
@@ -184,8 +197,7 @@ forEachBackend('watch limits', (backend) => {
 
   test('caps: streams per principal, replays per principal (429 with the error object)', async () => {
     const key = await keyFor('greedy', { targetKind: 'group', target: 'all' });
-    // History worth replaying (more than a client that does not read can take at once).
-    for (let i = 0; i < 4; i++) await ok('POST', '/org/acme/group', { name: `greedy-${i}`, tags: bigTags(`g${i}`) });
+    const from = await historyToHold();
     const streams = await Promise.all(Array.from({ length: 10 }, () => openSse(`${base}/org/acme/-watch`, auth(key))));
     const over = await fetch(`${base}/org/acme/-watch`, { headers: auth(key) });
     assert.equal(over.status, 429);
@@ -196,11 +208,10 @@ forEachBackend('watch limits', (backend) => {
     assert.equal((await fetch(`${base}/org/acme/-watch`, { headers: auth() })).status, 200, "another principal's streams are not counted");
     for (const s of streams) s.close();
 
-    // Replays: two clients that do not read hold the principal's two replays (from the oldest retained position).
-    const oldest = (await k.store.auditHead('acme')).prunedUpTo;
+    // Replays: two clients that do not read hold the principal's two replays.
     const replay = () =>
       new Promise<IncomingMessage>((resolve, reject) => {
-        const req = httpRequest(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) }, resolve);
+        const req = httpRequest(`${base}/org/acme/-watch?since=${from}`, { headers: auth(key) }, resolve);
         req.on('error', reject);
         req.end();
       });
@@ -219,10 +230,80 @@ forEachBackend('watch limits', (backend) => {
       assert.equal(h.statusCode, 200);
       h.pause();
     }
-    const third = await fetch(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) });
+    const third = await fetch(`${base}/org/acme/-watch?since=${from}`, { headers: auth(key) });
     assert.equal(third.status, 429);
     assert.match(((await third.json()) as { message: string }).message, /replays history/);
     for (const h of holders) h.destroy();
+  });
+
+  test('a replay that has caught up frees its replay slot while it stays open', async () => {
+    const key = await keyFor('catcher', { targetKind: 'group', target: 'all' });
+    const oldest = (await k.store.auditHead('acme')).prunedUpTo;
+    const target = await head();
+    // Two replays read to the head and stay open: they follow the feed now and no longer replay.
+    const caughtUp = await Promise.all(
+      Array.from({ length: 2 }, async () => {
+        const stream = await openSse(`${base}/org/acme/-watch?since=${oldest}`, auth(key));
+        await stream.takeUntil((e) => Number(e.id) >= target);
+        return stream;
+      }),
+    );
+    const third = await fetch(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) });
+    assert.equal(third.status, 200, 'two caught-up streams still held the replay cap');
+    await third.body!.cancel();
+    for (const s of caughtUp) s.close();
+  });
+
+  test('a caller reopening refused replays in a tight loop is held back to one refusal per Retry-After; others are served', async () => {
+    const key = await keyFor('looper', { targetKind: 'group', target: 'all' });
+    const oldest = await historyToHold();
+    // Two clients that do not read hold the principal's two replays.
+    const holders = await Promise.all(
+      Array.from({ length: 2 }, () =>
+        new Promise<IncomingMessage>((resolve, reject) => {
+          const req = httpRequest(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) }, resolve);
+          req.on('error', reject);
+          req.end();
+        }),
+      ),
+    );
+    for (const h of holders) {
+      assert.equal(h.statusCode, 200);
+      h.pause();
+    }
+    // The attacker: reopen as soon as refused, ignoring Retry-After, for two seconds.
+    const refusals: Array<{ status: number; retryAfter: string | null; code: string }> = [];
+    const loopUntil = Date.now() + 2000;
+    const others: number[] = [];
+    const otherCaller = (async () => {
+      while (Date.now() < loopUntil) {
+        others.push((await fetch(`${base}/org/acme/group/held-small-0-0`, { headers: auth() })).status);
+        const watch = await fetch(`${base}/org/acme/-watch?kind=group`, { headers: auth() });
+        others.push(watch.status);
+        await watch.body?.cancel();
+      }
+    })();
+    while (Date.now() < loopUntil) {
+      const res = await fetch(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) });
+      const body = res.status === 200 ? (await res.body?.cancel(), { code: 'opened' }) : ((await res.json()) as { code: string });
+      refusals.push({ status: res.status, retryAfter: res.headers.get('retry-after'), code: body.code });
+    }
+    await otherCaller;
+    assert.ok(refusals.length >= 2 && refusals.length <= 4, `${refusals.length} refusals in 2 s: the reopen loop was not held back`);
+    for (const r of refusals) assert.deepEqual(r, { status: 429, retryAfter: '1', code: 'rate_limited' });
+    assert.ok(others.length >= 4 && others.every((s) => s === 200), `another caller got ${others.join(', ')}`);
+    for (const h of holders) h.destroy();
+    // A client that waits as told is let in once a replay slot is free.
+    let status = 429;
+    let retryAfter = refusals[refusals.length - 1].retryAfter;
+    for (let attempt = 0; status === 429 && attempt < 20; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, Number(retryAfter) * 1000));
+      const res = await fetch(`${base}/org/acme/-watch?since=${oldest}`, { headers: auth(key) });
+      status = res.status;
+      retryAfter = res.headers.get('retry-after');
+      await res.body?.cancel();
+    }
+    assert.equal(status, 200);
   });
 });
 

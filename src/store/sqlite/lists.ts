@@ -8,9 +8,20 @@ import type { ResourceRow } from '../rows.js';
 // stops a statement past its budget: better-sqlite3 has no progress handler, so the statement calls
 // keel_within_budget() once per row it looks at, and the function throws once the budget, counted
 // from the first row (waiting for a lock does not count), is spent.
+/** The list worker thread's nice value: 10 gives it about a tenth of a core the request thread also wants. */
+const WORKER_NICE = 10;
+
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
+// Below the request thread's priority (Linux: a thread's own nice value): when both want the CPU,
+// requests are answered first and queries take the rest.
+try {
+  const thread = Number(require('node:fs').readlinkSync('/proc/thread-self').split('/').pop());
+  require('node:os').setPriority(thread, workerData.nice);
+} catch {
+  // no /proc (not Linux): the worker runs at the process's priority
+}
 const db = new Database(workerData.file, { readonly: true });
 db.pragma('busy_timeout = 5000');
 let deadline = 0;
@@ -68,7 +79,7 @@ export class ListWorker {
   private started(): Worker {
     if (this.worker) return this.worker;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.file, driver } });
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.file, driver, nice: WORKER_NICE } });
     worker.on('message', (message: { id: number; rows?: ResourceRow[]; error?: string; spent?: boolean }) => {
       const waiting = this.pending.get(message.id);
       if (!waiting) return;
