@@ -118,11 +118,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       if (repeated !== undefined) return sendError(reply, request, ApiError.badRequest(`the query parameter ${repeated} is given more than once`, [{ path: repeated, message: 'is given more than once' }]));
       done();
     });
-    installAdmission(app, config);
+    installAdmission(app, config); // also sets request.routeConfig, which the hooks after it read
     // --- authentication (issue 5): a service-account key or a trusted JWT; the handler runs as the principal.
     // Callback style with a synchronous path for a recently verified key: no promise per request.
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.routeOptions.config?.public) return done();
+      if (request.routeConfig?.public) return done();
       const token = tokenOf(request);
       const signIn = (principal: Principal) => {
         // Spelled out rather than spread: one object of one shape per request, whichever kind signed in.

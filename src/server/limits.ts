@@ -13,6 +13,8 @@ declare module 'fastify' {
     counted?: boolean;
     /** Whose in-flight count this request is in (see installPrincipalAdmission). */
     countedFor?: string;
+    /** The route's config, read once by the admission hook (fastify's routeOptions getter builds a new object on each read); later hooks use this. */
+    routeConfig?: FastifyContextConfig;
   }
   interface FastifyContextConfig {
     /** A long-lived response (server-sent events): no request timeout. */
@@ -45,10 +47,12 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
 
   let inFlight = 0;
   app.decorateRequest('counted', false);
+  app.decorateRequest('routeConfig');
   // Callback-style hooks: these run on every request, and avoid a promise each.
   app.addHook('onRequest', (request, reply, done) => {
+    const routeConfig = (request.routeConfig = request.routeOptions.config);
     // Streams (watch) live for long; they are not the work this cap protects.
-    if (request.routeOptions.config?.streaming) return done();
+    if (routeConfig?.streaming) return done();
     if (inFlight >= config.maxInFlight) {
       sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `the server is handling ${config.maxInFlight} requests; retry shortly`));
       return;
