@@ -69,14 +69,7 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
       inFlight--;
     }
   };
-  app.addHook('onResponse', (request, _reply, done) => {
-    release(request);
-    done();
-  });
-  app.addHook('onRequestAbort', (request, done) => {
-    release(request);
-    done();
-  });
+  whenRequestEnds(app, release);
 }
 
 function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void {
@@ -198,14 +191,7 @@ export function installPrincipalAdmission(app: FastifyInstance, config: Config):
     if (count <= 0) counts.delete(who);
     else counts.set(who, count);
   };
-  app.addHook('onResponse', (request, _reply, done) => {
-    release(request);
-    done();
-  });
-  app.addHook('onRequestAbort', (request, done) => {
-    release(request);
-    done();
-  });
+  whenRequestEnds(app, release);
 }
 
 /**
@@ -239,3 +225,15 @@ export function connectionOptions(config: Config): Pick<FastifyServerOptions, 'r
 }
 
 const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+
+/** Runs `release` once a request is over: answered, or abandoned by its client. */
+function whenRequestEnds(app: FastifyInstance, release: (request: FastifyRequest) => void): void {
+  app.addHook('onResponse', (request, _reply, done) => {
+    release(request);
+    done();
+  });
+  app.addHook('onRequestAbort', (request, done) => {
+    release(request);
+    done();
+  });
+}
