@@ -197,28 +197,32 @@ async function list(resources: Resources, def: KindDef, place: Place, request: F
 
 /** GET <item>/-eventlog: the item's audit events, oldest first, paged by their sequence number. */
 async function eventlog(resources: Resources, def: KindDef, place: Place, name: string, request: FastifyRequest) {
-  const limit = pageSize(request);
-  const raw = (request.query as QueryString).next;
-  const after = raw === undefined ? undefined : Number(raw);
-  if (after !== undefined && (!Number.isInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
-  const page = await resources.eventlog(request.principal, def, place, name, { limit, after });
-  const path = request.url.split('?')[0];
-  const links = [{ rel: 'self', href: path }];
-  if (page.next !== undefined) links.push({ rel: 'next', href: `${path}?limit=${limit}&next=${page.next}` });
-  return { kind: 'list', itemKind: 'event', items: page.items, links };
+  const { limit, next } = seqPaging(request, 0);
+  const page = await resources.eventlog(request.principal, def, place, name, { limit, after: next });
+  return seqPage(request, limit, 'event', page);
 }
 
 /** GET <item>/-history: the item's versions from its audit events, newest first, paged by sequence number. */
 async function history(resources: Resources, def: KindDef, place: Place, name: string, request: FastifyRequest) {
+  const { limit, next } = seqPaging(request, 1);
+  const page = await resources.history(request.principal, def, place, name, { limit, before: next });
+  return seqPage(request, limit, 'history', page);
+}
+
+/** The page size and the `next` token (a sequence number, at least `least`) of a read paged through the audit chain. */
+function seqPaging(request: FastifyRequest, least: number): { limit: number; next?: number } {
   const limit = pageSize(request);
   const raw = (request.query as QueryString).next;
-  const before = raw === undefined ? undefined : Number(raw);
-  if (before !== undefined && (!Number.isInteger(before) || before < 1)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
-  const page = await resources.history(request.principal, def, place, name, { limit, before });
+  const next = raw === undefined ? undefined : Number(raw);
+  if (next !== undefined && (!Number.isInteger(next) || next < least)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
+  return { limit, next };
+}
+
+function seqPage(request: FastifyRequest, limit: number, itemKind: string, page: { items: unknown[]; next?: number }) {
   const path = request.url.split('?')[0];
   const links = [{ rel: 'self', href: path }];
   if (page.next !== undefined) links.push({ rel: 'next', href: `${path}?limit=${limit}&next=${page.next}` });
-  return { kind: 'list', itemKind: 'history', items: page.items, links };
+  return { kind: 'list', itemKind, items: page.items, links };
 }
 
 interface NextToken {
