@@ -156,7 +156,13 @@ export function checkAnswer(req: FuzzRequest, res: FuzzAnswer): void {
   const type = String(res.headers['content-type'] ?? '');
   const emptyOk = res.status === 202 || res.status === 204 || req.method === 'HEAD';
   if (res.raw === '' && emptyOk) return;
-  if (res.status < 400 && /^\/docs(\/|$|\?)/.test(req.url)) return; // the API reference page and its assets
+  // The pages a person opens (the API reference and the console, with their assets) are not JSON,
+  // and a browser asking for `/` is sent to the console.
+  if (res.status < 400 && /^\/(docs|console)(\/|$|\?)/.test(req.url)) return;
+  if (res.status >= 300 && res.status < 400) {
+    if (!/^\/console\//.test(String(res.headers.location ?? ''))) fail(`a redirect to ${JSON.stringify(res.headers.location)}`);
+    return;
+  }
   if (!/^application\/json\b/.test(type)) fail(`content-type ${JSON.stringify(type)} is not JSON`);
   let body: unknown;
   try {
