@@ -21,6 +21,8 @@ export interface WatchFilter {
 /** Events read from the store per statement, and the widest seq range one statement covers: both bound one read's time. */
 const CHUNK = 200;
 const SPAN = 5000;
+/** How many Core API addresses an event keeps its resolved deployment bytes for. */
+const RESOLVED_BASES_KEPT = 4;
 /** Events handled between two turns of the event loop. */
 const SLICE = 64;
 /** How long a replay waits for a client to take what was sent before it is disconnected. */
@@ -299,7 +301,11 @@ export class Watcher implements FeedSubscriber {
     if (event.kind !== 'deployment') return encoded(event);
     const byBase = (event.resolved ??= new Map());
     let bytes = byBase.get(this.o.base);
-    if (!bytes) byBase.set(this.o.base, (bytes = encoded({ ...event, object: withResolvedRemote(event.object, this.o.base), sse: undefined, resolved: undefined })));
+    if (bytes) return bytes;
+    bytes = encoded({ ...event, object: withResolvedRemote(event.object, this.o.base), sse: undefined, resolved: undefined });
+    // Clients reach Keel at a handful of addresses; a caller that varies its Host header must not
+    // grow what every buffered event holds, so only the first few addresses are kept.
+    if (byBase.size < RESOLVED_BASES_KEPT) byBase.set(this.o.base, bytes);
     return bytes;
   }
 

@@ -3,6 +3,7 @@
 // deployment's status.remote, and the routes of the CLI's REST map. Each is driven as a client
 // would, and misused (less permission, no key, bad input, unknown names).
 import assert from 'node:assert/strict';
+import { get as httpGet, type IncomingMessage } from 'node:http';
 import { after, before, test } from 'node:test';
 import { accountIdOf } from '../../src/resources/orgs.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
@@ -161,6 +162,43 @@ forEachBackend('client routes', (backend) => {
     } finally {
       stream.close();
     }
+  });
+
+  test('watchers that reached Keel at many addresses each see status.remote on their own address', async () => {
+    const { port } = new URL(await k.listen());
+    const hosts = Array.from({ length: 7 }, (_, i) => `keel-${i}.example:9000`);
+    const self = '/org/acme/gvc/web/workload/many-hosts/deployment/gcp-us-east1';
+    // fetch does not send a Host header of the caller's choosing; a plain request does.
+    const streams = await Promise.all(
+      hosts.map(
+        (host) =>
+          new Promise<IncomingMessage>((resolve, reject) => {
+            const req = httpGet({ host: '127.0.0.1', port, path: '/org/acme/-watch?kind=deployment', headers: { host, accept: 'text/event-stream', authorization: `Bearer ${k.token}` } }, resolve);
+            req.on('error', reject);
+          }),
+      ),
+    );
+    const remotes = streams.map(
+      (res) =>
+        new Promise<string>((resolve, reject) => {
+          assert.equal(res.statusCode, 200);
+          const timer = setTimeout(() => reject(new Error('no deployment event')), DEADLINE_MS);
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => {
+            text += chunk;
+            for (const line of text.split('\n')) {
+              const object = line.startsWith('data: ') ? JSON.parse(line.slice(6)).object : undefined;
+              if (object?.links?.[0]?.href !== self || !object.status?.remote) continue;
+              clearTimeout(timer);
+              res.destroy();
+              return resolve(object.status.remote);
+            }
+          });
+        }),
+    );
+    assert.equal((await k.call('POST', '/org/acme/gvc/web/workload', { name: 'many-hosts', spec: { type: 'standard', containers: [{ name: 'main', image: 'nginx:1.27', ports: [{ protocol: 'http', number: 80 }] }] } })).status, 201);
+    assert.deepEqual(await Promise.all(remotes), hosts.map((host) => `http://${host}/-remote/gcp-us-east1`));
   });
 
   test('REST map routes: secrets by type, cloud account instructions, agent info and manifests, tasks for me, and clear refusals', async () => {
