@@ -613,6 +613,28 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await axe('forbidden');
   });
 
+  test('a key that may only view and run a cron workload gets Run now, and no edit controls', async () => {
+    const runner = await keyFor('runner', { name: 'runner-nightly', targetKind: 'workload', targetLinks: ['//gvc/shop/workload/nightly'], bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/runner'] }] });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await signIn(runner);
+    await open('/org/acme/gvc/shop/workload/nightly');
+    await page.getByTestId('deployment-ready').first().waitFor({ timeout: WAIT });
+    const probed = page.waitForResponse((r) => r.url().includes('/-command?dryRun=true'), { timeout: WAIT });
+    await page.reload();
+    assert.equal((await probed).status(), 403, 'view alone may not run');
+    await page.getByTestId('deployment-ready').first().waitFor({ timeout: WAIT });
+    assert.equal(await page.getByRole('button', { name: /^Run now/ }).count(), 0);
+
+    assert.equal((await k.call('PATCH', '/org/acme/policy/runner-nightly', { bindings: [{ permissions: ['view', 'exec.runCronWorkload'], principalLinks: ['//serviceaccount/runner'] }] })).status, 200);
+    const before = (await k.call('GET', '/org/acme/gvc/shop/workload/nightly/-command')).body.items.length as number;
+    await page.reload();
+    await page.getByRole('button', { name: 'Run now in aws-us-east-2' }).click();
+    await page.getByRole('status').filter({ hasText: 'Run requested in aws-us-east-2.' }).waitFor({ timeout: WAIT });
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/nightly/-command')).body.items.length, before + 1, 'the probe stored no command; the click stored one');
+    assert.equal(await page.getByRole('button', { name: 'Force redeploy' }).count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Delete' }).count(), 0);
+  });
+
   test('nothing was requested from any other host', () => {
     assert.deepEqual(external, []);
   });

@@ -199,15 +199,24 @@ export function browsable(list: KindInfo[]): KindInfo[] {
   return list.filter((k) => k.kind !== 'org' && (k.operations.create || k.operations.update || k.operations.delete));
 }
 
-/** Whether the caller may change an item: a dry-run patch that changes nothing is authorized like a real one. */
-export async function mayEdit(path: string): Promise<boolean> {
+/**
+ * Whether the caller may send a write: as a server dry run, which checks permission before the
+ * body (so a body the server would refuse as invalid still says "allowed") and stores nothing.
+ */
+async function mayWrite(method: 'PATCH' | 'POST', url: string, body: unknown): Promise<boolean> {
   try {
-    await call('PATCH', `${path}?dryRun=true`, {});
+    await call(method, `${url}?dryRun=true`, body);
     return true;
   } catch (err) {
-    return !(err instanceof Problem && (err.status === 403 || err.status === 401));
+    return !(err instanceof Problem && (err.status === 403 || err.status === 401 || err.status === 405));
   }
 }
+
+/** Whether the caller may change an item: a dry-run patch that changes nothing is authorized like a real one. */
+export const mayEdit = (path: string) => mayWrite('PATCH', path, {});
+
+/** Whether the caller may request a command of a type on a workload or volume set (runCronWorkload needs only its own sub-permission). */
+export const mayCommand = (path: string, type: string) => mayWrite('POST', `${path}/-command`, { type, spec: {} });
 
 /** Whether the caller may read a path: HEAD is authorized like GET and carries no body. */
 export async function mayRead(path: string, signal?: AbortSignal): Promise<boolean> {
@@ -220,12 +229,5 @@ export async function mayRead(path: string, signal?: AbortSignal): Promise<boole
   }
 }
 
-/** Whether the caller may create items in a collection: a dry-run create is refused before validation when not allowed. */
-export async function mayCreate(collection: string): Promise<boolean> {
-  try {
-    await call('POST', `${collection}?dryRun=true`, { name: 'console-permission-probe' });
-    return true;
-  } catch (err) {
-    return !(err instanceof Problem && (err.status === 403 || err.status === 401 || err.status === 405));
-  }
-}
+/** Whether the caller may create items in a collection. */
+export const mayCreate = (collection: string) => mayWrite('POST', collection, { name: 'console-permission-probe' });

@@ -1,7 +1,7 @@
 // The parts of an item's overview that only some kinds have. Each reads and writes through the
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
-import { call, explain, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
+import { call, explain, mayCommand, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
 import { ErrorBox, ago, useLoad, Grid } from './widgets';
 
 interface PanelProps {
@@ -105,6 +105,11 @@ function WorkloadPanel(props: PanelProps) {
   };
   const suspended = item.spec?.defaultOptions?.suspend === true;
   const cron = item.spec?.type === 'cron';
+  // Running a cron job has a permission of its own (exec.runCronWorkload), apart from edit.
+  const [canRun, setCanRun] = useState(false);
+  useEffect(() => {
+    if (cron) void mayCommand(path, 'runCronWorkload').then(setCanRun);
+  }, [path, cron]);
   // As `cpln workload stop/start` does: a location's own options override the defaults, so they are suspended (or resumed) too.
   const localOptions: any[] = Array.isArray(item.spec?.localOptions) ? item.spec.localOptions : [];
   const suspension = (on: boolean) => ({ spec: { defaultOptions: { suspend: on }, ...(localOptions.length ? { localOptions: localOptions.map((o) => ({ ...o, suspend: on })) } : {}) } });
@@ -117,7 +122,7 @@ function WorkloadPanel(props: PanelProps) {
         </p>
       ) : null}
       <ErrorBox error={deployments.error ? explain(deployments.error) : undefined} />
-      <Grid label="Deployments" columns={['Location', 'Ready', 'Message', 'Versions', 'Endpoint', ...(cron && props.canEdit ? ['Run'] : [])]}>
+      <Grid label="Deployments" columns={['Location', 'Ready', 'Message', 'Versions', 'Endpoint', ...(cron && canRun ? ['Run'] : [])]}>
         {(deployments.data?.items ?? []).map((d) => (
           <tr key={d.name} data-testid="deployment-row">
             <td>{d.name}</td>
@@ -125,7 +130,7 @@ function WorkloadPanel(props: PanelProps) {
             <td>{d.status?.message ?? ''}</td>
             <td data-testid="deployment-versions">{(d.status?.versions ?? []).map((v: any) => `v${v.workload}${v.ready ? ' ✓' : ' …'}`).join(', ')}</td>
             <td class="ellipsis">{d.status?.endpoint ?? ''}</td>
-            {cron && props.canEdit ? (
+            {cron && canRun ? (
               <td>
                 {/* A run starts in one location: a runCronWorkload command must name it (spec.location). */}
                 <button type="button" class="small" onClick={() => act(`Run requested in ${d.name}.`, () => call('POST', `${path}/-command`, { type: 'runCronWorkload', spec: { location: d.name } }))}>
@@ -145,8 +150,12 @@ function WorkloadPanel(props: PanelProps) {
           <button type="button" onClick={() => act(suspended ? 'Resumed.' : 'Suspended.', () => call('PATCH', path, suspension(!suspended)))}>
             {suspended ? 'Resume' : 'Suspend'}
           </button>
-          {done ? <span role="status">{done}</span> : null}
         </div>
+      ) : null}
+      {done ? (
+        <p role="status" class="muted">
+          {done}
+        </p>
       ) : null}
       <ErrorBox error={error} />
       <Commands path={path} />

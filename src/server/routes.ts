@@ -175,7 +175,8 @@ function selfOf(resource: Resource): string {
   return resource.links.find((l) => l.rel === 'self')!.href;
 }
 
-function writeOptions(request: FastifyRequest): { dryRun: boolean } {
+/** `?dryRun=true`: run every check and answer with the would-be result, storing nothing. */
+export function writeOptions(request: FastifyRequest): { dryRun: boolean } {
   const dryRun = (request.query as QueryString).dryRun;
   return { dryRun: dryRun === 'true' || dryRun === '1' };
 }

@@ -1,7 +1,7 @@
 // Sub-resources that live under a workload or a volume set:
 //   GET  /org/{org}/gvc/{gvc}/workload/{w}/deployment            list (itemKind deployment)
 //   GET  /org/{org}/gvc/{gvc}/workload/{w}/deployment/{location}
-//   POST /org/{org}/gvc/{gvc}/{workload|volumeset}/{n}/-command   201 + Location …/-command/{id}
+//   POST /org/{org}/gvc/{gvc}/{workload|volumeset}/{n}/-command   201 + Location …/-command/{id} (?dryRun=true stores nothing)
 //   GET  …/-command, GET …/-command/{id}, POST …/-command/-query
 // Reading needs `view` on the parent; a command needs `exec` on a workload (its sub-permission
 // for runCronWorkload and stopReplica) and `exec` or `edit` on a volume set. Deployments and
@@ -22,6 +22,7 @@ import { commandKey, commandPrefix, commandView, deploymentKey, deploymentPrefix
 import { targetOf } from '../resources/service.js';
 import type { Store, StoredItem } from '../store/types.js';
 import { sendError } from './errors.js';
+import { writeOptions } from './routes.js';
 
 type Params = Record<string, string>;
 type Handler = (request: FastifyRequest, reply: import('fastify').FastifyReply) => Promise<unknown>;
@@ -107,6 +108,7 @@ export function mountSubresources(app: FastifyInstance, store: Store, auth: Auth
           data: { type: body.type, spec: body.spec, tags: body.tags, lifecycleStage: 'pending', status: {}, since: now },
         };
         const view = commandView(item);
+        if (writeOptions(request).dryRun) return reply.code(201).send(view);
         const appended: AppendedEvent[] = options.audit === false ? [] : [{ event: changeEvent(params.org, actorOf(request.principal), 'create', view), resource: view }];
         await store.transaction(async (tx) => {
           // The parent must still be there; holding it keeps a concurrent delete out until the command is written.

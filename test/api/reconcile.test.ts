@@ -202,6 +202,28 @@ forEachBackend('living resources', (backend) => {
     assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload/db/-command', { type: 'stopReplica', spec: { location: W1 } }, { token: key })).status, 403);
   });
 
+  test('a dry-run command checks permission and body and stores nothing; a key with only exec.runCronWorkload may run, not stop', async () => {
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'scheduler' })).status, 201);
+    const key = (await k.call('POST', '/org/acme/serviceaccount/scheduler/-addKey', { description: 't' })).body.key as string;
+    const path = '/org/acme/gvc/prod/workload/db/-command';
+    const count = async () => (await k.call('GET', path)).body.items.length as number;
+    const before = await count();
+    const run = { type: 'runCronWorkload', spec: { location: W1 } };
+    assert.equal((await k.call('POST', `${path}?dryRun=true`, run, { token: key })).status, 403);
+    const policy = { name: 'scheduler-runs', targetKind: 'workload', targetLinks: ['//gvc/prod/workload/db'], bindings: [{ permissions: ['exec.runCronWorkload', 'view'], principalLinks: ['//serviceaccount/scheduler'] }] };
+    assert.equal((await k.call('POST', '/org/acme/policy', policy)).status, 201);
+    const dry = await k.call('POST', `${path}?dryRun=true`, run, { token: key });
+    assert.equal(dry.status, 201, JSON.stringify(dry.body));
+    assert.deepEqual([dry.body.type, dry.body.spec.location, dry.body.lifecycleStage], ['runCronWorkload', W1, 'pending']);
+    assert.equal((await k.call('GET', dry.body.links[0].href)).status, 404, 'the dry-run command was not stored');
+    assert.equal((await k.call('POST', `${path}?dryRun=true`, { type: 'runCronWorkload', spec: {} }, { token: key })).status, 400);
+    assert.equal((await k.call('POST', `${path}?dryRun=true`, { type: 'stopReplica', spec: { location: W1 } }, { token: key })).status, 403);
+    assert.equal((await k.call('POST', '/org/acme/gvc/prod/workload/missing/-command?dryRun=true', run)).status, 404);
+    assert.equal(await count(), before);
+    assert.equal((await k.call('POST', path, run, { token: key })).status, 201);
+    assert.equal(await count(), before + 1);
+  });
+
   test('mk8s becomes ready, domains reach ready, agents get their bootstrap config; all without new versions', async () => {
     const mk8s = await k.call('POST', '/org/acme/mk8s', { name: 'k1', spec: { version: '1.28.4', provider: { aws: { region: 'us-west-2' } }, addOns: { dashboard: {} } } });
     assert.equal(mk8s.status, 201);
