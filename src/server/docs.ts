@@ -102,6 +102,14 @@ function describeRoute(method: string, url: string): Record<string, unknown> {
       response: ok(200, 'The versions of the item', ref('History')),
     });
   }
+  if (def && last === '-command' && method === 'POST') {
+    return op(`Request a command on a ${def.kind}; with dryRun=true, permission and body are checked and nothing is stored`, {
+      querystring: dryRun,
+      body: { type: 'object', properties: { type: { type: 'string' }, spec: { type: 'object' } }, required: ['type'] },
+      response: ok(201, 'The command, pending; Location is its self link', ref(KIND_ID('command'))),
+    });
+  }
+  if (def && last === '-command' && method === 'GET') return op(`Commands requested on a ${def.kind}`, { response: ok(200, 'The commands', ref('List')) });
   if (def && isItem) {
     const item = ref(KIND_ID(def.kind));
     switch (method) {

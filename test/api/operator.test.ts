@@ -82,6 +82,9 @@ describe('OpenAPI document', () => {
     assert.deepEqual(doc.components.schemas.Error.required, ['status', 'message', 'code', 'details', 'id']);
     // Codes the server answers outside the resource routes (a slow body, oversized headers, a pruned watch position) are documented too.
     for (const code of ['request_timeout', 'headers_too_large', 'gone']) assert.ok(doc.components.schemas.Error.properties.code.enum.includes(code), code);
+    const command = doc.paths['/org/{org}/gvc/{gvc}/workload/{name}/-command'].post;
+    assert.equal(command.responses['201'].content['application/json'].schema.$ref, '#/components/schemas/Kind_command');
+    assert.ok(command.parameters.some((p: { in: string; name: string }) => p.in === 'query' && p.name === 'dryRun'), 'a command documents dryRun');
     const vs = doc.components.schemas.Kind_volumeset;
     assert.equal(vs.properties.spec.properties.performanceClass.enum.includes('general-purpose-ssd'), true);
     assert.equal(vs.properties.description.maxLength, 250);
