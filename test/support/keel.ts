@@ -33,7 +33,7 @@ export interface TestKeel {
   call(method: string, url: string, body?: unknown, options?: { token?: string | null; headers?: Record<string, string>; rawBody?: string; app?: App }): Promise<Response>;
   /** A second Keel on the same database, as another process would be (`settings` override the first's). */
   reopen(settings?: Partial<Config>): Promise<{ app: App; store: Store }>;
-  /** Serves the Core API on a free port of 127.0.0.1 (for real clients and streams); gives its base URL. */
+  /** Serves the Core API on a free port of 127.0.0.1 (for real clients and streams), once; gives its base URL. */
   listen(): Promise<string>;
   close(): Promise<void>;
 }
@@ -98,7 +98,7 @@ export async function startKeel(backend: Backend, org = 'acme', settings: Partia
       return { app: secondApp, store: second };
     },
     async listen() {
-      await app.core.listen({ host: '127.0.0.1', port: 0 });
+      if (!app.core.server.listening) await app.core.listen({ host: '127.0.0.1', port: 0 });
       return `http://127.0.0.1:${(app.core.server.address() as AddressInfo).port}`;
     },
     async close() {
