@@ -37,6 +37,8 @@ export interface CrashOptions {
   workers?: number;
   /** Load runs this long (random within) before each kill. */
   loadMs?: [number, number];
+  /** …and at least until this many writes of the cycle were acknowledged, however slow the machine. */
+  minWritesPerCycle?: number;
   log?: (line: string) => void;
 }
 
@@ -55,6 +57,14 @@ export interface CrashReport {
 }
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** How long a cycle waits for its minimum of writes (or, with two processes, for the survivor to serve) before it goes on. */
+const PROGRESS_WAIT_MS = 60_000;
+
+/** Resolves once `done()` holds, or after `ms` (the checks after the kill then report what was missing). */
+async function until(done: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await delay(10);
+}
 
 /** One `keel serve` process that can be killed and started again on the same port and store. */
 class KeelProcess {
@@ -263,13 +273,17 @@ export async function runCrash(options: CrashOptions): Promise<CrashReport> {
           }
         }
       };
+      const ackedBefore = report.acknowledged;
       const running = Array.from({ length: workers }, (_, w) => worker(w));
       await delay(loadMin + Math.random() * (loadMax - loadMin));
+      await until(() => report.acknowledged - ackedBefore >= (options.minWritesPerCycle ?? 0), PROGRESS_WAIT_MS);
       await victim.kill();
       victimDead = true;
       if (survivor) {
         // The survivor keeps serving its clients while the victim is down (and restarts).
+        const servedBefore = report.servedBySurvivor;
         await delay(300);
+        await until(() => report.servedBySurvivor > servedBefore, PROGRESS_WAIT_MS);
       }
       // Restart while the survivor's clients still run, then stop the load and check.
       await victim.start();

@@ -13,7 +13,7 @@ const CYCLES = Number(process.env.CRASH_TEST_CYCLES ?? 2);
 
 for (const scenario of ['sqlite', 'postgres', 'two-postgres'] as Scenario[]) {
   test(`SIGKILL under write load loses no acknowledged write and leaves nothing half-written [${scenario}]`, { skip: scenario !== 'sqlite' && !pgUp ? 'PostgreSQL is not reachable' : false }, async () => {
-    const report = await runCrash({ scenario, cycles: CYCLES, workers: 6, loadMs: [250, 900] });
+    const report = await runCrash({ scenario, cycles: CYCLES, workers: 6, loadMs: [250, 900], minWritesPerCycle: 20 });
     assert.equal(report.cycles, CYCLES);
     // The run did real work: writes were acknowledged before the kills and checked after them.
     assert.ok(report.acknowledged >= 20 * CYCLES, `only ${report.acknowledged} acknowledged writes`);
