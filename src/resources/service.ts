@@ -522,7 +522,6 @@ export function keyOf(def: KindDef, place: Place, name: string): ItemKey {
   return { org: place.org, kind: def.kind, gvc: def.scope === 'gvc' ? (place.gvc ?? '') : '', name };
 }
 
-/** The item as authorization sees it: its place and, on demand, every queryable field. */
 /**
  * targetOf() with the item's self link, kept per stored item: a store shares an unchanged item's
  * object between reads, so a hot item's target is built once.
@@ -537,6 +536,7 @@ function readTarget(def: KindDef, item: StoredItem): Target {
 }
 const readTargets = new WeakMap<StoredItem, Target>();
 
+/** The item as authorization sees it: its place and, on demand, every queryable field. */
 export function targetOf(item: StoredItem): Target {
   return {
     org: item.org,
