@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { deploymentKey, REMOTE_PREFIX, withResolvedRemote } from '../reconcile/views.js';
+import { deploymentKey, REMOTE_PREFIX, replicasOf, withResolvedRemote } from '../reconcile/views.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { sendError } from './errors.js';
@@ -47,9 +47,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const deployment = await store.get(deploymentKey(org, gvc, name, location));
     if (!deployment) throw ApiError.notFound(`workload '${name}' has no deployment in location '${location}'`);
     // The reconciler keeps the replicas running there (a cron workload's: its active runs) in the deployment's status.
-    const replicas = ((deployment.data.status ?? {}) as { internal?: { replicas?: unknown } }).internal?.replicas;
-    const items = Array.isArray(replicas) ? replicas.filter((r): r is string => typeof r === 'string') : [];
-    return { kind: 'list', itemKind: 'replica', items, links: [{ rel: 'self', href: request.url.split('?')[0] }] };
+    return { kind: 'list', itemKind: 'replica', items: replicasOf(deployment.data), links: [{ rel: 'self', href: request.url.split('?')[0] }] };
   });
 
   // exec/connect open a WebSocket to {remote}/exec (credentials travel inside the stream, so these
