@@ -20,7 +20,7 @@ export function stableId(...parts: string[]): string {
  * carry a hash of the version they run (as Kubernetes names a ReplicaSet's pods).
  */
 export function replicaNames(workload: string, type: string, location: string, version: number, count: number): string[] {
-  const hash = stableId(workload, location, String(version)).slice(0, 9);
+  const hash = stableId(workload, location, String(version)).slice(0, 10);
   return Array.from({ length: count }, (_, i) => (type === 'stateful' ? `${workload}-${i}` : `${workload}-${hash}-${stableId(hash, String(i)).slice(0, 5)}`));
 }
 

@@ -14,6 +14,7 @@ import { findKind } from '../kinds/index.js';
 import { accountIdOf } from '../resources/orgs.js';
 import type { Resource } from '../kinds/types.js';
 import type { Resources } from '../resources/service.js';
+import { refusedRoute } from './docs.js';
 import { notServed } from './errors.js';
 import { permissionSchema } from './routes.js';
 
@@ -42,7 +43,7 @@ export function mountBilling(app: FastifyInstance, resources: Resources, bootstr
   };
 
   app.get('/account', async () => ({ kind: 'list', itemKind: 'account', items: [account], links: [{ rel: 'self', href: '/account' }] }));
-  app.post('/account', async (request) => {
+  app.post('/account', { schema: refusedRoute('Keel has one billing account and creates no other') }, async (request) => {
     throw notServed(request, `this Keel has one billing account, '${id}', and creates no other`);
   });
   app.get('/account/-schema/permissions', async () => permissionSchema(findKind('account')!, '/account/-schema/permissions'));
@@ -50,7 +51,7 @@ export function mountBilling(app: FastifyInstance, resources: Resources, bootstr
     known((request.params as { id: string }).id);
     return account;
   });
-  app.patch('/account/:id', async (request) => {
+  app.patch('/account/:id', { schema: refusedRoute("the billing account is Keel's own and fixed") }, async (request) => {
     known((request.params as { id: string }).id);
     throw notServed(request, `the billing account '${id}' is Keel's own and cannot be changed`);
   });
@@ -69,6 +70,7 @@ export function mountBilling(app: FastifyInstance, resources: Resources, bootstr
   app.route({
     method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
     url: '/account/:id/*',
+    schema: refusedRoute('Keel keeps no billing data'),
     handler: async (request) => {
       known((request.params as { id: string }).id);
       throw notServed(request, 'Keel keeps no billing data (invoices, payment, usage, policies, configuration, connections)');

@@ -12,6 +12,7 @@ import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { mountBilling } from './billing.js';
 import { mountExporters } from './exporters.js';
+import { refusedRoute } from './docs.js';
 import { notServed } from './errors.js';
 import { mountReplicas } from './replicas.js';
 
@@ -131,6 +132,7 @@ export function mountClientRoutes(app: FastifyInstance, resources: Resources, st
     app.route({
       method: ['GET', 'PATCH', 'DELETE'],
       url,
+      schema: refusedRoute('Keel derives no runtime configuration'),
       handler: async (request) => {
         const { name, ...place } = placeOf(request.params as Params);
         await resources.get(request.principal, findKind(kind)!, place, name);
@@ -141,7 +143,7 @@ export function mountClientRoutes(app: FastifyInstance, resources: Resources, st
 
   // A query under one item: queries run over a collection.
   for (const kind of ['serviceaccount', 'domain']) {
-    app.post(`/org/:org/${kind}/:name/-query`, async (request) => {
+    app.post(`/org/:org/${kind}/:name/-query`, { schema: refusedRoute(`a query runs over the collection, /org/{org}/${kind}/-query`) }, async (request) => {
       const params = request.params as Params;
       await resources.get(request.principal, findKind(kind)!, { org: params.org }, params.name);
       throw notServed(request, `a query runs over a collection: POST /org/${params.org}/${kind}/-query`);
@@ -164,7 +166,7 @@ export function mountClientRoutes(app: FastifyInstance, resources: Resources, st
     await resources.delete(request.principal, task, { org: name }, item.name);
     return reply.code(202).type('application/json').send();
   });
-  app.post('/task/:id', async (request) => {
+  app.post('/task/:id', { schema: refusedRoute('Keel acts on no answer to a task') }, async (request) => {
     await findTask(request);
     throw notServed(request, 'Keel records tasks but acts on no answer (invitations add users at once); read the task, change its response with PATCH on its link, or delete it');
   });
@@ -172,13 +174,13 @@ export function mountClientRoutes(app: FastifyInstance, resources: Resources, st
   // The signed-in person and short links belong to the hosted console's accounts (users sign in
   // with a browser there); Keel's callers are service-account keys and trusted JWTs.
   const signIn = 'sign in with a service-account key (cpln profile update NAME --token KEY) or a trusted JWT';
-  app.route({ method: ['GET', 'POST'], url: '/user', handler: async (request) => {
+  app.route({ method: ['GET', 'POST'], url: '/user', schema: refusedRoute('Keel has no user directory of the hosted service'), handler: async (request) => {
     throw notServed(request, `Keel has no user directory of the hosted service; ${signIn}, and read the users of an org at /org/ORG/user`);
   } });
-  app.route({ method: ['GET', 'PATCH'], url: '/user/:id', handler: async (request) => {
+  app.route({ method: ['GET', 'PATCH'], url: '/user/:id', schema: refusedRoute('Keel has no user directory of the hosted service'), handler: async (request) => {
     throw notServed(request, `Keel has no user directory of the hosted service; ${signIn}, and read the users of an org at /org/ORG/user`);
   } });
-  app.get('/q/:query', async (request) => {
+  app.get('/q/:query', { schema: refusedRoute('Keel has no short-link service') }, async (request) => {
     throw notServed(request, 'Keel has no short-link service');
   });
 }

@@ -18,7 +18,7 @@ type Params = Record<string, string>;
 type QueryString = Record<string, string | undefined>;
 
 /** Mounts `handlers` on `url` and answers 405 with the error object for every other method. */
-function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
+export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
   for (const [method, handler] of Object.entries(handlers)) app.route({ method: method as HTTPMethods, url, handler: handler! });
   const others = ALL_METHODS.filter((m) => !(m in handlers));
   if (others.length === 0) return;

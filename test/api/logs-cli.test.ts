@@ -50,7 +50,7 @@ forEachBackend(
       }
       const lines = out.trim().split('\n');
       assert.match(lines[0], /^\d{4}-\d\d-\d\dT[\d:.]+Z \{gvc="demo", workload="web", location="aws-us-east-2"\} Rollout of workload version 1 to aws-us-east-2 started$/);
-      assert.ok(lines.some((l) => /\{gvc="demo", workload="web", location="aws-us-east-2", container="nginx", replica="web-[0-9a-f]{9}-[0-9a-f]{5}"\} Health check passed: container nginx is ready$/.test(l)), out);
+      assert.ok(lines.some((l) => /\{gvc="demo", workload="web", location="aws-us-east-2", container="nginx", replica="web-[0-9a-f]{10}-[0-9a-f]{5}"\} Health check passed: container nginx is ready$/.test(l)), out);
       const filtered = await cpln('logs', '{gvc="demo"} |= "Health check"', '-o', 'raw');
       assert.equal(filtered.stdout.trim(), 'Health check passed: container nginx is ready');
       const bad = await cpln('logs', '{gvc="demo"');
@@ -103,7 +103,7 @@ forEachBackend(
           lines = run.stdout.trim().split('\n').filter(Boolean);
         }
         if (workload === 'db') assert.deepEqual(replicas, ['db-0', 'db-1']);
-        else assert.match(replicas[0], /^web-[0-9a-f]{9}-[0-9a-f]{5}$/);
+        else assert.match(replicas[0], /^web-[0-9a-f]{10}-[0-9a-f]{5}$/);
         assert.ok(lines.every((l) => l.includes(`replica="${replicas[replicas.length - 1]}"`)), lines.join('\n'));
       }
     });
