@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-import { readFileSync, writeFileSync } from 'node:fs';
-import { parseAllDocuments, stringify as toYaml } from 'yaml';
+import { writeFileSync } from 'node:fs';
 import { KEEL_ACTOR } from './audit/events.js';
 import { addAdminKey } from './admin/keys.js';
 import { resetStore } from './admin/reset.js';
+import { applySeed, readSeed, SeedError } from './admin/seed.js';
 import { checkSnapshotName } from './store/snapshots.js';
 import { verifyChain } from './audit/verify.js';
 import { SYSTEM_PRINCIPAL, SystemAuthorizer } from './auth/system.js';
@@ -12,7 +12,7 @@ import { loadConfig, optionsHelp, printableConfig, type Config } from './config.
 import { findKind } from './kinds/index.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
-import { exportOrg, importDocs } from './resources/transfer.js';
+import { documentsText, exportOrg } from './resources/transfer.js';
 import { serve } from './serve.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
@@ -197,7 +197,7 @@ const COMMANDS: Record<string, Command> = {
         const format = flags.get('--format') ?? 'yaml';
         if (format !== 'yaml' && format !== 'json') throw new UsageError('--format must be yaml or json');
         const docs = await exportOrg(store, org);
-        const text = format === 'json' ? JSON.stringify(docs, null, 2) + '\n' : docs.map((d) => toYaml(d)).join('---\n');
+        const text = documentsText(docs, format);
         const out = flags.get('--out');
         if (out) writeFileSync(out, text, { mode: 0o600 });
         else process.stdout.write(text);
@@ -207,20 +207,21 @@ const COMMANDS: Record<string, Command> = {
   },
   import: {
     usage: 'keel import --org ORG FILE',
-    summary: 'create or replace the resources in FILE (YAML documents, a JSON array or list) in ORG',
+    summary: 'create or replace the resources in FILE (YAML documents, a JSON array or list) in ORG, all in one transaction',
     flags: ['--org'],
     run: ({ positional, flags, config }) =>
-      withStore(config(), async (store, cfg) => {
+      withStore(config(), async (store) => {
         const org = required(flags.get('--org'), '--org ORG');
         const file = required(positional[0], 'FILE');
         if (!(await store.orgs()).includes(org)) throw new Error(`org '${org}' does not exist; create it with 'keel org create ${org}'`);
-        const results = await importDocs(systemResources(store, cfg), org, readDocuments(file));
-        for (const r of results) {
-          const where = r.gvc ? ` (gvc ${r.gvc})` : '';
-          if (r.outcome === 'failed') console.error(`failed  ${r.kind} '${r.name}'${where}: ${r.error}`);
-          else console.log(`${r.outcome} ${r.kind} '${r.name}'${where}`);
+        try {
+          for (const r of await applySeed(store, org, readSeed(file, 'keel import'))) console.log(`${r.outcome} ${r.kind} '${r.name}'${r.gvc ? ` (gvc ${r.gvc})` : ''}`);
+          return 0;
+        } catch (err) {
+          if (!(err instanceof SeedError)) throw err;
+          console.error(`nothing imported: ${err.message}`);
+          return 1;
         }
-        return results.some((r) => r.outcome === 'failed') ? 1 : 0;
       }),
   },
 };
@@ -245,19 +246,6 @@ function systemResources(store: Store, config: Config): Resources {
   return new Resources(store, new SystemAuthorizer(store), undefined, { audit: true, accountLink: accountLinkOf(config.org) });
 }
 
-function readDocuments(file: string): unknown[] {
-  const text = readFileSync(file, 'utf8');
-  if (/\.json$/i.test(file)) {
-    const parsed = JSON.parse(text) as unknown;
-    if (Array.isArray(parsed)) return parsed;
-    const list = parsed as { kind?: string; items?: unknown[] };
-    return list.kind === 'list' && Array.isArray(list.items) ? list.items : [parsed];
-  }
-  return parseAllDocuments(text).map((doc) => {
-    if (doc.errors.length) throw new Error(`${file}: ${doc.errors[0].message}`);
-    return doc.toJS();
-  });
-}
 
 function usage(): string {
   const lines = Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(52)} ${c.summary}`);

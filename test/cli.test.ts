@@ -153,7 +153,7 @@ test('export writes documents that import loads into another org unchanged', asy
   assert.match(imported.stdout, /created workload 'web' \(gvc prod\)/);
   const again = keel('import', '--org', 'target-org', file);
   assert.equal(again.code, 0);
-  assert.match(again.stdout, /updated gvc 'prod'/);
+  assert.match(again.stdout, /unchanged gvc 'prod'/);
   const second = await openStore(config);
   const app2 = await buildApp(config, second, { logger: false });
   try {
@@ -168,10 +168,15 @@ test('export writes documents that import loads into another org unchanged', asy
     await app2.audit.close();
     await second.close();
   }
+  // One transaction: the good document before the bad one is not left behind, and the bad one is named.
   const broken = join(dataDir, 'broken.yaml');
-  writeFileSync(broken, 'kind: gvc\nname: Bad_Name\n---\nkind: nosuchkind\nname: x\n');
+  writeFileSync(broken, 'kind: gvc\nname: fresh\n---\nkind: gvc\nname: Bad_Name\n');
   const failed = keel('import', '--org', 'target-org', broken);
   assert.equal(failed.code, 1);
-  assert.match(failed.stderr, /failed\s+gvc 'Bad_Name'/);
-  assert.match(failed.stderr, /failed\s+nosuchkind 'x'/);
+  assert.match(failed.stderr, /nothing imported: .*broken\.yaml: document 2 \(gvc 'Bad_Name'\): name: /);
+  assert.equal(await getWith(target, '/org/target-org/gvc/fresh'), 404);
+  writeFileSync(broken, 'kind: gvc\nname: fresh\n---\nkind: nosuchkind\nname: x\n');
+  const unknown = keel('import', '--org', 'target-org', broken);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /document 2: kind: 'nosuchkind' is not a kind/);
 });

@@ -44,13 +44,16 @@ const SEED_ATTEMPTS = 3;
 
 const SEED_FILE = /\.(ya?ml|json)$/i;
 
-/** Reads every document of a file, or of the .yaml/.yml/.json files under a directory (in name order). */
-export function readSeed(path: string): SeedDocument[] {
+/**
+ * Reads every document of a file, or of the .yaml/.yml/.json files under a directory (in name
+ * order); `source` (the setting or command that named the path) starts the message when it cannot be read.
+ */
+export function readSeed(path: string, source = 'KEEL_INIT'): SeedDocument[] {
   let files: string[];
   try {
     files = statSync(path).isDirectory() ? filesUnder(path).filter((f) => SEED_FILE.test(f)) : [path];
   } catch (err) {
-    throw new SeedError(`KEEL_INIT: cannot read ${path}: ${(err as Error).message}`);
+    throw new SeedError(`${source}: cannot read ${path}: ${(err as Error).message}`);
   }
   const docs: SeedDocument[] = [];
   for (const file of files) {
@@ -101,7 +104,7 @@ function checkShape(file: string, index: number, body: unknown): SeedDocument['b
   if (typeof doc.kind !== 'string') throw fail('kind', 'is required');
   const def = findKind(doc.kind);
   if (!def) throw fail('kind', `'${doc.kind}' is not a kind`);
-  if (def.kind === 'org' || def.operations?.create !== undefined) throw fail('kind', `${doc.kind} items cannot be applied`);
+  if (def.kind === 'org' || def.operations?.create !== undefined || def.writtenByService) throw fail('kind', `${doc.kind} items cannot be applied (Keel writes them itself)`);
   if (typeof doc.name !== 'string') throw fail('name', 'is required');
   if (def.scope === 'gvc' && typeof doc.gvc !== 'string') throw fail('gvc', `is required for a ${doc.kind} (the gvc it belongs to)`);
   return doc as SeedDocument['body'];

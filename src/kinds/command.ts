@@ -11,6 +11,7 @@ export default defineKind({
   kind: 'command',
   scope: 'org',
   summary: 'An asynchronous action requested on a workload or volume set, with its progress in status.',
+  writtenByService: true,
   fields: {
     type: str({ minLength: 1, maxLength: 64 }),
     spec: anyObject(),

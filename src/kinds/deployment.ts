@@ -36,4 +36,5 @@ export default defineKind({
     { name: 'view', description: 'Read-only access' },
   ],
   operations: { create: false, update: false, delete: false },
+  writtenByService: true,
 });

@@ -63,6 +63,11 @@ export interface KindDef {
   implied?: Record<string, string[]>;
   /** Which operations clients may perform through the generic endpoints. */
   operations?: Partial<Record<'create' | 'update' | 'delete', false | string>>;
+  /**
+   * Items of this kind are written by Keel itself (a workload's deployments, the commands run for a
+   * parent), not declared by clients: exports leave them out, as they leave out built-ins.
+   */
+  writtenByService?: true;
   /** Fills defaults in a new or replaced resource before validation. */
   defaults?(item: Record<string, unknown>, place: Place): void;
   /** Extra checks on a validated resource; throw an ApiError to reject. */

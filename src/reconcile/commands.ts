@@ -7,10 +7,10 @@
 // when it starts running and ends it, successful or failed with the reason, when it completes.
 import { ApiError } from '../errors.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { iso, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
-import { commandView, deploymentKey, deploymentView } from './views.js';
+import { iso, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { commandView, deploymentKey, deploymentView, runReplica, stableId } from './views.js';
 import { setVolumeSize } from './volumesets.js';
-import { finish, runContainers, runReplica, trimHistory, type JobExecution } from './workloads.js';
+import { finish, runContainers, trimHistory, type JobExecution } from './workloads.js';
 
 export const WORKLOAD_COMMANDS = ['runCronWorkload', 'stopReplica', 'restartWorkload'] as const;
 export const VOLUMESET_COMMANDS = ['expandVolume', 'shrinkVolume', 'createVolumeSnapshot', 'deleteVolumeSnapshot', 'restoreVolume', 'deleteVolume', 'replaceVolume'] as const;

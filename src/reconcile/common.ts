@@ -1,7 +1,6 @@
 // Shared pieces of Keel's reconcilers: the context a reconciler runs in, how status is written
 // (body only, version and lastModified untouched, with a 'status' event on the change stream),
 // and small helpers over stored items.
-import { createHash } from 'node:crypto';
 import type { AppendedEvent } from '../audit/changes.js';
 import { changeEvent, KEEL_ACTOR } from '../audit/events.js';
 import { findKind } from '../kinds/index.js';
@@ -35,11 +34,6 @@ export interface Outcome {
 export const keyString = (k: ItemKey) => `${k.org}/${k.kind}/${k.gvc}/${k.name}`;
 
 
-
-/** A short, stable identifier derived from its parts (device ids, cluster ids, snapshot ids). */
-export function stableId(...parts: string[]): string {
-  return createHash('sha256').update(parts.join('\u0000')).digest('hex').slice(0, 16);
-}
 
 export const iso = (ms: number) => new Date(ms).toISOString();
 

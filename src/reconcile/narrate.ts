@@ -7,8 +7,8 @@
 //   workload:   readiness across its locations;
 //   command:    cron runs and each command's stages, completion or failure;
 //   volumeset:  each volume's lifecycle, resizes, device replacements and snapshots.
-import { createHash } from 'node:crypto';
 import type { LogLabel, StoredItem } from '../store/types.js';
+import { commandOf, deploymentOf, replicasOf } from './views.js';
 
 export interface Told {
   labels: Partial<Record<LogLabel, string>>;
@@ -29,30 +29,24 @@ const TELLERS: Record<string, (item: StoredItem, action: string, before: Data | 
   volumeset: tellVolumeset,
 };
 
-function splitOnce(s: string): [string, string] {
-  const i = s.indexOf(':');
-  return i < 0 ? [s, ''] : [s.slice(0, i), s.slice(i + 1)];
-}
-
-/** A replica's name, shaped like a Kubernetes pod's and stable for a workload version in a location. */
-export function replicaName(org: string, gvc: string, workload: string, location: string, version: unknown): string {
-  const h = createHash('sha256').update([org, gvc, workload, location, String(version)].join('\u0000')).digest('hex');
-  return `${workload}-${h.slice(0, 9)}-${h.slice(9, 14)}`;
-}
-
 type Version = { workload?: number; ready?: boolean; containers?: Record<string, { image?: string }> };
 
 const versionsOf = (data: Data | undefined): Version[] => (Array.isArray(data?.status?.versions) ? data.status.versions : []);
 
 function tellDeployment(item: StoredItem, action: string, before: Data | undefined): Told[] {
-  const [workload, location] = splitOnce(item.name);
+  const { workload, location } = deploymentOf(item.name);
   const base = { gvc: item.gvc, workload, location };
-  const replica = (v: Version) => replicaName(item.org, item.gvc, workload, location, v.workload);
+  // The replicas the reconciler recorded (see replicaNames): the same names get-replicas lists.
+  const running = action === 'delete' ? [] : replicasOf(item.data);
+  const stopping = replicasOf(before ?? (action === 'delete' ? item.data : undefined)).filter((r) => !running.includes(r));
   const containers = (v: Version) => Object.entries(v.containers ?? {});
+  const each = (replicas: string[]): Array<Told['labels']> => (replicas.length > 0 ? replicas.map((replica) => ({ ...base, replica })) : [base]);
   const out: Told[] = [];
   const stop = (v: Version, why: string) => {
-    for (const [name] of containers(v)) out.push({ labels: { ...base, container: name, replica: replica(v) }, line: `Stopping container ${name}: ${why}` });
-    out.push({ labels: { ...base, replica: replica(v) }, line: `Replica ${replica(v)} of workload version ${v.workload} stopped` });
+    for (const labels of each(stopping)) {
+      for (const [name] of containers(v)) out.push({ labels: { ...labels, container: name }, line: `Stopping container ${name}: ${why}` });
+      if (labels.replica) out.push({ labels, line: `Replica ${labels.replica} of workload version ${v.workload} stopped` });
+    }
   };
   if (action === 'delete') {
     for (const v of versionsOf(item.data)) stop(v, `the workload left location ${location}`);
@@ -65,17 +59,19 @@ function tellDeployment(item: StoredItem, action: string, before: Data | undefin
     const old = find(was, v);
     if (!old) {
       out.push({ labels: base, line: `Rollout of workload version ${v.workload} to ${location} started` });
-      for (const [name, c] of containers(v)) {
-        out.push({ labels: { ...base, container: name, replica: replica(v) }, line: `Creating container ${name} from image ${c.image ?? '(none)'}` });
+      for (const labels of each(running)) {
+        for (const [name, c] of containers(v)) out.push({ labels: { ...labels, container: name }, line: `Creating container ${name} from image ${c.image ?? '(none)'}` });
       }
     }
     if (v.ready && !old?.ready) {
-      for (const [name] of containers(v)) {
-        const labels = { ...base, container: name, replica: replica(v) };
-        out.push({ labels, line: `Started container ${name}` });
-        out.push({ labels, line: `Health check passed: container ${name} is ready` });
+      for (const labels of each(running)) {
+        for (const [name] of containers(v)) {
+          out.push({ labels: { ...labels, container: name }, line: `Started container ${name}` });
+          out.push({ labels: { ...labels, container: name }, line: `Health check passed: container ${name} is ready` });
+        }
       }
-      out.push({ labels: base, line: `Rollout of workload version ${v.workload} to ${location} complete: replica ${replica(v)} is ready` });
+      const ready = running.length === 0 ? 'no replica runs now' : `${running.length === 1 ? 'replica' : 'replicas'} ${running.join(', ')} ${running.length === 1 ? 'is' : 'are'} ready`;
+      out.push({ labels: base, line: `Rollout of workload version ${v.workload} to ${location} complete: ${ready}` });
     }
   }
   for (const v of was) if (!find(now, v)) stop(v, `replaced by workload version ${now.map((n) => n.workload).join(', ')}`);
@@ -95,8 +91,7 @@ function tellWorkload(item: StoredItem, _action: string, before: Data | undefine
 
 function tellCommand(item: StoredItem, action: string, before: Data | undefined): Told[] {
   if (action === 'delete') return [];
-  const [parentKind, rest] = splitOnce(item.name);
-  const [parent] = splitOnce(rest);
+  const { parentKind, parent } = commandOf(item.name);
   const type = String(item.data.type);
   const spec = (item.data.spec ?? {}) as Data;
   const status = (item.data.status ?? {}) as Data;

@@ -7,7 +7,8 @@
 //   comes late still writes each stage in turn (never more than one past the stored one).
 import { deepEqual } from '../json.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { gvcLocations, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { gvcLocations, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { stableId } from './views.js';
 
 export async function reconcileMk8s(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const item = await ctx.tx.get(key, 'update');

@@ -3,8 +3,50 @@
 // Commands: kind 'command' in the parent's GVC, stored name `PARENTKIND:PARENT:ID`.
 // Both are written only by Keel (commands are requested through the API); neither appears in
 // the org-wide generic lists, whose org-scoped rows have an empty GVC.
+// Replica names come from replicaNames() and runReplica() only: the reconciler records them in the
+// deployment's status.internal.replicas, and everything that shows or filters by a replica (status,
+// get-replicas, log labels) reads them there.
+import { createHash } from 'node:crypto';
 import type { Resource } from '../kinds/types.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
+
+/** A short, stable identifier derived from its parts (device ids, cluster ids, snapshot ids). */
+export function stableId(...parts: string[]): string {
+  return createHash('sha256').update(parts.join('\u0000')).digest('hex').slice(0, 16);
+}
+
+/**
+ * The replicas a deployment runs of a workload version: a stateful set's are numbered, a service's
+ * carry a hash of the version they run (as Kubernetes names a ReplicaSet's pods).
+ */
+export function replicaNames(workload: string, type: string, location: string, version: number, count: number): string[] {
+  const hash = stableId(workload, location, String(version)).slice(0, 10);
+  return Array.from({ length: count }, (_, i) => (type === 'stateful' ? `${workload}-${i}` : `${workload}-${hash}-${stableId(hash, String(i)).slice(0, 5)}`));
+}
+
+/** The name of the replica a run of a cron workload starts in. */
+export function runReplica(run: string): string {
+  return `${run}-${stableId(run).slice(0, 5)}`;
+}
+
+/** The replicas a stored deployment runs now (see replicaNames). */
+export function replicasOf(deployment: { status?: unknown } | undefined): string[] {
+  const replicas = (deployment?.status as { internal?: { replicas?: unknown } } | undefined)?.internal?.replicas;
+  return Array.isArray(replicas) ? replicas.filter((r): r is string => typeof r === 'string') : [];
+}
+
+/** A deployment's workload and location, from its stored name. */
+export function deploymentOf(name: string): { workload: string; location: string } {
+  const [workload, location] = splitOnce(name);
+  return { workload, location };
+}
+
+/** A command's parent kind, parent and id, from its stored name. */
+export function commandOf(name: string): { parentKind: string; parent: string; id: string } {
+  const [parentKind, rest] = splitOnce(name);
+  const [parent, id] = splitOnce(rest);
+  return { parentKind, parent, id };
+}
 
 export type CommandParent = 'workload' | 'volumeset';
 
@@ -47,7 +89,7 @@ export function parentSelf(org: string, gvc: string, kind: string, name: string)
 
 /** A deployment as GET …/workload/{w}/deployment/{location} shows it. */
 export function deploymentView(item: StoredItem): Resource {
-  const [workload, location] = splitOnce(item.name);
+  const { workload, location } = deploymentOf(item.name);
   const parent = parentSelf(item.org, item.gvc, 'workload', workload);
   return {
     kind: 'deployment',
@@ -69,8 +111,7 @@ export function deploymentView(item: StoredItem): Resource {
 
 /** A command as GET …/{workload|volumeset}/{n}/-command/{id} shows it. */
 export function commandView(item: StoredItem): Resource {
-  const [parentKind, rest] = splitOnce(item.name);
-  const [parentName] = splitOnce(rest);
+  const { parentKind, parent: parentName } = commandOf(item.name);
   const parent = parentSelf(item.org, item.gvc, parentKind, parentName);
   const out: Resource = {
     kind: 'command',

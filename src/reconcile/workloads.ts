@@ -13,8 +13,8 @@ import { deepEqual } from '../json.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, stableId, writeStatus, type Outcome, type ReconcileContext } from './common.js';
-import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath } from './views.js';
+import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath, replicaNames, runReplica, stableId } from './views.js';
 
 type Version = { name: string; created: string; workload: number; gvc?: number; containers: Record<string, unknown>; ready: boolean; message: string };
 export type JobExecution = {
@@ -110,7 +110,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       replicas = runs.executions.filter((e) => e.status === 'active').map((e) => e.replica);
     } else {
       const count = suspended ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
-      replicas = replicaNames(key.name, spec.type, location, latest, count);
+      replicas = replicaNames(key.name, spec.type, location, latest.workload, count);
     }
     latest.containers = containersOf(spec, latest.ready && !suspended, replicas.length);
 
@@ -217,20 +217,6 @@ function loadBalancers(spec: Record<string, any>, locations: string[], host: str
 function optionsAt(spec: Record<string, any>, location: string): Record<string, any> {
   const local = ((spec.localOptions ?? []) as Array<Record<string, any>>).find((o) => String(o.location ?? '').split('/').pop() === location);
   return { ...(spec.defaultOptions ?? {}), ...(local ?? {}) };
-}
-
-/**
- * The replicas a deployment runs: a stateful set's are numbered, a service's carry the hash of
- * the version they run (as Kubernetes names a ReplicaSet's pods).
- */
-function replicaNames(workload: string, type: string, location: string, version: Version, count: number): string[] {
-  const hash = stableId(workload, location, String(version.workload)).slice(0, 10);
-  return Array.from({ length: count }, (_, i) => (type === 'stateful' ? `${workload}-${i}` : `${workload}-${hash}-${stableId(hash, String(i)).slice(0, 5)}`));
-}
-
-/** The name of the replica a run of a cron workload starts in. */
-export function runReplica(run: string): string {
-  return `${run}-${stableId(run).slice(0, 5)}`;
 }
 
 function containersOf(spec: Record<string, any>, ready: boolean, replicas: number): Record<string, unknown> {

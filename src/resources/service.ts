@@ -143,24 +143,13 @@ export class Resources {
   }
 
   async create(principal: Principal, def: KindDef, place: Place, body: unknown, options: WriteOptions = {}): Promise<Resource> {
-    assertAllowed(def, 'create');
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const input = requireObject(body);
     // Not left to validation: its type coercion would accept `true` as the name "true" while the key below had none.
     if (typeof input.name !== 'string') throw ApiError.badRequest('name is required (a string)', [{ path: 'name', message: 'is required (a string)' }]);
-    const name = input.name;
-    await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, fields: () => input });
-    const data = this.prepare(def, place, input, undefined);
-    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
-      await this.lockGvc(tx, def, place);
-      await def.check?.(data, hooks);
-      const now = new Date().toISOString();
-      const created: StoredItem = { ...keyOf(def, place, name!), id: randomUUID(), version: 1, created: now, lastModified: now, data: stored(data) };
-      await tx.insert(created);
-      await def.afterWrite?.(name!, created.data, hooks);
-      return { item: created, action: 'create' };
-    });
+    const data = await this.admitNew(principal, def, place, input.name, input);
+    const item = await this.write(principal, def, place, options, (tx, hooks) => this.insertNew(tx, hooks, def, place, data));
     return presented(def, item);
   }
 
@@ -194,41 +183,42 @@ export class Resources {
     return this.apply(principal, def, place, { ...input, name }, options);
   }
 
-  /** PUT on a collection: creates the named item or replaces it. */
+  /**
+   * PUT on a collection: creates the named item or replaces it. One transaction decides which, on
+   * the item as it finds it locked, so creates and deletes of the same name racing the apply only
+   * change which of 200 and 201 it answers. Only two creates of one name at once can collide (the
+   * store's unique key refuses the second); the loser reads again in the same transaction and
+   * finds the item (the store's insert leaves the transaction usable).
+   */
   async apply(principal: Principal, def: KindDef, place: Place, body: unknown, options: WriteOptions = {}): Promise<{ resource: Resource; created: boolean }> {
     const input = requireObject(body);
     if (typeof input.name !== 'string') throw ApiError.badRequest('name is required', [{ path: 'name', message: 'is required' }]);
+    const name = input.name;
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const expected = preconditionOf(input);
-    // An item created or deleted by someone else between the read and the write sends the apply
-    // the other way (a create that finds the name taken updates, an update that finds it gone
-    // creates), so racing creates and deletes end in 200 or 201, never in 404 or 409.
-    let exists = (await this.store.get(keyOf(def, place, input.name))) !== undefined;
-    for (let attempt = 1; ; attempt++) {
-      const last = attempt >= APPLY_ATTEMPTS;
-      if (!exists) {
+    let created = false;
+    const item = await this.write(principal, def, place, options, async (tx, hooks) => {
+      let data: Record<string, unknown> | undefined;
+      for (let attempt = 1; ; attempt++) {
+        const locked = await tx.get(keyOf(def, place, name), 'update');
+        created = locked === undefined;
+        if (locked) {
+          assertAllowed(def, 'update');
+          await this.auth.check(principal, 'edit', def, targetOf(locked));
+          assertPrecondition(def, locked, expected);
+          return this.update(tx, hooks, def, locked, this.prepare(def, place, input, locked));
+        }
+        data ??= await this.admitNew(principal, def, place, name, input);
         try {
-          return { resource: await this.create(principal, def, place, input, options), created: true };
+          return await this.insertNew(tx, hooks, def, place, data);
         } catch (err) {
-          if (last || !(err instanceof ApiError && err.code === 'already_exists')) throw err;
-          exists = true;
-          continue;
+          // Another create of the name committed first: the next read (a fresh statement) finds it.
+          if (attempt >= APPLY_ATTEMPTS || !(err instanceof ApiError && err.code === 'already_exists')) throw err;
         }
       }
-      assertAllowed(def, 'update');
-      let missing = false;
-      try {
-        const item = await this.change(principal, 'edit', def, place, input.name, expected, options, async (tx, hooks, locked) => {
-          const next = this.prepare(def, place, input, locked);
-          return this.update(tx, hooks, def, locked, next);
-        }, () => (missing = true));
-        return { resource: presented(def, item), created: false };
-      } catch (err) {
-        if (last || !missing) throw err;
-        exists = false;
-      }
-    }
+    });
+    return { resource: presented(def, item), created };
   }
 
   async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
@@ -430,21 +420,33 @@ export class Resources {
     expected: number | undefined,
     options: WriteOptions,
     mutate: (tx: Tx, hooks: HookContext, locked: StoredItem) => Promise<Change>,
-    /** Told when the item is not there (before the 404 is thrown). */
-    onMissing?: () => void,
   ): Promise<StoredItem> {
     return this.write(principal, def, place, options, async (tx, hooks) => {
       const locked = await tx.get(keyOf(def, place, name), 'update');
-      if (!locked) {
-        onMissing?.();
-        throw notFound(def, place, name);
-      }
+      if (!locked) throw notFound(def, place, name);
       await this.auth.check(principal, permission, def, targetOf(locked));
-      if (expected !== undefined && expected !== locked.version) {
-        throw ApiError.conflict(`${def.kind} '${name}' is at version ${locked.version}, not ${expected}; read it again and retry`);
-      }
+      assertPrecondition(def, locked, expected);
       return mutate(tx, hooks, locked);
     });
+  }
+
+  /** A new item's data, once the caller may create it: the body prepared (see prepare()). */
+  private async admitNew(principal: Principal, def: KindDef, place: Place, name: string, input: Record<string, unknown>): Promise<Record<string, unknown>> {
+    assertAllowed(def, 'create');
+    await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, fields: () => input });
+    return this.prepare(def, place, input, undefined);
+  }
+
+  /** Inserts a new item (version 1) with the kind's checks, holding its GVC against a concurrent delete. */
+  private async insertNew(tx: Tx, hooks: HookContext, def: KindDef, place: Place, data: Record<string, unknown>): Promise<Change> {
+    const name = data.name as string;
+    await this.lockGvc(tx, def, place);
+    await def.check?.(data, hooks);
+    const now = new Date().toISOString();
+    const created: StoredItem = { ...keyOf(def, place, name), id: randomUUID(), version: 1, created: now, lastModified: now, data: stored(data) };
+    await tx.insert(created);
+    await def.afterWrite?.(name, created.data, hooks);
+    return { item: created, action: 'create' };
   }
 
   /** Body of a create or replace: read-only fields dropped, defaults filled, links resolved, validated. */
@@ -495,8 +497,8 @@ export class Resources {
   }
 }
 
-/** Tries of an apply that races creates and deletes of its item (each try is a whole create or update). */
-const APPLY_ATTEMPTS = 8;
+/** Reads of an apply whose create keeps colliding with creates of the same name (the next read finds the item, unless a delete came first). */
+const APPLY_ATTEMPTS = 20;
 
 /** Kinds whose writes can change authentication or authorization decisions. */
 const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
@@ -561,6 +563,13 @@ function assertAffordable(query: Query): void {
   const text = terms.reduce((n, t) => n + (typeof t.value === 'string' ? t.value.length : 0), 0);
   if (text > MAX_TERM_TEXT) {
     throw ApiError.badRequest(`invalid query: the term values add up to ${text} characters, more than the query budget's ${MAX_TERM_TEXT}`, [{ path: 'spec.terms', message: `values add up to more than ${MAX_TERM_TEXT} characters` }]);
+  }
+}
+
+/** A `version` sent with a write must be the item's current one. */
+function assertPrecondition(def: KindDef, item: StoredItem, expected: number | undefined): void {
+  if (expected !== undefined && expected !== item.version) {
+    throw ApiError.conflict(`${def.kind} '${item.name}' is at version ${item.version}, not ${expected}; read it again and retry`);
   }
 }
 

@@ -1,10 +1,10 @@
-import { SYSTEM_PRINCIPAL } from '../auth/system.js';
+import { stringify as toYaml } from 'yaml';
 import { resourceSchema } from '../kinds/derive.js';
-import { KINDS, findKind } from '../kinds/index.js';
+import { KINDS } from '../kinds/index.js';
 import type { Store } from '../store/types.js';
 import { resolveLinksIn } from './links.js';
 import { present } from './present.js';
-import { stripReadOnly, type Resources } from './service.js';
+import { stripReadOnly } from './service.js';
 
 /** The order `cpln apply` uses, so that what an item refers to exists before it. */
 const APPLY_ORDER = ['agent', 'secret', 'cloudaccount', 'gvc', 'identity', 'volumeset', 'policy', 'workload'];
@@ -23,15 +23,15 @@ export function sortForApply<T extends { kind: string; name: string; gvc?: strin
 }
 
 /**
- * An org's resources as documents that `keel import` and `cpln apply -f` load: everything clients
- * created (built-ins are left out), without server-owned fields, with links into the org made
- * relative (`//gvc/prod`), secret values included.
+ * An org's resources as documents that `keel import` and `cpln apply -f` load: what clients
+ * declared, without what Keel made (built-ins, deployments, commands) or server-owned fields
+ * (status, id, version...), with links into the org made relative (`//gvc/prod`), secret values included.
  */
 export async function exportOrg(store: Store, org: string): Promise<Document[]> {
   const docs: Document[] = [];
   const own = `/org/${org}`;
   for (const def of KINDS) {
-    if (def.kind === 'org' || def.operations?.create !== undefined) continue;
+    if (def.kind === 'org' || def.operations?.create !== undefined || def.writtenByService) continue;
     const rows = await store.list({ org, kind: def.kind, limit: 1_000_000, build: () => ({ where: '1 = 1', orderBy: 'r.gvc, r.name' }) });
     for (const row of rows) {
       if (row.data.origin === 'builtin') continue;
@@ -45,35 +45,7 @@ export async function exportOrg(store: Store, org: string): Promise<Document[]> 
   return sortForApply(docs);
 }
 
-export interface ImportResult {
-  kind: string;
-  name: string;
-  gvc?: string;
-  outcome: 'created' | 'updated' | 'failed';
-  error?: string;
-}
-
-/** Applies documents in dependency order through the resource service (validation, hooks, audit). */
-export async function importDocs(resources: Resources, org: string, docs: unknown[]): Promise<ImportResult[]> {
-  const results: ImportResult[] = [];
-  const valid: Document[] = [];
-  for (const [i, doc] of docs.entries()) {
-    const d = doc as Partial<Document> | null;
-    if (!d || typeof d !== 'object' || typeof d.kind !== 'string' || typeof d.name !== 'string') {
-      results.push({ kind: String(d?.kind ?? '?'), name: String(d?.name ?? `document ${i + 1}`), outcome: 'failed', error: 'a document needs kind and name' });
-    } else valid.push(d as Document);
-  }
-  for (const doc of sortForApply(valid)) {
-    const def = findKind(doc.kind);
-    const base = { kind: doc.kind, name: doc.name, ...(doc.gvc ? { gvc: doc.gvc } : {}) };
-    try {
-      if (!def || def.kind === 'org') throw new Error(`kind '${doc.kind}' cannot be imported`);
-      if (def.scope === 'gvc' && typeof doc.gvc !== 'string') throw new Error(`${doc.kind} '${doc.name}' needs a gvc`);
-      const { resource, created } = await resources.apply({ ...SYSTEM_PRINCIPAL, org }, def, { org, gvc: doc.gvc }, doc);
-      results.push({ ...base, name: resource.name, outcome: created ? 'created' : 'updated' });
-    } catch (err) {
-      results.push({ ...base, outcome: 'failed', error: err instanceof Error ? err.message : String(err) });
-    }
-  }
-  return results;
+/** Exported documents as a file's text: YAML documents separated by `---`, or a JSON array. */
+export function documentsText(docs: Document[], format: 'yaml' | 'json'): string {
+  return format === 'json' ? JSON.stringify(docs, null, 2) + '\n' : docs.map((d) => toYaml(d)).join('---\n');
 }

@@ -6,7 +6,7 @@
 //   POST /account/{id}/org        {org: {name, description?, tags?}, invitees: [emails]} → 201 + the org
 // Org creation goes through the same service call as POST /org (its checks and who may create
 // orgs apply unchanged); invitees become users of the new org and members of its superusers.
-// Keel keeps no invoices, payment methods or usage: the account's other routes answer a clear 404.
+// Keel keeps no invoices, payment methods or usage: the account's other routes answer a clear 400.
 import type { FastifyInstance } from 'fastify';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
@@ -14,6 +14,9 @@ import { findKind } from '../kinds/index.js';
 import { accountIdOf } from '../resources/orgs.js';
 import type { Resource } from '../kinds/types.js';
 import type { Resources } from '../resources/service.js';
+import { refusedRoute } from './docs.js';
+import { notServed } from './errors.js';
+import { permissionSchema } from './routes.js';
 
 const EMAIL = /^[^\s@/]+@[^\s@/]+$/;
 
@@ -40,9 +43,17 @@ export function mountBilling(app: FastifyInstance, resources: Resources, bootstr
   };
 
   app.get('/account', async () => ({ kind: 'list', itemKind: 'account', items: [account], links: [{ rel: 'self', href: '/account' }] }));
+  app.post('/account', { schema: refusedRoute('Keel has one billing account and creates no other') }, async (request) => {
+    throw notServed(request, `this Keel has one billing account, '${id}', and creates no other`);
+  });
+  app.get('/account/-schema/permissions', async () => permissionSchema(findKind('account')!, '/account/-schema/permissions'));
   app.get('/account/:id', async (request) => {
     known((request.params as { id: string }).id);
     return account;
+  });
+  app.patch('/account/:id', { schema: refusedRoute("the billing account is Keel's own and fixed") }, async (request) => {
+    known((request.params as { id: string }).id);
+    throw notServed(request, `the billing account '${id}' is Keel's own and cannot be changed`);
   });
   app.post('/account/:id/org', async (request, reply) => {
     known((request.params as { id: string }).id);
@@ -59,9 +70,10 @@ export function mountBilling(app: FastifyInstance, resources: Resources, bootstr
   app.route({
     method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
     url: '/account/:id/*',
+    schema: refusedRoute('Keel keeps no billing data'),
     handler: async (request) => {
       known((request.params as { id: string }).id);
-      throw ApiError.notFound(`Keel keeps no billing data (invoices, payment, usage, policies): ${request.method} ${request.url.split('?')[0]} is not served`);
+      throw notServed(request, 'Keel keeps no billing data (invoices, payment, usage, policies, configuration, connections)');
     },
   });
 }

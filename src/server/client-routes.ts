@@ -6,11 +6,14 @@ import { stringify as toYaml } from 'yaml';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
+import type { Place } from '../kinds/types.js';
 import { parseQuery } from '../query/index.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import { mountBilling } from './billing.js';
 import { mountExporters } from './exporters.js';
+import { refusedRoute } from './docs.js';
+import { notServed } from './errors.js';
 import { mountReplicas } from './replicas.js';
 
 type Params = Record<string, string>;
@@ -117,20 +120,67 @@ export function mountClientRoutes(app: FastifyInstance, resources: Resources, st
     };
   });
 
-  // Runtime configuration the hosted platform derives for an org, GVC, identity, workload or account:
-  // Keel runs no workloads, so there is none.
-  const noConfig = async (request: FastifyRequest) => {
-    throw ApiError.notFound(`${request.url.split('?')[0]} is not served: Keel derives no runtime configuration (it runs no workloads); read the resource itself instead`);
+  // Runtime configuration the hosted platform derives for an org, GVC, identity or workload: Keel
+  // derives none. The item must exist (404 otherwise); then every method the clients use is refused.
+  const configOf: Array<[string, string, (params: Params) => Place & { name: string }]> = [
+    ['/org/:org/-config', 'org', (p) => ({ org: p.org, name: p.org })],
+    ['/org/:org/gvc/:gvc/-config', 'gvc', (p) => ({ org: p.org, name: p.gvc })],
+    ['/org/:org/gvc/:gvc/identity/:name/-config', 'identity', (p) => ({ org: p.org, gvc: p.gvc, name: p.name })],
+    ['/org/:org/gvc/:gvc/workload/:name/-config', 'workload', (p) => ({ org: p.org, gvc: p.gvc, name: p.name })],
+  ];
+  for (const [url, kind, placeOf] of configOf) {
+    app.route({
+      method: ['GET', 'PATCH', 'DELETE'],
+      url,
+      schema: refusedRoute('Keel derives no runtime configuration'),
+      handler: async (request) => {
+        const { name, ...place } = placeOf(request.params as Params);
+        await resources.get(request.principal, findKind(kind)!, place, name);
+        throw notServed(request, 'Keel derives no runtime configuration (it keeps no per-location settings); read or change the resource itself');
+      },
+    });
+  }
+
+  // A query under one item: queries run over a collection.
+  for (const kind of ['serviceaccount', 'domain']) {
+    app.post(`/org/:org/${kind}/:name/-query`, { schema: refusedRoute(`a query runs over the collection, /org/{org}/${kind}/-query`) }, async (request) => {
+      const params = request.params as Params;
+      await resources.get(request.principal, findKind(kind)!, { org: params.org }, params.name);
+      throw notServed(request, `a query runs over a collection: POST /org/${params.org}/${kind}/-query`);
+    });
+  }
+
+  // Tasks are kept inside orgs; /task/ID finds one by its id (or name) among the caller's orgs.
+  const findTask = async (request: FastifyRequest) => {
+    const ref = (request.params as Params).id;
+    const query = parseQuery({ spec: { match: 'any', terms: [{ op: '=', property: 'id', value: ref }, { op: '=', property: 'name', value: ref }] } }, task);
+    for (const { name } of await resources.listOrgs(request.principal)) {
+      const [found] = (await resources.query(request.principal, task, { org: name }, query, { limit: 1 })).items;
+      if (found) return { org: name, item: found };
+    }
+    throw ApiError.notFound(`task '${ref}' not found in any org you may view`);
   };
-  for (const path of ['/org/:org/-config', '/org/:org/gvc/:gvc/-config', '/org/:org/gvc/:gvc/identity/:name/-config', '/org/:org/gvc/:gvc/workload/:name/-config']) app.get(path, noConfig);
+  app.get('/task/:id', async (request) => (await findTask(request)).item);
+  app.delete('/task/:id', async (request, reply) => {
+    const { org: name, item } = await findTask(request);
+    await resources.delete(request.principal, task, { org: name }, item.name);
+    return reply.code(202).type('application/json').send();
+  });
+  app.post('/task/:id', { schema: refusedRoute('Keel acts on no answer to a task') }, async (request) => {
+    await findTask(request);
+    throw notServed(request, 'Keel records tasks but acts on no answer (invitations add users at once); read the task, change its response with PATCH on its link, or delete it');
+  });
 
   // The signed-in person and short links belong to the hosted console's accounts (users sign in
   // with a browser there); Keel's callers are service-account keys and trusted JWTs.
-  const notHere = (what: string) => async () => {
-    throw ApiError.notFound(`${what} is not served by Keel: sign in with a service-account key (cpln profile update NAME --token KEY)`);
-  };
-  app.get('/user', notHere('the user directory of the hosted service (/user)'));
-  app.get('/user/:id', notHere('the user directory of the hosted service (/user/ID)'));
-  app.get('/task/:id', notHere('a task outside an org (/task/ID); read it as /org/ORG/task/ID'));
-  app.get('/q/:query', notHere('the short-link service (/q/…)'));
+  const signIn = 'sign in with a service-account key (cpln profile update NAME --token KEY) or a trusted JWT';
+  app.route({ method: ['GET', 'POST'], url: '/user', schema: refusedRoute('Keel has no user directory of the hosted service'), handler: async (request) => {
+    throw notServed(request, `Keel has no user directory of the hosted service; ${signIn}, and read the users of an org at /org/ORG/user`);
+  } });
+  app.route({ method: ['GET', 'PATCH'], url: '/user/:id', schema: refusedRoute('Keel has no user directory of the hosted service'), handler: async (request) => {
+    throw notServed(request, `Keel has no user directory of the hosted service; ${signIn}, and read the users of an org at /org/ORG/user`);
+  } });
+  app.get('/q/:query', { schema: refusedRoute('Keel has no short-link service') }, async (request) => {
+    throw notServed(request, 'Keel has no short-link service');
+  });
 }

@@ -73,6 +73,57 @@ function sharedSchemas(): Array<JsonSchema & { $id: string }> {
 
 const errors = { '4XX': { description: 'The error object', ...ref('Error') }, '5XX': { description: 'The error object', ...ref('Error') } };
 
+type Parameters = Record<string, JsonSchema>;
+const text = (description: string): JsonSchema => ({ type: 'string', description });
+const PAGE: Parameters = { limit: { type: 'integer', minimum: 1, description: 'Items per page (default 100, at most the server maximum)' }, cursor: text('Where the previous page ended (from its next link)') };
+const LOG_RANGE: Parameters = {
+  start: text('First time, Unix ns or s or RFC 3339 (default: end minus since)'),
+  end: text('Time after the last line (default now)'),
+  since: text('How far back from end when start is absent, a duration such as 1h (default 1h)'),
+};
+const LOG_READ: Parameters = {
+  query: text('A LogQL selector with optional line filters, e.g. {gvc="prod"} |= "error"'),
+  limit: { type: 'integer', minimum: 1, description: 'Most lines returned' },
+  direction: { type: 'string', enum: ['forward', 'backward', 'FORWARD', 'BACKWARD'], description: 'Oldest or newest first (default backward)' },
+};
+const AUDIT_FILTER: Parameters = {
+  contextName: text('The audit context (default cpln, the platform events)'),
+  resourceType: text('Only events about this kind'),
+  resourceName: text('Only events about the item of this name'),
+  resourceId: text('Only events about the item of this id'),
+  subjectName: text('Only events by this subject'),
+  actionType: text('Only events of this action (create, edit, delete …)'),
+  fromEvent: { type: 'string', format: 'date-time', description: 'Events at or after this time' },
+  toEvent: { type: 'string', format: 'date-time', description: 'Events at or before this time' },
+  limit: PAGE.limit,
+  next: text('Continue after this event (from the next link)'),
+};
+const CRD_OPTIONS: Parameters = { namespace: text('metadata.namespace of each custom resource'), keep: { type: 'string', enum: ['true', 'false'], description: 'Annotate each to be kept when its release is removed' } };
+
+/** The query parameters of routes outside the generic kind routes, by the route's URL (each handler reads exactly these). */
+const QUERY_PARAMETERS: Record<string, Parameters> = {
+  '/org/:org/-watch': {
+    kind: text('Only changes of this kind'),
+    gvc: text('Only changes inside this GVC'),
+    name: text('Only changes of the items of these names (comma-separated)'),
+    query: text('Only changes of items that match this query: the JSON of a -query body'),
+    since: text('Resume after this chain position (a Keel-Seq or an event id); Last-Event-ID does the same'),
+  },
+  '/logs/org/:org/loki/api/v1/query_range': { ...LOG_READ, ...LOG_RANGE },
+  '/logs/org/:org/loki/api/v1/query': { ...LOG_READ, time: text('The instant read up to (default now)'), since: LOG_RANGE.since },
+  '/logs/org/:org/loki/api/v1/labels': LOG_RANGE,
+  '/logs/org/:org/loki/api/v1/label/:name/values': { query: text('Only values on the lines this LogQL selector picks'), ...LOG_RANGE },
+  '/logs/org/:org/loki/api/v1/tail': { query: LOG_READ.query, limit: LOG_READ.limit, start: text('Send the lines since this time first (default an hour ago)'), delay_for: { type: 'integer', minimum: 0, maximum: 5, description: 'Seconds to hold lines back' } },
+  '/audit/org/:org': AUDIT_FILTER,
+  '/audit/org/:org/resource/id/:id': AUDIT_FILTER,
+  '/audit/org/:org/resource/name/:name': AUDIT_FILTER,
+  '/audit/org/:org/subject/email/:email': AUDIT_FILTER,
+  '/-export/crd/*': CRD_OPTIONS,
+  '/-export/crd/batch': { org: text('The org the resources belong to (required)'), ...CRD_OPTIONS },
+};
+
+const querystring = (parameters: Parameters) => ({ type: 'object', properties: parameters });
+
 /** Describes a mounted route from its method and path; routes that carry a schema keep theirs. */
 function describeRoute(method: string, url: string): Record<string, unknown> {
   const segments = url.split('/').filter(Boolean);
@@ -80,21 +131,23 @@ function describeRoute(method: string, url: string): Record<string, unknown> {
   const base: Record<string, unknown> = {};
   if (params.length) base.params = { type: 'object', properties: Object.fromEntries(params.map((p) => [p, { type: 'string' }])), required: params };
   const kindSegment = [...segments].reverse().find((s) => !s.startsWith(':') && !s.startsWith('-') && findKind(s));
-  const def = kindSegment ? findKind(kindSegment) : undefined;
+  // The Audit API's paths name orgs and resources without being the kind routes.
+  const def = kindSegment && !url.startsWith('/audit/') ? findKind(kindSegment) : undefined;
   const last = segments[segments.length - 1] ?? '';
   const isItem = last.startsWith(':') && def !== undefined && segments[segments.length - 2] === def.kind;
   const tags = [url.startsWith('/audit') ? 'audit' : def ? def.kind : 'meta'];
-  const page = { type: 'object', properties: { limit: { type: 'integer', minimum: 1 }, cursor: { type: 'string' }, next: { type: 'string' } } };
-  const dryRun = { type: 'object', properties: { dryRun: { type: 'boolean' } } };
+  const page = querystring({ ...PAGE, next: text('A page token from a next link') });
+  const dryRun = querystring({ dryRun: { type: 'boolean', description: 'Check permission and body, store nothing' } });
   const ok = (code: number, description: string, schema?: Record<string, unknown>) => ({ [code]: { description, ...(schema ?? {}) }, ...errors });
   const op = (summary: string, extra: Record<string, unknown> = {}) => ({ ...base, summary, tags, ...extra });
+  const isSchema = segments[segments.length - 2] === '-schema';
 
   if (def && last === '-query') {
     return method === 'POST'
       ? op(`Query ${def.kind} items`, { body: ref('Query'), querystring: page, response: ok(200, 'The matching items the caller may view', ref('QueryResult')) })
       : op(`Next page of a ${def.kind} query`, { querystring: page, response: ok(200, 'A page', ref('QueryResult')) });
   }
-  if (def && last === 'permissions') return op(`Permissions that can be granted on ${def.kind} items`, { response: ok(200, 'The permission schema', ref('Permissions')) });
+  if (def && isSchema && last === 'permissions') return op(`Permissions that can be granted on ${def.kind} items`, { response: ok(200, 'The permission schema', ref('Permissions')) });
   if (def && last === '-eventlog') return op(`Events of a ${def.kind}`, { querystring: page, response: ok(200, 'The audit events of the item', ref('List')) });
   if (def && last === '-history') {
     return op(`Versions of a ${def.kind}, newest first (who changed it, when, and the item as it then was); needs view, like -eventlog`, {
@@ -136,7 +189,23 @@ function describeRoute(method: string, url: string): Record<string, unknown> {
         return op(`Apply a ${def.kind}: create it or replace it by name`, { querystring: dryRun, body: item, response: { 200: { description: 'Replaced', ...item }, 201: { description: 'Created', ...item }, ...errors } });
     }
   }
-  return op(`${method} ${url.replace(/:(\w+)/g, '{$1}')}`, { response: errors });
+  // Routes of their own (watch, logs, audit, exporters, client routes): their query parameters from
+  // the table above, a JSON body where the method takes one, a JSON answer. A route that describes
+  // itself further (a schema at its mount) keeps that.
+  const parameters = QUERY_PARAMETERS[url];
+  return op(`${method} ${url.replace(/:(\w+)/g, '{$1}')}`, {
+    ...(parameters ? { querystring: querystring(parameters) } : {}),
+    ...(['POST', 'PUT', 'PATCH'].includes(method) ? { body: { type: 'object', description: 'A JSON object' } } : {}),
+    response: ok(200, 'The answer (JSON)'),
+  });
+}
+
+/**
+ * The schema of a route that exists so that clients get a clear answer, and always refuses (400,
+ * saying why): documented as such, with no successful answer and no body.
+ */
+export function refusedRoute(why: string): { summary: string; response: typeof errors } {
+  return { summary: `Refused: ${why}`, response: errors };
 }
 
 /** The OpenAPI document at GET /openapi.json and, on the Core API, the reference page at /docs. */

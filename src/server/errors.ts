@@ -14,6 +14,11 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'service_unavailable',
 };
 
+/** A path the clients know that Keel answers without doing what it asks: 400, saying why (never a 404: the path exists). */
+export function notServed(request: FastifyRequest, why: string): ApiError {
+  return ApiError.badRequest(`${request.method} ${request.url.split('?')[0]} is not served by Keel: ${why}`);
+}
+
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
   // A refusal that names when to ask again says so where clients look for it.
   if (typeof err.details.retryAfter === 'number') reply.header('retry-after', String(err.details.retryAfter));

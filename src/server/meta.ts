@@ -27,12 +27,24 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     const host = (request.headers.host ?? `${config.host}:${config.port}`).replace(/:\d+$/, '');
     const audit = `${request.protocol}://${host}:${config.auditPort}`;
     const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
-    // Every service the clients look up here is Keel itself (the exporters and replica hosts on
-    // their own paths). `firebase` is null: Keel has no browser sign-in, and with no sign-in
+    // Every service of the public discovery type that Keel serves, each Keel itself (the console and
+    // exporters on their own paths); those it does not serve (metrics, tracing, grafana, hub, mcp...)
+    // are left out rather than pointed at something that is not there. `firebase` is null: Keel has no browser sign-in, and with no sign-in
     // configuration the CLI's `login` stops at once (exit 1) instead of waiting for a browser
     // that can never complete (an empty object leaves it waiting forever).
     return {
-      endpoints: { api, audit, 'billing-ng': api, registry: api, logs: api, byok: api, 'terraform-exporter': `${api}${TERRAFORM_EXPORTER}`, 'k8s-crd-exporter': `${api}${CRD_EXPORTER}` },
+      endpoints: {
+        api,
+        audit,
+        billing: api,
+        'billing-ng': api,
+        console: `${api}/console`,
+        registry: api,
+        logs: api,
+        byok: api,
+        'terraform-exporter': `${api}${TERRAFORM_EXPORTER}`,
+        'k8s-crd-exporter': `${api}${CRD_EXPORTER}`,
+      },
       firebase: null,
     };
   });

@@ -10,9 +10,10 @@ import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { deploymentKey, REMOTE_PREFIX, withResolvedRemote } from '../reconcile/views.js';
+import { deploymentKey, REMOTE_PREFIX, replicasOf, withResolvedRemote } from '../reconcile/views.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
+import { refusedRoute } from './docs.js';
 import { sendError } from './errors.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -47,9 +48,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const deployment = await store.get(deploymentKey(org, gvc, name, location));
     if (!deployment) throw ApiError.notFound(`workload '${name}' has no deployment in location '${location}'`);
     // The reconciler keeps the replicas running there (a cron workload's: its active runs) in the deployment's status.
-    const replicas = ((deployment.data.status ?? {}) as { internal?: { replicas?: unknown } }).internal?.replicas;
-    const items = Array.isArray(replicas) ? replicas.filter((r): r is string => typeof r === 'string') : [];
-    return { kind: 'list', itemKind: 'replica', items, links: [{ rel: 'self', href: request.url.split('?')[0] }] };
+    return { kind: 'list', itemKind: 'replica', items: replicasOf(deployment.data), links: [{ rel: 'self', href: request.url.split('?')[0] }] };
   });
 
   // exec/connect open a WebSocket to {remote}/exec (credentials travel inside the stream, so these
@@ -57,9 +56,9 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   const refusal = (what: string) =>
     `${what} ${what === 'port-forward' ? 'is' : 'are'} not available: Keel simulates replicas and runs no containers, so there is no process to ${what === 'port-forward' ? 'forward a port to' : 'run a command in'}`;
   const refuse = (what: string) => async (request: FastifyRequest, reply: FastifyReply) => sendError(reply, request, ApiError.badRequest(refusal(what)));
-  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/exec`, config: { public: true }, handler: refuse('exec, connect and cp') });
-  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/portforward-ticket`, config: { public: true }, handler: refuse('port-forward') });
-  app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/portforward`, config: { public: true }, handler: refuse('port-forward') });
+  for (const [path, what] of [['exec', 'exec, connect and cp'], ['portforward-ticket', 'port-forward'], ['portforward', 'port-forward']]) {
+    app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/${path}`, config: { public: true }, schema: refusedRoute(refusal(what)), handler: refuse(what) });
+  }
 
   // The streams themselves are WebSockets. The clients print what the stream says and end on its
   // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica

@@ -18,7 +18,7 @@ type Params = Record<string, string>;
 type QueryString = Record<string, string | undefined>;
 
 /** Mounts `handlers` on `url` and answers 405 with the error object for every other method. */
-function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
+export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
   for (const [method, handler] of Object.entries(handlers)) app.route({ method: method as HTTPMethods, url, handler: handler! });
   const others = ALL_METHODS.filter((m) => !(m in handlers));
   if (others.length === 0) return;
@@ -95,11 +95,13 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
   } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
   if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
   mount(app, `${base}/-schema/permissions`, {
-    GET: async (request) => {
-      const self = def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`;
-      return { kind: 'permissions', targetKind: def.kind, items: def.permissions, implied: impliedPermissions(def), links: [{ rel: 'self', href: self }] };
-    },
+    GET: async (request) => permissionSchema(def, def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`),
   });
+}
+
+/** A kind's permission schema: which permissions a policy can grant on it and what each implies. */
+export function permissionSchema(def: KindDef, self: string) {
+  return { kind: 'permissions', targetKind: def.kind, items: def.permissions, implied: impliedPermissions(def), links: [{ rel: 'self', href: self }] };
 }
 
 /** POST runs a query; GET follows a page's `next` link. */
@@ -131,6 +133,17 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
   mount(app, '/org/:org', {
     GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
+  });
+  // A query over one org (the CLI's map names it): the org itself when it matches and the caller may view it.
+  mount(app, '/org/:org/-query', {
+    POST: async (request) => {
+      const name = orgOf(request);
+      const query = parseQuery(emptyToUndefined(request.body), org);
+      const item = await resources.get(request.principal, org, { org: name }, name);
+      const sent = (emptyToUndefined(request.body) ?? {}) as Record<string, unknown>;
+      const self = `/org/${name}/-query`;
+      return { kind: 'queryresult', itemKind: 'org', items: matchesQuery(query, item) ? [item] : [], links: [{ rel: 'self', href: self }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
+    },
   });
   mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
   mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) });

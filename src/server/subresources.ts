@@ -7,7 +7,7 @@
 // for runCronWorkload and stopReplica) and `exec` or `edit` on a volume set. Deployments and
 // command progress are written by the reconcilers (src/reconcile).
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest, HTTPMethods } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { announce, type AppendedEvent } from '../audit/changes.js';
 import { actorOf, changeEvent } from '../audit/events.js';
 import type { Authorizer } from '../auth/authorizer.js';
@@ -21,23 +21,10 @@ import { LIST_LIMIT, listAll } from '../reconcile/common.js';
 import { commandKey, commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, type CommandParent } from '../reconcile/views.js';
 import { targetOf } from '../resources/service.js';
 import type { Store, StoredItem } from '../store/types.js';
-import { sendError } from './errors.js';
-import { writeOptions } from './routes.js';
+import { mount, writeOptions } from './routes.js';
 
 type Params = Record<string, string>;
-type Handler = (request: FastifyRequest, reply: import('fastify').FastifyReply) => Promise<unknown>;
-const ALL: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
-function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
-  for (const [method, handler] of Object.entries(handlers)) app.route({ method: method as HTTPMethods, url, handler: handler! });
-  const allowed = Object.keys(handlers).join(', ');
-  app.route({
-    method: ALL.filter((m) => !(m in handlers)),
-    url,
-    handler: async (request, reply) =>
-      sendError(reply.header('allow', allowed), request, new ApiError('method_not_allowed', `${request.method} is not allowed on ${url}; allowed: ${allowed}`)),
-  });
-}
 
 export function mountSubresources(app: FastifyInstance, store: Store, auth: Authorizer, options: { audit?: boolean } = {}): void {
   /** The parent, after membership, its GVC and `permission` on it are checked. */

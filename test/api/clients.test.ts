@@ -26,7 +26,10 @@ forEachBackend('client routes', (backend) => {
     const res = await k.call('GET', '/discovery', undefined, { token: null, headers: { host: 'keel.example:9000' } });
     assert.equal(res.status, 200);
     const e = res.body.endpoints;
-    for (const name of ['api', 'billing-ng', 'registry', 'logs', 'byok']) assert.equal(e[name], 'http://keel.example:9000', name);
+    // The endpoints of the public discovery type (types-ts discovery.ts) that Keel serves, and its own api; none it does not serve.
+    assert.deepEqual(Object.keys(e).sort(), ['api', 'audit', 'billing', 'billing-ng', 'byok', 'console', 'k8s-crd-exporter', 'logs', 'registry', 'terraform-exporter']);
+    for (const name of ['api', 'billing', 'billing-ng', 'registry', 'logs', 'byok']) assert.equal(e[name], 'http://keel.example:9000', name);
+    assert.equal(e.console, 'http://keel.example:9000/console');
     assert.equal(e['terraform-exporter'], 'http://keel.example:9000/-export/terraform');
     assert.equal(e['k8s-crd-exporter'], 'http://keel.example:9000/-export/crd');
     assert.equal(res.body.firebase, null);
@@ -228,11 +231,12 @@ forEachBackend('client routes', (backend) => {
     assert.deepEqual([mine.status, mine.body.items], [200, []]);
     assert.equal((await k.call('GET', '/org/acme/task/-forme')).status, 200);
     assert.equal((await k.call('GET', '/org/beta-none/task/-forme')).status, 403);
-    for (const path of ['/org/acme/-config', '/org/acme/gvc/web/-config', '/org/acme/gvc/web/workload/api/-config', '/user', '/task/some-id', '/q/abc']) {
+    for (const path of ['/org/acme/-config', '/org/acme/gvc/web/-config', '/org/acme/gvc/web/workload/api/-config', '/user', '/q/abc']) {
       const res = await k.call('GET', path);
-      assert.equal(res.status, 404, path);
-      assert.match(res.body.message, /Keel/, path);
+      assert.equal(res.status, 400, path);
+      assert.match(res.body.message, /is not served by Keel: /, path);
     }
+    assert.equal((await k.call('GET', '/task/some-id')).status, 404);
 
     const invited = await k.call('POST', '/org/acme/user/-invite', { emails: ['grace@example.com', 'lin@example.com'], groupLink: '/org/acme/group/viewers' });
     assert.deepEqual(invited.body.items.map((u: { name: string }) => u.name), ['grace@example.com', 'lin@example.com']);

@@ -50,7 +50,7 @@ forEachBackend(
       }
       const lines = out.trim().split('\n');
       assert.match(lines[0], /^\d{4}-\d\d-\d\dT[\d:.]+Z \{gvc="demo", workload="web", location="aws-us-east-2"\} Rollout of workload version 1 to aws-us-east-2 started$/);
-      assert.ok(lines.some((l) => /\{gvc="demo", workload="web", location="aws-us-east-2", container="nginx", replica="web-[0-9a-f]{9}-[0-9a-f]{5}"\} Health check passed: container nginx is ready$/.test(l)), out);
+      assert.ok(lines.some((l) => /\{gvc="demo", workload="web", location="aws-us-east-2", container="nginx", replica="web-[0-9a-f]{10}-[0-9a-f]{5}"\} Health check passed: container nginx is ready$/.test(l)), out);
       const filtered = await cpln('logs', '{gvc="demo"} |= "Health check"', '-o', 'raw');
       assert.equal(filtered.stdout.trim(), 'Health check passed: container nginx is ready');
       const bad = await cpln('logs', '{gvc="demo"');
@@ -81,6 +81,30 @@ forEachBackend(
       } finally {
         clearTimeout(killer);
         child.kill('SIGKILL');
+      }
+    });
+
+    test('a replica name that cpln workload get-replicas prints selects that replica\'s lines in cpln logs', async () => {
+      const db = { name: 'db', spec: { type: 'stateful', containers: [{ name: 'pg', image: 'postgres:16', ports: [{ protocol: 'tcp', number: 5432 }] }], defaultOptions: { autoscaling: { minScale: 2, maxScale: 2 } } } };
+      assert.equal((await k.call('POST', '/org/acme/gvc/demo/workload', db)).status, 201);
+      for (const workload of ['web', 'db']) {
+        let replicas: string[] = [];
+        const deadline = Date.now() + 40_000;
+        let lines: string[] = [];
+        // Once the rollout is complete, the replicas it names are listed and have their lines.
+        while (!lines.some((l) => l.includes('Health check passed'))) {
+          assert.ok(Date.now() < deadline, `${workload}: no lines for replicas ${replicas.join(', ')}: ${lines.join('\n')}`);
+          const listed = await cpln('workload', 'get-replicas', workload, '--gvc', 'demo', '--location', 'aws-us-east-2', '-o', 'json');
+          assert.equal(listed.code, 0, listed.stderr);
+          replicas = JSON.parse(listed.stdout).items;
+          if (replicas.length === 0) continue;
+          const run = await cpln('logs', `{gvc="demo", workload="${workload}", replica="${replicas[replicas.length - 1]}"}`);
+          assert.equal(run.code, 0, run.stderr);
+          lines = run.stdout.trim().split('\n').filter(Boolean);
+        }
+        if (workload === 'db') assert.deepEqual(replicas, ['db-0', 'db-1']);
+        else assert.match(replicas[0], /^web-[0-9a-f]{10}-[0-9a-f]{5}$/);
+        assert.ok(lines.every((l) => l.includes(`replica="${replicas[replicas.length - 1]}"`)), lines.join('\n'));
       }
     });
   },

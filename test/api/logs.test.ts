@@ -85,7 +85,7 @@ forEachBackend('logs API', (backend) => {
           own.map((e) => e.line),
           [`Creating container ${container} from image ${container === 'nginx' ? 'nginx:1.25' : 'busybox:1'}`, `Started container ${container}`, `Health check passed: container ${container} is ready`],
         );
-        assert.match(own[0].labels.replica, /^web-[0-9a-f]{9}-[0-9a-f]{5}$/);
+        assert.match(own[0].labels.replica, /^web-[0-9a-f]{10}-[0-9a-f]{5}$/);
         assert.equal(new Set(own.map((e) => e.labels.replica)).size, 1);
       }
     }
