@@ -10,6 +10,7 @@ import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
 import { baseUrlOf } from './replicas.js';
 import { onReplaced } from '../store/snapshots.js';
+import { RESTORE_ACTION } from '../audit/events.js';
 
 const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
 const MAX_NAMES = 100;
@@ -59,6 +60,11 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
       }
       if (from < head.prunedUpTo) {
         throw new ApiError('gone', `position ${from} is older than the retained history (it starts after ${head.prunedUpTo}); list again and watch from its Keel-Seq`, { oldest: head.prunedUpTo });
+      }
+      // The events between a position and a later restore were undone: replaying them would show a state that no longer is.
+      const [restore] = from < head.seq ? await store.audit({ org, actionType: RESTORE_ACTION, afterSeq: from, throughSeq: head.seq, limit: 1 }) : [];
+      if (restore) {
+        throw new ApiError('gone', `the org was restored from a snapshot at position ${restore.seq}, after ${from}; list again and watch from its Keel-Seq`, { restoredAt: restore.seq });
       }
     }
     const viewing = await viewsAny(auth, principal, org, filter.kind);

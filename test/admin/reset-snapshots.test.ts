@@ -115,6 +115,13 @@ forEachBackend('reset and snapshots over HTTP', (backend) => {
     ]);
     assert.equal((await k.store.auditHead('bystander')).seq, bystander.seq + 1);
     assert.deepEqual((await verifyChain(k.store, 'bystander')).ok, true);
+    // A watch resuming from before the restore would replay changes that were undone: 410, list again.
+    for (const since of [chainAtSave.seq, chainBeforeRestore.seq]) {
+      const resumed = await k.call('GET', `/org/acme/-watch?since=${since}`);
+      assert.equal(resumed.status, 410, resumed.raw);
+      assert.equal(resumed.body.code, 'gone');
+      assert.match(resumed.body.message, /restored from a snapshot/);
+    }
     // The chain continues after the restore event.
     assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'after-restore' })).status, 201);
     assert.equal((await k.store.auditHead('acme')).seq, chainBeforeRestore.seq + 2);
