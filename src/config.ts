@@ -8,6 +8,8 @@ export interface Config {
   port: number;
   auditPort: number;
   dataDir: string;
+  /** The base URL clients reach the Core API at (discovery, status.remote, CORS); unset: a trusted Host header, else the listen address. */
+  publicUrl?: string;
   /** postgres://… selects PostgreSQL; empty means SQLite in dataDir. */
   databaseUrl?: string;
   /** The org created on first start. */
@@ -104,6 +106,20 @@ const databaseUrl: Parser<string> = (v, name) => {
   if (s !== '' && !/^postgres(ql)?:\/\//.test(s)) throw new Error(`${name} must be a postgres:// URL (or empty for SQLite), got '${s}'`);
   return s;
 };
+/** An http(s) URL of a host (and port, and perhaps a path prefix), kept without a trailing slash. */
+const publicUrl: Parser<string> = (v, name) => {
+  const s = text(v, name).trim();
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    throw new Error(`${name} must be an http:// or https:// URL, got '${s}'`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || url.search || url.hash) {
+    throw new Error(`${name} must be an http:// or https:// URL without credentials, query or fragment, got '${s}'`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+};
 /** A comma-separated list (or a config file's array) of `superusers`, `anyone`, principal links (/org/O/serviceaccount/S) and emails. */
 const creators: Parser<string[]> = (v, name) => {
   const items = (Array.isArray(v) ? v : text(v, name).split(',')).map((x) => String(x).trim()).filter(Boolean);
@@ -130,6 +146,7 @@ export const OPTIONS: Option[] = [
   option('host', 'KEEL_HOST', '--host', text, 'address both APIs listen on'),
   option('port', 'KEEL_PORT', '--port', whole(0, 65535), 'Core API port'),
   option('auditPort', 'KEEL_AUDIT_PORT', '--audit-port', whole(0, 65535), 'Audit API port (/discovery endpoints.audit)'),
+  option('publicUrl', 'KEEL_PUBLIC_URL', '--public-url', publicUrl, 'the URL clients reach the Core API at (discovery, status.remote, CORS); unset: a loopback or listen-address Host, else the listen address'),
   option('dataDir', 'KEEL_DATA_DIR', '--data-dir', text, 'SQLite file (keel.db) and admin.token'),
   option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
   option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),

@@ -4,6 +4,7 @@ import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { VERSION } from '../version.js';
 import { sendError } from './errors.js';
+import { auditBase, coreBase } from './public-url.js';
 import { CRD_EXPORTER, TERRAFORM_EXPORTER } from './exporters.js';
 
 const started = new Date();
@@ -24,9 +25,8 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     store: store.dialect,
   }));
   app.get('/discovery', open, async (request) => {
-    const host = (request.headers.host ?? `${config.host}:${config.port}`).replace(/:\d+$/, '');
-    const audit = `${request.protocol}://${host}:${config.auditPort}`;
-    const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
+    const api = coreBase(config, request);
+    const audit = auditBase(config, request);
     // Every service the clients look up here is Keel itself (the exporters and replica hosts on
     // their own paths). `firebase` is null: Keel has no browser sign-in, and with no sign-in
     // configuration the CLI's `login` stops at once (exit 1) instead of waiting for a browser

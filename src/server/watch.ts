@@ -8,7 +8,7 @@ import type { Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
-import { baseUrlOf } from './replicas.js';
+import { coreBase } from './public-url.js';
 import { onReplaced } from '../store/snapshots.js';
 import { RESTORE_ACTION } from '../audit/events.js';
 
@@ -82,7 +82,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
     }
     out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     out.write(': watching\n\n');
-    const watcher = hub.open({ feed, principal, filter, from, out, viewing, base: baseUrlOf(request, `${config.host}:${config.port}`) }, tokenOf(request));
+    const watcher = hub.open({ feed, principal, filter, from, out, viewing, base: coreBase(config, request) }, tokenOf(request));
     out.once('close', () => watcher.end());
   });
 }
