@@ -16,7 +16,7 @@ import { mountReplicas } from './replicas.js';
 type Params = Record<string, string>;
 
 export function mountClientRoutes(app: FastifyInstance, resources: Resources, store: Store, config: Config): void {
-  mountBilling(app, resources, config.org);
+  mountBilling(app, resources, store);
   mountExporters(app, resources);
   mountReplicas(app, resources, store, config);
 
