@@ -203,6 +203,48 @@ forEachBackend('reset and snapshots over HTTP', (backend) => {
     assert.equal((await k.call('DELETE', '/-admin/snapshots/before-leak')).status, 202);
   });
 
+  test('as an attacker racing a restore: writes made while it runs are each undone or kept, as the chain says, and no event is lost', async () => {
+    const racer = (await createOrg(k.store, { name: 'racer', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(k.org), adminServiceAccount: 'admin' })).token!;
+    assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'under-fire' })).status, 201);
+    // Four writers create gvcs one after another, before, during and after the restore.
+    const writes = new Map<string, { status: number; raw: string }>();
+    let restoreDone = false;
+    let started!: () => void;
+    const eightWritten = new Promise<void>((resolve) => (started = resolve));
+    const writer = async (w: number) => {
+      for (let i = 0, after = 0; after < 3; i++) {
+        if (restoreDone) after++;
+        const name = `race-${w}-${i}`;
+        writes.set(name, await k.call('POST', '/org/racer/gvc', { name }, { token: racer }));
+        if (writes.size >= 8) started();
+      }
+    };
+    const writers = [0, 1, 2, 3].map(writer);
+    await eightWritten;
+    const restore = await k.call('POST', '/-admin/snapshots/under-fire/-restore');
+    restoreDone = true;
+    await Promise.all(writers);
+    assert.equal(restore.status, 200, restore.raw);
+    for (const w of writes.values()) assert.ok(w.status === 201 || w.status === 503, w.raw); // refused cleanly at worst, never a 500
+    const report = await verifyChain(k.store, 'racer');
+    assert.ok(report.ok, JSON.stringify(report));
+    const restoredAt = report.restores.find((r) => r.snapshot === 'under-fire')!.seq;
+    const events = await k.store.audit({ org: 'racer', resourceType: 'gvc', limit: 1000 });
+    const present = new Set(((await k.call('GET', '/org/racer/gvc', undefined, { token: racer })).body.items as Array<{ name: string }>).map((g) => g.name));
+    for (const [name, write] of writes) {
+      if (write.status !== 201) {
+        assert.ok(!present.has(name), name);
+        continue;
+      }
+      const event = events.find((e) => e.resourceName === name);
+      assert.ok(event, `the created ${name} has its event`);
+      assert.equal(present.has(name), event.seq > restoredAt, `${name} (event ${event.seq}, restore at ${restoredAt}) is kept exactly when it came after the restore`);
+    }
+    assert.ok(present.size >= 12 && present.size <= writes.size - 8, `the writes before the restore were undone, the later ones kept (${present.size} of ${writes.size})`);
+    assert.equal((await verifyChain(k.store, 'acme')).ok, true);
+    assert.equal((await k.call('DELETE', '/-admin/snapshots/under-fire')).status, 202);
+  });
+
   test('bad snapshot names and unknown snapshots: 400 and 404 with the error object, nothing written', async () => {
     for (const name of ['../escape', '..', '.hidden', 'a/b', 'UPPER', '', 'x'.repeat(65), 42, null]) {
       const res = await k.call('POST', '/-admin/snapshots', { name });
