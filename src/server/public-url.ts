@@ -42,17 +42,18 @@ export function isCoreOrigin(config: Config, request: FastifyRequest, origin: st
 /** The Host header, when it names a loopback address or the address Keel listens on or was reached at. */
 function trustedHost(config: Config, request: FastifyRequest): string | undefined {
   const host = request.headers.host;
-  if (!host) return undefined;
+  // Only a bare host and port: no user info, path or anything else that URL parsing would drop.
+  if (!host || !BARE_HOST.test(host)) return undefined;
   let url: URL;
   try {
     url = new URL(`http://${host}`);
   } catch {
     return undefined;
   }
-  // Only a bare host and port: no user info, path or anything else that URL parsing would drop.
-  if (url.host !== host.toLowerCase() || !isTrustedName(config, request, url.hostname)) return undefined;
-  return url.host;
+  return isTrustedName(config, request, url.hostname) ? host.toLowerCase() : undefined;
 }
+
+const BARE_HOST = /^[\w.-]+(:\d{1,5})?$|^\[[\da-fA-F:.]+\](:\d{1,5})?$/;
 
 function isTrustedName(config: Config, request: FastifyRequest, hostname: string): boolean {
   const name = bare(hostname);

@@ -41,7 +41,7 @@ function call(port: number, path: string, headers: Record<string, string>, metho
 }
 
 const WORKLOAD = { name: 'api', spec: { type: 'standard', containers: [{ name: 'main', image: 'nginx:1.27', ports: [{ protocol: 'http', number: 80 }] }] } };
-const HOSTILE_HOSTS = ['evil.example', 'evil.example:9000', 'localhost.evil.example', '127.0.0.1.evil.example', 'user@localhost', 'localhost/evil'];
+const HOSTILE_HOSTS = ['evil.example', 'evil.example:9000', 'localhost.evil.example', '127.0.0.1.evil.example', 'user@localhost', 'localhost/evil', 'localhost:9000@evil.example', 'localhost%2F@evil.example'];
 
 forEachBackend('the public address: without KEEL_PUBLIC_URL', (backend) => {
   let k: TestKeel;
@@ -57,8 +57,8 @@ forEachBackend('the public address: without KEEL_PUBLIC_URL', (backend) => {
   });
   after(() => k.close());
 
-  test('a loopback Host is used as the client sent it, and the listen address is used without one', async () => {
-    for (const host of ['localhost:9000', '127.0.0.1:9000', '[::1]:9000', `127.0.0.1:${core}`]) {
+  test('a loopback Host is used as the client sent it', async () => {
+    for (const host of ['localhost:9000', '127.0.0.1:9000', '[::1]:9000', `127.0.0.1:${core}`, 'localhost:80', 'localhost']) {
       const res = await call(core, '/discovery', { host });
       assert.equal(res.body.endpoints.api, `http://${host}`, host);
       assert.equal(res.body.endpoints.audit, `http://${host.replace(/:\d+$/, '')}:${k.config.auditPort}`, host);
