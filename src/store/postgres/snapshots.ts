@@ -164,7 +164,10 @@ export class PostgresSnapshots implements Snapshots {
       if (!rows[0]) throw snapshotNotFound(name);
       if (rows[0].schema_version !== rows[0].current) throw new Error(`snapshot '${name}' was taken at schema version ${rows[0].schema_version}, this database is at ${rows[0].current}`);
       const tables = (await keelTables(client)).filter(chosen);
-      await client.query(`LOCK TABLE ${tables.map((t) => `"${t}"`).join(', ')} IN EXCLUSIVE MODE`);
+      // In the order writers take them (an item, then its tags and keys), so that waiting for a
+      // writer never becomes a deadlock with it.
+      const lockOrder = [...tables].sort((a, b) => Number(b === 'resources') - Number(a === 'resources'));
+      await client.query(`LOCK TABLE ${lockOrder.map((t) => `"${t}"`).join(', ')} IN EXCLUSIVE MODE`);
       const copied = before ? await before(client, tables) : () => true;
       // DELETE rather than TRUNCATE: cheaper for the sizes a test instance has, and readers keep
       // seeing the old state (MVCC) until the commit shows them the restored one, whole.
