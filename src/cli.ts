@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { KEEL_ACTOR } from './audit/events.js';
 import { addAdminKey } from './admin/keys.js';
 import { resetStore } from './admin/reset.js';
+import { restoreSnapshot } from './admin/restore.js';
 import { applySeed, readSeed, SeedError } from './admin/seed.js';
 import { checkSnapshotName } from './store/snapshots.js';
 import { verifyChain } from './audit/verify.js';
@@ -108,7 +109,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'keel snapshot save NAME',
     summary: 'take a consistent copy of the whole instance (while it serves)',
     run: ({ positional, config }) =>
-      withStore(config(), async (store) => {
+      withStore(snapshotsAllowed(config()), async (store) => {
         const info = await store.snapshots.save(checkSnapshotName(required(positional[0], 'the snapshot name')));
         console.log(`saved snapshot '${info.name}' (${info.created})`);
         return 0;
@@ -116,12 +117,12 @@ const COMMANDS: Record<string, Command> = {
   },
   'snapshot restore': {
     usage: 'keel snapshot restore NAME',
-    summary: 'replace the whole instance with a snapshot, atomically',
+    summary: "rewind every org's items to a snapshot, atomically (audit chains and key revocations stay; each changed org gets a restore event)",
     run: ({ positional, config }) =>
-      withStore(config(), async (store) => {
+      withStore(snapshotsAllowed(config()), async (store) => {
         const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
-        await store.snapshots.restore(name);
-        console.log(`restored snapshot '${name}'`);
+        const restored = await restoreSnapshot(store, name, KEEL_ACTOR);
+        console.log(`restored snapshot '${name}'${restored.length ? `: ${restored.map((r) => `${r.org} to position ${r.position}`).join(', ')}` : ' (no org had changed)'}`);
         return 0;
       }),
   },
@@ -129,7 +130,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'keel snapshot list',
     summary: 'list the snapshots (name, time taken, size)',
     run: ({ config }) =>
-      withStore(config(), async (store) => {
+      withStore(snapshotsAllowed(config()), async (store) => {
         for (const s of await store.snapshots.list()) console.log(`${s.name}\t${s.created}\t${s.size ?? ''}`);
         return 0;
       }),
@@ -138,7 +139,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'keel snapshot delete NAME',
     summary: 'delete a snapshot',
     run: ({ positional, config }) =>
-      withStore(config(), async (store) => {
+      withStore(snapshotsAllowed(config()), async (store) => {
         const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
         await store.snapshots.delete(name);
         console.log(`deleted snapshot '${name}'`);
@@ -180,6 +181,7 @@ const COMMANDS: Record<string, Command> = {
         const report = await verifyChain(store, org);
         if (report.ok) {
           console.log(`audit chain of org '${org}' is intact: ${report.events} events (${report.from}..${report.to})`);
+          for (const r of report.restores) console.log(`  event ${r.seq} (${r.at}): ${r.by} restored snapshot '${r.snapshot}', back to the state at event ${r.position}`);
           return 0;
         }
         console.error(`audit chain of org '${org}' is BROKEN at event ${report.brokenAt}: ${report.reason}`);
@@ -231,6 +233,12 @@ class UsageError extends Error {}
 function required(value: string | undefined, what: string): string {
   if (!value) throw new UsageError(`missing ${what}`);
   return value;
+}
+
+/** The configuration, when it allows snapshots (a restore rewinds every org, so it is asked for). */
+function snapshotsAllowed(config: Config): Config {
+  if (!config.allowSnapshots) throw new Error('snapshots are off: set KEEL_ALLOW_SNAPSHOTS=on (or --allow-snapshots on) to allow them');
+  return config;
 }
 
 async function withStore(config: Config, fn: (store: Store, config: Config) => Promise<number>): Promise<number> {

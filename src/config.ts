@@ -8,6 +8,8 @@ export interface Config {
   port: number;
   auditPort: number;
   dataDir: string;
+  /** The base URL clients reach the Core API at (discovery, status.remote, CORS); unset: a trusted Host header, else the listen address. */
+  publicUrl?: string;
   /** postgres://… selects PostgreSQL; empty means SQLite in dataDir. */
   databaseUrl?: string;
   /** The org created on first start. */
@@ -70,6 +72,8 @@ export interface Config {
   init?: string;
   /** POST /-admin/reset and `keel reset` work (KEEL_ALLOW_RESET=on). */
   allowReset?: boolean;
+  /** The snapshot routes and `keel snapshot` work (KEEL_ALLOW_SNAPSHOTS=on). */
+  allowSnapshots?: boolean;
   /** Fault injection: the /-admin/faults rules and their request hook (KEEL_FAULTS=on). */
   faults?: boolean;
   /** A JSON or YAML file of fault rules loaded at start (KEEL_FAULTS_FILE; needs KEEL_FAULTS=on). */
@@ -102,6 +106,20 @@ const databaseUrl: Parser<string> = (v, name) => {
   if (s !== '' && !/^postgres(ql)?:\/\//.test(s)) throw new Error(`${name} must be a postgres:// URL (or empty for SQLite), got '${s}'`);
   return s;
 };
+/** An http(s) URL of a host (and port, and perhaps a path prefix), kept without a trailing slash. */
+const publicUrl: Parser<string> = (v, name) => {
+  const s = text(v, name).trim();
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    throw new Error(`${name} must be an http:// or https:// URL, got '${s}'`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || url.search || url.hash) {
+    throw new Error(`${name} must be an http:// or https:// URL without credentials, query or fragment, got '${s}'`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+};
 /** A comma-separated list (or a config file's array) of `superusers`, `anyone`, principal links (/org/O/serviceaccount/S) and emails. */
 const creators: Parser<string[]> = (v, name) => {
   const items = (Array.isArray(v) ? v : text(v, name).split(',')).map((x) => String(x).trim()).filter(Boolean);
@@ -128,6 +146,7 @@ export const OPTIONS: Option[] = [
   option('host', 'KEEL_HOST', '--host', text, 'address both APIs listen on'),
   option('port', 'KEEL_PORT', '--port', whole(0, 65535), 'Core API port'),
   option('auditPort', 'KEEL_AUDIT_PORT', '--audit-port', whole(0, 65535), 'Audit API port (/discovery endpoints.audit)'),
+  option('publicUrl', 'KEEL_PUBLIC_URL', '--public-url', publicUrl, 'the URL clients reach the Core API at (discovery, status.remote, CORS); unset: a loopback or listen-address Host, else the listen address'),
   option('dataDir', 'KEEL_DATA_DIR', '--data-dir', text, 'SQLite file (keel.db) and admin.token'),
   option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
   option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),
@@ -160,6 +179,7 @@ export const OPTIONS: Option[] = [
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
   option('allowReset', 'KEEL_ALLOW_RESET', '--allow-reset', onOff, 'on/off: allow keel reset and POST /-admin/reset'),
+  option('allowSnapshots', 'KEEL_ALLOW_SNAPSHOTS', '--allow-snapshots', onOff, 'on/off: allow keel snapshot and /-admin/snapshots (a restore rewinds every org; see docs/ci.md)'),
   option('faults', 'KEEL_FAULTS', '--faults', onOff, 'on/off: fault injection (/-admin/faults)'),
   option('faultsFile', 'KEEL_FAULTS_FILE', '--faults-file', text, 'JSON or YAML file of fault rules loaded at start (with KEEL_FAULTS=on)'),
 ];

@@ -29,6 +29,8 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
   let page: Page;
   let base: string;
   const external: string[] = [];
+  /** What the browser refused under the console's Content-Security-Policy, all suite long. */
+  const refused: string[] = [];
 
   const open = async (hash: string) => {
     await page.goto(`${base}/console/#${hash}`);
@@ -36,7 +38,8 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
   const shot = (name: string) => page.screenshot({ path: join(OUT, `${name}.png`), fullPage: false });
   /** No serious or critical accessibility violations on the screen as it is. */
   const axe = async (screen: string) => {
-    if (!(await page.evaluate(() => 'axe' in globalThis))) await page.addScriptTag({ content: AXE });
+    // Evaluated through the DevTools protocol: the console's policy refuses inline scripts (as it should).
+    if (!(await page.evaluate(() => 'axe' in globalThis))) await page.evaluate(AXE);
     const violations = await page.evaluate(async () => {
       const result = await (globalThis as any).axe.run((globalThis as any).document, { resultTypes: ['violations'] });
       return result.violations.map((v: any) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n: any) => n.target.join(' ')) }));
@@ -80,6 +83,9 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+    });
     page.on('request', (request) => {
       const url = request.url();
       if (!url.startsWith(`${base}/`) && !url.startsWith(`http://127.0.0.1:${k.config.auditPort}/`) && !url.startsWith('data:')) external.push(url);
@@ -637,5 +643,46 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
 
   test('nothing was requested from any other host', () => {
     assert.deepEqual(external, []);
+  });
+
+  test('the console ran under its Content-Security-Policy without a refusal; page and assets forbid framing and sniffing', async () => {
+    assert.deepEqual(refused, [], 'the browser refused something the console needs');
+    const html = await (await fetch(`${base}/console/`)).text();
+    const asset = html.match(/<script[^>]+src="([^"]+)"/)![1];
+    for (const path of ['/console', '/console/', asset, '/console/assets/missing.js']) {
+      const res = await fetch(`${base}${path}`);
+      const policy = res.headers.get('content-security-policy') ?? '';
+      assert.match(policy, /frame-ancestors 'none'/, path);
+      assert.match(policy, /script-src 'self'(;|$)/, `${path}: no inline or eval'd script: ${policy}`);
+      assert.match(policy, new RegExp(`connect-src 'self' http://127\\.0\\.0\\.1:${k.config.auditPort}(;|$)`), path);
+      assert.equal(res.headers.get('x-frame-options'), 'DENY', path);
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path);
+    }
+  });
+
+  test('as an attacker: a page that frames the console is refused by the browser, and an injected inline script does not run', async () => {
+    const attacker = await browser.newPage();
+    try {
+      const framed = new Promise<string>((resolve) => attacker.on('console', (m) => /frame|ancestor/i.test(m.text()) && resolve(m.text())));
+      // A hostile page on another origin (here about:blank with the console in an iframe).
+      await attacker.setContent(`<iframe id="f" src="${base}/console/"></iframe>`);
+      assert.match(await framed, /frame-ancestors|X-Frame-Options/i);
+      const frame = attacker.frames().find((f) => f.url().startsWith(`${base}/console`));
+      assert.equal(await frame?.evaluate(() => (globalThis as any).document.querySelector('#app')?.childElementCount ?? 0).catch(() => 0) ?? 0, 0, 'the framed console shows nothing');
+    } finally {
+      await attacker.close();
+    }
+    // Markup that reached the page (an XSS) cannot run script: the policy has no 'unsafe-inline' for scripts.
+    await page.goto(`${base}/console/`);
+    // An allowed inline script runs as it is inserted, so its effect would be there at once.
+    const ran = await page.evaluate(() => {
+      (globalThis as any).injected = false;
+      const doc = (globalThis as any).document;
+      const s = doc.createElement('script');
+      s.textContent = 'globalThis.injected = true';
+      doc.body.append(s);
+      return (globalThis as any).injected;
+    });
+    assert.equal(ran, false);
   });
 });

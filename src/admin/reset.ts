@@ -40,7 +40,7 @@ export async function resetStore(store: Store, config: Config): Promise<ResetRes
     .slice(0, 32);
   const baseline = `${INTERNAL_PREFIX}reset-${digest}`;
   try {
-    await store.snapshots.restore(baseline);
+    await store.snapshots.replaceAll(baseline);
   } catch (err) {
     if (!(err instanceof ApiError && err.code === 'not_found')) throw err;
     const events = await inOneTransaction(store, async (inner) => {

@@ -2,6 +2,7 @@
 // superuser of the first org (a member of its superusers group) may use them; a feature that is
 // off answers 404 with the error object, naming the setting that turns it on.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { actorOf } from '../audit/events.js';
 import type { Principal } from '../auth/principal.js';
 import { isMember, toGroup } from '../auth/membership.js';
 import type { Config } from '../config.js';
@@ -11,6 +12,7 @@ import { checkSnapshotName, type SnapshotInfo } from '../store/snapshots.js';
 import type { Store } from '../store/types.js';
 import { parseRules, type Faults } from './faults.js';
 import { resetStore } from './reset.js';
+import { restoreSnapshot } from './restore.js';
 import { SeedError } from './seed.js';
 
 export interface AdminOptions {
@@ -53,11 +55,16 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults }: Admi
     return { org: result.org, seeded: result.seeded, tookMs: Math.round(performance.now() - started) };
   });
 
+  const snapshotsOn = () => {
+    if (!config.allowSnapshots) throw ApiError.notFound('snapshots are off: start Keel with KEEL_ALLOW_SNAPSHOTS=on to allow them');
+  };
   app.get('/-admin/snapshots', async (request) => {
+    snapshotsOn();
     await superuser(request);
     return listOf(await store.snapshots.list());
   });
   app.post('/-admin/snapshots', async (request, reply) => {
+    snapshotsOn();
     await superuser(request);
     const body = request.body as { name?: unknown } | undefined;
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('the body must be {"name": "..."}', [{ path: 'name', message: 'is required' }]);
@@ -69,13 +76,15 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults }: Admi
     return reply.code(201).header('location', `/-admin/snapshots/${name}`).send(present(info));
   });
   app.post('/-admin/snapshots/:name/-restore', async (request) => {
+    snapshotsOn();
     await superuser(request);
     const name = checkSnapshotName((request.params as { name: string }).name);
-    await exclusive.run(() => store.snapshots.restore(name));
-    request.log.warn({ reqId: request.id, snapshot: name, by: request.principal.link }, 'snapshot restored');
-    return { name, restored: true };
+    const restored = await exclusive.run(() => restoreSnapshot(store, name, actorOf(request.principal)));
+    request.log.warn({ reqId: request.id, snapshot: name, by: request.principal.link, orgs: restored.map((r) => r.org) }, 'snapshot restored');
+    return { name, restored: true, orgs: restored };
   });
   app.delete('/-admin/snapshots/:name', async (request, reply) => {
+    snapshotsOn();
     await superuser(request);
     await store.snapshots.delete(checkSnapshotName((request.params as { name: string }).name));
     return reply.code(202).send();

@@ -110,6 +110,33 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
   };
 }
 
+/** The action of the event a restore appends. */
+export const RESTORE_ACTION = 'restore';
+
+/**
+ * The event a snapshot's restore appends to each org whose state it rewound: who restored which
+ * snapshot, and the position of the org's chain that the state now reflects (the events between it
+ * and this one were undone, though they stay in the chain).
+ */
+export function restoreEvent(org: string, actor: Actor, snapshot: string, position: number): NewAuditEvent {
+  const id = newEventId();
+  const now = isoNow();
+  const link = `/org/${org}`;
+  const body = JSON.stringify({
+    id,
+    eventTime: now,
+    postedTime: now,
+    receivedTime: now,
+    requestId: actor.requestId ?? id,
+    context: { org, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
+    subject: subjectOf(actor),
+    action: { type: RESTORE_ACTION },
+    result: { status: 'success' },
+    resource: { id: '', name: org, type: 'org', link, data: { snapshot, position } },
+  });
+  return { org, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: org, resourceId: '', subjectName: actor.name, actionType: RESTORE_ACTION, body };
+}
+
 /** An event as the APIs return it: the recorded body plus its place in the org's chain. */
 export function eventView(record: AuditRecord): Record<string, unknown> {
   return { ...JSON.parse(record.body), seq: record.seq, hash: record.hash };

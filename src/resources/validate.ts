@@ -8,7 +8,8 @@ import type { KindDef } from '../kinds/types.js';
 // into the schema's numbers and booleans, in place.
 const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false, useDefaults: false });
 addFormats.default(ajv);
-ajv.addFormat('keel-link', /^\/(\/|org\/)[^\s]*$/);
+// A path: no whitespace, and no query or fragment (a link names an item, nothing more).
+ajv.addFormat('keel-link', /^\/(\/|org\/)[^\s?#]*$/);
 ajv.addKeyword({ keyword: 'x-key' });
 ajv.addKeyword({ keyword: 'x-immutable' });
 

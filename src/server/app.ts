@@ -172,8 +172,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountClientRoutes(core, resources, store, config);
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
-  mountConsole(core);
-  allowCoreOrigin(audit, () => (core.server.address() as AddressInfo | null)?.port);
+  mountConsole(core, config);
+  allowCoreOrigin(audit, config, () => (core.server.address() as AddressInfo | null)?.port);
   await Promise.all([core.ready(), audit.ready()]);
   return { core, audit, resources };
 }

@@ -19,9 +19,9 @@ import { mountReplicas } from './replicas.js';
 type Params = Record<string, string>;
 
 export function mountClientRoutes(app: FastifyInstance, resources: Resources, store: Store, config: Config): void {
-  mountBilling(app, resources, config.org);
+  mountBilling(app, resources, store);
   mountExporters(app, resources);
-  mountReplicas(app, resources, store, `${config.host}:${config.port}`);
+  mountReplicas(app, resources, store, config);
 
   const org = findKind('org')!;
   const agent = findKind('agent')!;

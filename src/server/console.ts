@@ -5,10 +5,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { KINDS } from '../kinds/index.js';
 import { sendError } from './errors.js';
+import { auditBase, isCoreOrigin } from './public-url.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -29,10 +31,39 @@ export function consoleDir(): string {
   return join(dir, 'dist', 'console');
 }
 
-export function mountConsole(app: FastifyInstance): void {
+/**
+ * What the console's page may load and run: its own scripts and styles (CodeMirror and the page set
+ * styles from script, hence 'unsafe-inline' for styles only), and calls to the Core API and the
+ * Audit API; no plugin, no frame, no form posted elsewhere, and no page may frame it (clickjacking).
+ */
+function consolePolicy(config: Config, request: FastifyRequest): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    `connect-src 'self' ${new URL(auditBase(config, request)).origin}`,
+    "manifest-src 'self'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+export function mountConsole(app: FastifyInstance, config: Config): void {
   const root = consoleDir();
   const open = { config: { public: true } };
   const notBuilt = () => ApiError.notFound('the console is not built; run npm run build');
+
+  // Every answer under /console (the page, its assets, a missing file's error) carries the console's
+  // policy: the browser enforces it whichever of them a page or frame loads.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (request.url === '/console' || request.url.startsWith('/console/') || request.url.startsWith('/console?')) {
+      reply.header('content-security-policy', consolePolicy(config, request)).header('x-frame-options', 'DENY').header('x-content-type-options', 'nosniff');
+    }
+    done(null, payload);
+  });
 
   // A browser opening the server's root lands in the console; API clients keep the API's 404.
   app.get('/', open, async (request, reply) => {
@@ -52,7 +83,7 @@ export function mountConsole(app: FastifyInstance): void {
   const page = async (_request: unknown, reply: import('fastify').FastifyReply) => {
     const index = join(root, 'index.html');
     if (!existsSync(index)) throw notBuilt();
-    return reply.type(TYPES['.html']).header('cache-control', 'no-cache').header('x-content-type-options', 'nosniff').send(readFileSync(index));
+    return reply.type(TYPES['.html']).header('cache-control', 'no-cache').send(readFileSync(index));
   };
   // The console's files are not part of the API, so the OpenAPI document leaves them out.
   const file = { ...open, schema: { hide: true } };
@@ -72,30 +103,20 @@ export function mountConsole(app: FastifyInstance): void {
     return reply
       .type(TYPES[extname(path)])
       .header('cache-control', immutable ? 'public, max-age=31536000, immutable' : 'no-cache')
-      .header('x-content-type-options', 'nosniff')
       .send(body);
   });
 }
 
 /**
  * CORS on the Audit API for the Core API's origin only (the console calls the Audit API on its
- * own port): the same host the request came to, on the Core API's port. No wildcard, no other origin.
+ * own port): KEEL_PUBLIC_URL's, or a loopback or listen-address host on the Core API's port (see
+ * public-url.ts). No wildcard, no other origin, no name a page could rebind to Keel's address.
  */
-export function allowCoreOrigin(audit: FastifyInstance, corePort: () => number | undefined): void {
-  const allowed = (origin: string | undefined, host: string | undefined): boolean => {
-    if (!origin || !host) return false;
-    let url: URL;
-    try {
-      url = new URL(origin);
-    } catch {
-      return false;
-    }
-    const port = corePort();
-    return (url.protocol === 'http:' || url.protocol === 'https:') && port !== undefined && url.hostname === new URL(`http://${host}`).hostname && url.port === String(port) && url.origin === origin;
-  };
+export function allowCoreOrigin(audit: FastifyInstance, config: Config, corePort: () => number | undefined): void {
+  const allowed = (request: FastifyRequest) => isCoreOrigin(config, request, request.headers.origin, corePort());
   audit.addHook('onSend', (request, reply, payload, done) => {
     reply.header('vary', 'Origin');
-    if (allowed(request.headers.origin, request.headers.host)) reply.header('access-control-allow-origin', request.headers.origin!);
+    if (allowed(request)) reply.header('access-control-allow-origin', request.headers.origin!);
     done(null, payload);
   });
   // Preflight: the console sends its key in Authorization, so the browser asks first.
@@ -105,7 +126,7 @@ export function allowCoreOrigin(audit: FastifyInstance, corePort: () => number |
     config: { public: true },
     schema: { hide: true }, // a CORS preflight, not an API operation
     handler: async (request, reply) => {
-      if (!allowed(request.headers.origin, request.headers.host)) return reply.code(204).send();
+      if (!allowed(request)) return reply.code(204).send();
       return reply
         .code(204)
         .header('access-control-allow-methods', 'GET, POST')

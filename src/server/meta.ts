@@ -4,6 +4,7 @@ import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { VERSION } from '../version.js';
 import { sendError } from './errors.js';
+import { auditBase, coreBase } from './public-url.js';
 import { CRD_EXPORTER, TERRAFORM_EXPORTER } from './exporters.js';
 
 const started = new Date();
@@ -24,9 +25,8 @@ export function mountMeta(app: FastifyInstance, config: Config, store: Store): v
     store: store.dialect,
   }));
   app.get('/discovery', open, async (request) => {
-    const host = (request.headers.host ?? `${config.host}:${config.port}`).replace(/:\d+$/, '');
-    const audit = `${request.protocol}://${host}:${config.auditPort}`;
-    const api = `${request.protocol}://${request.headers.host ?? `${config.host}:${config.port}`}`;
+    const api = coreBase(config, request);
+    const audit = auditBase(config, request);
     // Every service of the public discovery type that Keel serves, each Keel itself (the console and
     // exporters on their own paths); those it does not serve (metrics, tracing, grafana, hub, mcp...)
     // are left out rather than pointed at something that is not there. `firebase` is null: Keel has no browser sign-in, and with no sign-in

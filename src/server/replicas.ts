@@ -13,24 +13,22 @@ import { findKind } from '../kinds/index.js';
 import { deploymentKey, REMOTE_PREFIX, replicasOf, withResolvedRemote } from '../reconcile/views.js';
 import type { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
+import type { Config } from '../config.js';
 import { refusedRoute } from './docs.js';
 import { sendError } from './errors.js';
+import { coreBase } from './public-url.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
-/** Keel's own base URL as the caller reached it. */
-export function baseUrlOf(request: FastifyRequest, fallback: string): string {
-  return `${request.protocol}://${request.headers.host ?? fallback}`;
-}
-
-export function mountReplicas(app: FastifyInstance, resources: Resources, store: Store, fallbackHost: string): void {
+export function mountReplicas(app: FastifyInstance, resources: Resources, store: Store, config: Config): void {
   // Deployments store their remote Keel-relative; responses resolve it against the address the
-  // caller reached Keel at, which the CLI then calls (and opens its WebSockets to).
+  // caller reached Keel at (as far as it can be trusted: see public-url.ts), which the CLI then
+  // calls (and opens its WebSockets to).
   app.addHook('preSerialization', async (request, _reply, payload) => {
     const url = request.routeOptions.url;
     if (url !== '/org/:org/gvc/:gvc/workload/:name/deployment' && url !== '/org/:org/gvc/:gvc/workload/:name/deployment/:location') return payload;
     const body = payload as { kind?: string; items?: unknown[]; status?: unknown };
-    const base = baseUrlOf(request, fallbackHost);
+    const base = coreBase(config, request);
     const resolved = (d: unknown) => ((d as { kind?: string })?.kind === 'deployment' ? withResolvedRemote(d as { status?: unknown }, base) : d);
     return body?.kind === 'list' && Array.isArray(body.items) ? { ...body, items: body.items.map(resolved) } : resolved(payload);
   });

@@ -8,8 +8,9 @@ import type { Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
-import { baseUrlOf } from './replicas.js';
+import { coreBase } from './public-url.js';
 import { onReplaced } from '../store/snapshots.js';
+import { RESTORE_ACTION } from '../audit/events.js';
 
 const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
 const MAX_NAMES = 100;
@@ -60,6 +61,11 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
       if (from < head.prunedUpTo) {
         throw new ApiError('gone', `position ${from} is older than the retained history (it starts after ${head.prunedUpTo}); list again and watch from its Keel-Seq`, { oldest: head.prunedUpTo });
       }
+      // The events between a position and a later restore were undone: replaying them would show a state that no longer is.
+      const [restore] = from < head.seq ? await store.audit({ org, actionType: RESTORE_ACTION, afterSeq: from, throughSeq: head.seq, limit: 1 }) : [];
+      if (restore) {
+        throw new ApiError('gone', `the org was restored from a snapshot at position ${restore.seq}, after ${from}; list again and watch from its Keel-Seq`, { restoredAt: restore.seq });
+      }
     }
     const viewing = await viewsAny(auth, principal, org, filter.kind);
     const feed = await hub.feed(org);
@@ -76,7 +82,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
     }
     out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     out.write(': watching\n\n');
-    const watcher = hub.open({ feed, principal, filter, from, out, viewing, base: baseUrlOf(request, `${config.host}:${config.port}`) }, tokenOf(request));
+    const watcher = hub.open({ feed, principal, filter, from, out, viewing, base: coreBase(config, request) }, tokenOf(request));
     out.once('close', () => watcher.end());
   });
 }

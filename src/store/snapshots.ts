@@ -1,9 +1,14 @@
 // Snapshots: a consistent copy of a whole Keel instance (every org, item, key and audit event),
 // taken while it serves and restored atomically, and the notice that the stored state was
 // replaced (by a restore or a reset) so that whatever a process remembers of it is dropped.
+//
+// A restore rewinds what the orgs hold, never what happened to them: the audit chains (and the log
+// lines, also a record of what ran) are not rewound but appended to, and a key revoked since the
+// snapshot stays revoked. Only a reset, which starts the instance again from nothing, replaces
+// everything (replaceAll).
 import { EventEmitter } from 'node:events';
 import { ApiError } from '../errors.js';
-import type { Store } from './types.js';
+import type { NewAuditEvent, Store } from './types.js';
 
 export interface SnapshotInfo {
   name: string;
@@ -16,8 +21,14 @@ export interface SnapshotInfo {
 export interface Snapshots {
   /** Takes a snapshot; already_exists when the name is taken. */
   save(name: string): Promise<SnapshotInfo>;
-  /** Replaces the whole stored state with the snapshot's, in one transaction; not_found when there is none. */
-  restore(name: string): Promise<void>;
+  /**
+   * Rewinds the orgs' items and keys to the snapshot's, in one transaction that also appends the
+   * events `record` makes for the orgs whose state that changes; not_found when there is none.
+   * Tables that keep a record (see isRewound) stay as they are; keys gone since the snapshot stay gone.
+   */
+  restore(name: string, record: (restored: RestoredOrg[]) => NewAuditEvent[]): Promise<RestoredOrg[]>;
+  /** Replaces the whole stored state, audit chains included, with the snapshot's (a reset's own baseline). */
+  replaceAll(name: string): Promise<void>;
   list(): Promise<SnapshotInfo[]>;
   /** not_found when there is none. */
   delete(name: string): Promise<void>;
@@ -35,6 +46,24 @@ export function onReplaced(store: Store, listener: () => void): () => void {
   const filtered = (replaced: Store) => replaced === store && listener();
   replacements.on('replaced', filtered);
   return () => void replacements.off('replaced', filtered);
+}
+
+/** An org whose state a restore changed, and the position of its chain that the restored state reflects. */
+export interface RestoredOrg {
+  org: string;
+  position: number;
+}
+
+/** Whether a restore rewinds a table: not the audit chains' nor the log lines, which record what happened. */
+export function isRewound(table: string): boolean {
+  return !table.startsWith('audit_') && table !== 'log_lines' && !table.startsWith('keel_');
+}
+
+/** A service account's stored body without the keys that no longer exist (revoked after the snapshot). */
+export function withLiveKeys(data: Record<string, unknown>, live: ReadonlySet<string>): Record<string, unknown> | undefined {
+  if (!Array.isArray(data.keys)) return undefined;
+  const keys = (data.keys as Array<{ name?: unknown }>).filter((k) => typeof k.name === 'string' && live.has(k.name));
+  return keys.length === data.keys.length ? undefined : { ...data, keys };
 }
 
 const NAME = /^[a-z0-9]([-a-z0-9_.]{0,62}[a-z0-9])?$/;

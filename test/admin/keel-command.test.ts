@@ -137,26 +137,37 @@ forEachBackend('the keel command for CI', (backend) => {
     assert.equal(keel(env, 'audit', 'verify', '--org', 'acme').code, 0);
   });
 
-  test('keel snapshot save, list, restore, delete; audit verify passes after the restore; bad names are refused', () => {
-    assert.equal(keel(env, 'snapshot', 'save', 'prepared').code, 0);
-    assert.equal(keel(env, 'snapshot', 'save', 'prepared').code, 1, 'a second save of a name');
+  test('keel snapshot: refused naming KEEL_ALLOW_SNAPSHOTS when off; on, save, list, restore, delete; audit verify stays intact and shows the restore; bad names are refused', () => {
+    for (const args of [['save', 'prepared'], ['list'], ['restore', 'prepared'], ['delete', 'prepared']]) {
+      const off = keel(env, 'snapshot', ...args);
+      assert.notEqual(off.code, 0, `keel snapshot ${args.join(' ')} while off`);
+      assert.match(off.stderr, /KEEL_ALLOW_SNAPSHOTS/);
+    }
+    const on = { ...env, KEEL_ALLOW_SNAPSHOTS: 'on' };
+    assert.equal(keel(on, 'snapshot', 'list').stdout, '', 'nothing was saved while off');
+    assert.equal(keel(on, 'snapshot', 'save', 'prepared').code, 0);
+    assert.equal(keel(on, 'snapshot', 'save', 'prepared').code, 1, 'a second save of a name');
+    const before = keel(env, 'audit', 'verify', '--org', 'acme').stdout;
     assert.equal(keel(env, 'org', 'create', 'later').code, 0);
     assert.match(keel(env, 'org', 'list').stdout, /later/);
-    const list = keel(env, 'snapshot', 'list');
+    const list = keel(on, 'snapshot', 'list');
     assert.match(list.stdout, /^prepared\t\d{4}-/);
-    const restored = keel(env, 'snapshot', 'restore', 'prepared');
+    const restored = keel(on, 'snapshot', 'restore', 'prepared');
     assert.equal(restored.code, 0, restored.stderr);
+    assert.match(restored.stdout, /later to position 0/);
     assert.doesNotMatch(keel(env, 'org', 'list').stdout, /later/);
-    const verify = keel(env, 'audit', 'verify', '--org', 'acme');
+    assert.equal(keel(env, 'audit', 'verify', '--org', 'acme').stdout, before, 'an org the restore did not change has no restore event');
+    const verify = keel(env, 'audit', 'verify', '--org', 'later');
     assert.equal(verify.code, 0, verify.stderr);
     assert.match(verify.stdout, /intact/);
+    assert.match(verify.stdout, /keel restored snapshot 'prepared', back to the state at event 0/);
     for (const name of ['../../etc/passwd', '..', 'Bad Name']) {
-      const res = keel(env, 'snapshot', 'save', name);
+      const res = keel(on, 'snapshot', 'save', name);
       assert.equal(res.code, 1);
       assert.match(res.stderr, /not a valid snapshot name/);
     }
-    assert.match(keel(env, 'snapshot', 'restore', 'missing').stderr, /snapshot 'missing' not found/);
-    assert.equal(keel(env, 'snapshot', 'delete', 'prepared').code, 0);
-    assert.equal(keel(env, 'snapshot', 'list').stdout, '');
+    assert.match(keel(on, 'snapshot', 'restore', 'missing').stderr, /snapshot 'missing' not found/);
+    assert.equal(keel(on, 'snapshot', 'delete', 'prepared').code, 0);
+    assert.equal(keel(on, 'snapshot', 'list').stdout, '');
   });
 });

@@ -22,16 +22,16 @@ forEachBackend('client routes', (backend) => {
   });
   after(() => k.close());
 
-  test('/discovery names every endpoint the clients read, each on the host the caller used', async () => {
-    const res = await k.call('GET', '/discovery', undefined, { token: null, headers: { host: 'keel.example:9000' } });
+  test('/discovery names every endpoint the clients read, each on the (loopback) host the caller used', async () => {
+    const res = await k.call('GET', '/discovery', undefined, { token: null, headers: { host: 'localhost:9000' } });
     assert.equal(res.status, 200);
     const e = res.body.endpoints;
     // The endpoints of the public discovery type (types-ts discovery.ts) that Keel serves, and its own api; none it does not serve.
     assert.deepEqual(Object.keys(e).sort(), ['api', 'audit', 'billing', 'billing-ng', 'byok', 'console', 'k8s-crd-exporter', 'logs', 'registry', 'terraform-exporter']);
-    for (const name of ['api', 'billing', 'billing-ng', 'registry', 'logs', 'byok']) assert.equal(e[name], 'http://keel.example:9000', name);
-    assert.equal(e.console, 'http://keel.example:9000/console');
-    assert.equal(e['terraform-exporter'], 'http://keel.example:9000/-export/terraform');
-    assert.equal(e['k8s-crd-exporter'], 'http://keel.example:9000/-export/crd');
+    for (const name of ['api', 'billing', 'billing-ng', 'registry', 'logs', 'byok']) assert.equal(e[name], 'http://localhost:9000', name);
+    assert.equal(e.console, 'http://localhost:9000/console');
+    assert.equal(e['terraform-exporter'], 'http://localhost:9000/-export/terraform');
+    assert.equal(e['k8s-crd-exporter'], 'http://localhost:9000/-export/crd');
     assert.equal(res.body.firebase, null);
   });
 
@@ -118,11 +118,11 @@ forEachBackend('client routes', (backend) => {
     let deployments;
     do {
       await new Promise((resolve) => setTimeout(resolve, 20));
-      deployments = (await k.call('GET', '/org/acme/gvc/web/workload/api/deployment', undefined, { headers: { host: 'keel.example:9000' } })).body;
+      deployments = (await k.call('GET', '/org/acme/gvc/web/workload/api/deployment', undefined, { headers: { host: 'localhost:9000' } })).body;
     } while (!(deployments.items.length === 2 && deployments.items.every((d: { status: { ready: boolean } }) => d.status.ready)) && Date.now() < until);
     assert.deepEqual(deployments.items.map((d: { name: string }) => d.name).sort(), ['aws-us-east-2', 'gcp-us-east1'], JSON.stringify(deployments));
     const remote = deployments.items.find((d: { name: string }) => d.name === 'aws-us-east-2').status.remote;
-    assert.equal(remote, 'http://keel.example:9000/-remote/aws-us-east-2');
+    assert.equal(remote, 'http://localhost:9000/-remote/aws-us-east-2');
     const path = `${new URL(remote).pathname}/replicas/org/acme/gvc/web/workload/api`;
     const replicas = await k.call('GET', path);
     assert.equal(replicas.status, 200);
@@ -169,7 +169,7 @@ forEachBackend('client routes', (backend) => {
 
   test('watchers that reached Keel at many addresses each see status.remote on their own address', async () => {
     const { port } = new URL(await k.listen());
-    const hosts = Array.from({ length: 7 }, (_, i) => `keel-${i}.example:9000`);
+    const hosts = Array.from({ length: 7 }, (_, i) => `127.0.0.${i + 1}:900${i}`);
     const self = '/org/acme/gvc/web/workload/many-hosts/deployment/gcp-us-east1';
     // fetch does not send a Host header of the caller's choosing; a plain request does.
     const streams = await Promise.all(

@@ -164,7 +164,10 @@ forEachBackend(
       const read = await fetch(`http://127.0.0.1:${auditPort}/audit/org/acme`, { headers: { origin, authorization: `Bearer ${k.token}` } });
       assert.equal(read.status, 200);
       assert.equal(read.headers.get('access-control-allow-origin'), origin);
-      for (const other of ['http://evil.example', `http://127.0.0.1:${auditPort}`, `http://localhost:${corePort}`, 'null', `http://127.0.0.1:${corePort + 1}`]) {
+      // A rebound name on the Core API's port (DNS rebinding) is not the Core API's origin; loopback names are.
+      const local = await fetch(`http://127.0.0.1:${auditPort}/audit/org/acme`, { headers: { origin: `http://localhost:${corePort}`, authorization: `Bearer ${k.token}` } });
+      assert.equal(local.headers.get('access-control-allow-origin'), `http://localhost:${corePort}`);
+      for (const other of ['http://evil.example', `http://evil.example:${corePort}`, `http://127.0.0.1:${auditPort}`, 'null', `http://127.0.0.1:${corePort + 1}`]) {
         const res = await fetch(`http://127.0.0.1:${auditPort}/audit/org/acme`, { headers: { origin: other, authorization: `Bearer ${k.token}` } });
         assert.equal(res.headers.get('access-control-allow-origin'), null, other);
         const pre = await fetch(`http://127.0.0.1:${auditPort}/audit/org/acme`, { method: 'OPTIONS', headers: { origin: other, 'access-control-request-method': 'GET' } });

@@ -145,7 +145,7 @@ describe('the official cpln CLI against Keel', () => {
     assert.equal(created.name, 'beta');
     assert.deepEqual(names(await json(['org', 'get'])), ['acme', 'beta']);
     assert.deepEqual(names(await json(['user', 'get', '--org', 'beta'])), ['ada@example.com']);
-    await refused(['org', 'create', '--accountId', 'no-such-account', '--name', 'gamma', '--invitee', 'ada@example.com'], 'not_found', /one billing account/);
+    await refused(['org', 'create', '--accountId', 'no-such-account', '--name', 'gamma', '--invitee', 'ada@example.com'], 'not_found', /the accounts of your orgs are listed at GET \/account/);
     const tf = (await run(['org', 'get', 'acme', '-o', 'tf'])).stdout;
     assert.match(tf, /^resource "cpln_org" "acme" \{\n {2}name = "acme"\n {2}description = "patched"\n/);
     const crd = parseYaml((await run(['org', 'get', 'acme', '-o', 'crd'])).stdout);

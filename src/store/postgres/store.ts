@@ -70,7 +70,7 @@ export class PostgresStore implements Store {
     this.pool = pool;
     this.reads = reads;
     this.lists = lists;
-    this.snapshots = new PostgresSnapshots(pool, () => this.replaced());
+    this.snapshots = new PostgresSnapshots(pool, { replaced: () => this.replaced(), chain: async (orgs) => void (await Promise.all(orgs.map((org) => this.sealer.seal(org)))) });
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
     this.sweeper = setInterval(() => void this.sealer.sweep().catch(() => {}), SWEEP_EVERY_MS);

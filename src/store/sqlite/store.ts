@@ -12,7 +12,7 @@ import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
-import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, Store, StoredItem, Tx } from '../types.js';
+import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { SqliteSnapshots } from './snapshots.js';
 
@@ -153,6 +153,10 @@ export class SqliteStore implements Store {
       reader: this.reader,
       exclusive: (fn) => this.mutex.run(() => fn(this.writer)),
       replaced: () => this.replaced(),
+      append: (events) => {
+        for (const event of events) this.append(event);
+        this.writeAppended();
+      },
     });
   }
 
@@ -488,9 +492,7 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: false, error });
       }
     }
-    this.insertAppended();
-    const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ? WHERE org = ?');
-    for (const [org, head] of this.chainHeads) moveHead.run(head.seq, org);
+    this.writeAppended();
     this.stmt(this.writer, 'COMMIT').run();
     // This commit changed what reads see: drop them here, since data_version moves only for other
     // connections' commits (and an in-memory database reads through its writer); then look again
@@ -578,18 +580,29 @@ export class SqliteStore implements Store {
         if (!keep.includes(key_name)) this.stmt(this.writer, 'DELETE FROM service_account_keys WHERE key_name = ?').run(key_name);
       }
     },
-    appendAudit: async (event) => {
-      const head = this.headOf(event.org);
-      const seq = head.seq + 1;
-      this.chainHeads.set(event.org, { seq, no: head.no });
-      this.appendedRows.push(head.no * ORG_SPAN + seq, event.context, event.body);
-      event.seq = seq;
-    },
+    appendAudit: async (event) => this.append(event),
     appendLogs: async (lines) => {
       const insert = this.stmt(this.writer, INSERT_LOG);
       for (const line of lines) insert.run(logValues(line));
     },
   };
+
+  /** Gives an event its place after its org's head as the batch under way leaves it (written by writeAppended). */
+  private append(event: NewAuditEvent): void {
+    const head = this.headOf(event.org);
+    const seq = head.seq + 1;
+    this.chainHeads.set(event.org, { seq, no: head.no });
+    this.appendedRows.push(head.no * ORG_SPAN + seq, event.context, event.body);
+    event.seq = seq;
+  }
+
+  /** Writes the events appended so far and moves their orgs' heads, in the transaction under way. */
+  private writeAppended(): void {
+    this.insertAppended();
+    const moveHead = this.stmt(this.writer, 'UPDATE audit_heads SET last_seq = ? WHERE org = ?');
+    for (const [org, head] of this.chainHeads) moveHead.run(head.seq, org);
+    this.chainHeads.clear();
+  }
 
   private insertAppended(): void {
     const values = this.appendedRows;
