@@ -48,6 +48,8 @@ export interface Config {
   auditMaxEvents: number;
   /** Log lines older than this many days are removed (0 = keep; an org's shorter logsRetentionDays wins). */
   logsMaxAgeDays: number;
+  /** Time one logs read may spend matching lines against its query (400 above). */
+  logsQueryBudgetMs: number;
   /** Identity providers whose JWTs are accepted. */
   jwtIssuers?: TrustedIssuer[];
   // issue 9 (living resources): absent in an embedding config (tests) means off.
@@ -150,6 +152,7 @@ export const OPTIONS: Option[] = [
   option('auditMaxAgeDays', 'KEEL_AUDIT_MAX_AGE_DAYS', '--audit-max-age-days', whole(0, 100_000), 'prune audit events older than this (0 = keep)'),
   option('auditMaxEvents', 'KEEL_AUDIT_MAX_EVENTS', '--audit-max-events', whole(0, 1_000_000_000), 'keep at most this many audit events per org (0 = all)'),
   option('logsMaxAgeDays', 'KEEL_LOGS_MAX_AGE_DAYS', '--logs-max-age-days', whole(0, 100_000), 'remove log lines older than this (0 = keep; see docs/logs.md)'),
+  option('logsQueryBudgetMs', 'KEEL_LOGS_QUERY_BUDGET_MS', '--logs-query-budget-ms', whole(10, 3_600_000), 'time one logs read may spend matching lines against its query (400 above)'),
   option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
   option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
   option('watchBookmarkMs', 'KEEL_WATCH_BOOKMARK_MS', '--watch-bookmark-ms', whole(10, 3_600_000), 'a quiet watch gets a bookmark event this often'),
@@ -189,6 +192,7 @@ export const DEFAULTS: Config = {
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,
   logsMaxAgeDays: 30,
+  logsQueryBudgetMs: 1000,
   reconcileStepMs: 1000,
   watchBookmarkMs: 30_000,
   watchStreamsPerPrincipal: 100,
