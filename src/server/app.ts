@@ -131,10 +131,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       };
       const known = token && keys.recent(token);
       if (known) return signIn(known);
-      const refused = failures.refusal(request.ip);
+      const refused = failures.refusal(request.ip, token);
       if (refused) return sendError(reply, request, refused);
       bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, (err) => {
-        if (err instanceof ApiError && err.code === 'unauthorized') failures.failed(request.ip);
+        const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? failures.failed(request.ip, token, err) : undefined;
+        if (tooMany) return sendError(reply, request, tooMany);
         done(err);
       });
     });
