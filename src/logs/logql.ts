@@ -7,6 +7,7 @@
 // anchored; line filters search.
 import { RE2JS } from 're2js';
 import { ApiError } from '../errors.js';
+import { unstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { LOG_LABELS, type LogFilter, type LogLabel } from '../store/types.js';
 import { programBound } from './regex-size.js';
 
@@ -171,8 +172,13 @@ class Lexer {
     this.at += m[0].length;
     return m[0];
   }
-  /** A "double-quoted" string (JSON escapes) or a `raw` one. */
+  /** A "double-quoted" string (JSON escapes) or a `raw` one, holding nothing a backend cannot compare. */
   string(): string {
+    const value = this.literal();
+    if (unstorable(value)) throw bad(`strings must not contain ${UNSTORABLE_TEXT}`);
+    return value;
+  }
+  private literal(): string {
     this.skip();
     const quote = this.text[this.at];
     if (quote === '`') {
