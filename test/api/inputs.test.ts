@@ -37,6 +37,9 @@ forEachBackend('inputs a backend cannot store', (backend) => {
     await refused('a NUL in a query string', 'GET', '/org/acme/gvc?limit=1%00');
     await refused('a NUL in a cursor', 'GET', '/org/acme/gvc?cursor=%00');
     await refused('a NUL in an audit filter', 'GET', '/org/acme/gvc/gg/-eventlog?next=%00');
+    // JSON.stringify writes the NUL as the escape \u0000, as a client's JSON would.
+    const watchQuery = JSON.stringify({ kind: 'gvc', spec: { terms: [{ property: 'name', op: '=', value: 'gg\u0000' }] } });
+    await refused('a NUL escape in a watch query', 'GET', `/org/acme/-watch?kind=gvc&query=${encodeURIComponent(watchQuery)}`);
     // Nothing was written.
     const g = (await k.call('GET', '/org/acme/gvc/gg')).body;
     assert.equal(g.version, 1);
