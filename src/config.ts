@@ -65,6 +65,8 @@ export interface Config {
   watchReplaysPerPrincipal: number;
   /** Bytes a watch may have waiting for a slow client before it is disconnected with its position. */
   watchBufferBytes: number;
+  /** Bytes all watch streams of a process together may hold for clients that have not read them. */
+  watchBufferTotalBytes: number;
   // Keel for CI and local development (docs/ci.md).
   /** The first org's superuser key, fixed instead of minted (KEEL_ADMIN_KEY; checked when the server starts). */
   adminKey?: string;
@@ -159,6 +161,7 @@ export const OPTIONS: Option[] = [
   option('watchStreamsPerPrincipal', 'KEEL_WATCH_STREAMS_PER_PRINCIPAL', '--watch-streams-per-principal', whole(10, 1_000_000), 'open watch streams per principal (429 above)'),
   option('watchReplaysPerPrincipal', 'KEEL_WATCH_REPLAYS_PER_PRINCIPAL', '--watch-replays-per-principal', whole(1, 10_000), 'watches per principal replaying history at once (429 above)'),
   option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a slow watch client may fall behind before it is disconnected'),
+  option('watchBufferTotalBytes', 'KEEL_WATCH_BUFFER_TOTAL_BYTES', '--watch-buffer-total-bytes', whole(1024, 64 * 1024 * 1024 * 1024), 'bytes all watch streams together may hold for clients that do not read; over it the streams holding most are disconnected'),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
@@ -198,6 +201,7 @@ export const DEFAULTS: Config = {
   watchStreamsPerPrincipal: 100,
   watchReplaysPerPrincipal: 2,
   watchBufferBytes: 1024 * 1024,
+  watchBufferTotalBytes: 64 * 1024 * 1024,
 };
 
 export interface ConfigSources {

@@ -31,6 +31,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
       replaysPerPrincipal: config.watchReplaysPerPrincipal,
       bookmarkMs: config.watchBookmarkMs,
       bufferBytes: config.watchBufferBytes,
+      bufferTotalBytes: config.watchBufferTotalBytes,
     },
     (err) => app.log.error({ err }, 'watch'),
   );
