@@ -18,6 +18,8 @@ const MAX_FILTERS = 32;
 export const MAX_PATTERN_LENGTH = 1024;
 /** Compiled instructions of all of a query's regular expressions together (RE2's "program size"). */
 export const MAX_PROGRAM_SIZE = 1000;
+/** Regular expressions in one query: each keeps up to 8 MB of automaton states (RE2's default) while the query runs. */
+export const MAX_REGEXES = 4;
 
 export interface Matcher {
   label: string;
@@ -88,7 +90,9 @@ function lineFilter(op: LineFilter['op'], value: string, compiled: Compiler): Li
 /** Compiles a query's patterns, refusing one that is too long or would compile too large before compiling it. */
 class Compiler {
   size = 0;
+  private count = 0;
   regex(pattern: string): RE2JS {
+    if (++this.count > MAX_REGEXES) throw bad(`more than ${MAX_REGEXES} regular expressions (=~, !~, |~); combine them with | or use |= filters`);
     if (pattern.length > MAX_PATTERN_LENGTH) {
       throw bad(`a regular expression is longer than ${MAX_PATTERN_LENGTH} characters`);
     }
