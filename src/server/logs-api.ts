@@ -41,6 +41,8 @@ export const MAX_TAILS_PER_PRINCIPAL = 10;
 const MAX_TAILS = 1000;
 /** Bytes a tail may have waiting to be sent: past that the consumer is too slow and is disconnected. */
 export const TAIL_BUFFER_BYTES = 1024 * 1024;
+/** Batches of new lines a tail may have waiting to be matched (each up to the feed's 10,000 lines). */
+const MAX_WAITING_BATCHES = 4;
 /** A line's labels and time as sent, about. */
 const LINE_OVERHEAD_BYTES = 64;
 const TAIL_POLL_MS = 250;
@@ -318,29 +320,28 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       socket.send(JSON.stringify({ streams: toStreams(lines) }));
       last = BigInt(lines[lines.length - 1].ts).toString();
     };
-    // New lines are matched in turn, in slices (see logs/match.ts); those waiting to be matched count
-    // as unsent too, so a tail whose query matches slower than lines come is a slow consumer.
+    // New lines are matched in turn, in slices (see logs/match.ts). A tail whose query matches slower
+    // than lines come has batches waiting: past MAX_WAITING_BATCHES it is a slow consumer too.
     const matcher = new LineMatcher(asked.query, { budgetMs: Infinity, maxWork: Infinity });
     let matching: Promise<void> = Promise.resolve();
-    let matchingBytes = 0;
+    let waitingBatches = 0;
     const deliver = (matched: readonly LogLine[]) => {
       const wanted = matched.filter((line) => line.ts >= oldest && !history?.has(line.id));
       if (!open || wanted.length === 0) return;
+      // Unsent bytes (in the socket, or held here) over the bound: closed rather than buffering more.
+      if (socket.bufferedAmount + heldBytes > TAIL_BUFFER_BYTES) return close(1013, `slow consumer; resume after ${last}`);
       if (holds === 0) return send(wanted);
       held.push(...wanted);
       for (const line of wanted) heldBytes += line.line.length + LINE_OVERHEAD_BYTES;
     };
     const unsubscribe = feed.subscribe(asked.org, (lines) => {
       if (!open || lines.length === 0) return;
-      // Unsent bytes (in the socket, held here, or waiting to be matched) over the bound: closed rather than buffering more.
-      if (socket.bufferedAmount + heldBytes + matchingBytes > TAIL_BUFFER_BYTES) return close(1013, `slow consumer; resume after ${last}`);
-      let bytes = 0;
-      for (const line of lines) bytes += line.line.length + LINE_OVERHEAD_BYTES;
-      matchingBytes += bytes;
+      if (waitingBatches >= MAX_WAITING_BATCHES) return close(1013, `slow consumer; resume after ${last}`);
+      waitingBatches++;
       matching = matching
         .then(() => (open ? matcher.filter(lines) : []))
         .then(deliver, () => close(1011, 'matching the logs failed'))
-        .finally(() => void (matchingBytes -= bytes));
+        .finally(() => void waitingBatches--);
     });
     const release = () => {
       if (--holds > 0) return;
