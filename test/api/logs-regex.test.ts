@@ -3,7 +3,8 @@
 // slices (other requests are answered meanwhile) until its budget, then gets a 400 naming it.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { stamp } from '../../src/logs/time.js';
+import WebSocket from 'ws';
+import { stamp, tsOfMs } from '../../src/logs/time.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 
 const LOGS = '/logs/org/acme/loki/api/v1';
@@ -64,6 +65,23 @@ forEachBackend('LogQL regular expressions under a budget', (backend) => {
     assert.ok(answered >= 3, `only ${answered} requests were answered while the regex ran`);
     assert.equal(res.status, 400, res.raw.slice(0, 200));
     assert.match(res.body.message, /spent more than 1000 ms matching lines \(logsQueryBudgetMs\)/);
+  });
+
+  test('a tail with such a pattern is closed (1011) naming the budget, and other requests are answered meanwhile', async () => {
+    const base = (await k.listen()).replace(/^http/, 'ws');
+    const query = '{gvc="g"} |~ "(?:a[ab]{20}b[ab]{20}){2}[^ab]"';
+    const socket = new WebSocket(`${base}${LOGS}/tail?${q({ query, limit: 10, start: tsOfMs(Date.now() - 3_600_000) })}`, { headers: { authorization: reader } });
+    let closed: { code: number; reason: string } | undefined;
+    const ended = new Promise<{ code: number; reason: string }>((resolve) => socket.on('close', (code, reason) => resolve((closed = { code, reason: reason.toString() }))));
+    let answered = 0;
+    while (!closed && answered < 20) {
+      assert.equal((await k.call('GET', '/org/acme/gvc')).status, 200);
+      answered++;
+    }
+    const { code, reason } = await ended;
+    assert.ok(answered >= 3, `only ${answered} requests were answered while the tail matched`);
+    assert.equal(code, 1011);
+    assert.match(reason, /logsQueryBudgetMs/);
   });
 
   test('ordinary regular expressions still answer, case-insensitively and anchored as Loki does', async () => {
