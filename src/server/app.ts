@@ -110,7 +110,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installErrorHandling(app);
     installBodyParsing(app);
     installPaging(app, config.maxPageSize);
-    // A NUL in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
+    // A NUL or an unpaired surrogate in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
     app.addHook('onRequest', (request, reply, done) => {
       if (holdsUnstorable(request.params) || holdsUnstorable(request.query)) return sendError(reply, request, ApiError.badRequest(`the path and query must not contain ${UNSTORABLE_TEXT}`));
