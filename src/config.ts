@@ -50,6 +50,8 @@ export interface Config {
   auditMaxEvents: number;
   /** Log lines older than this many days are removed (0 = keep; an org's shorter logsRetentionDays wins). */
   logsMaxAgeDays: number;
+  /** Time one logs read may spend matching lines against its query (400 above). */
+  logsQueryBudgetMs: number;
   /** Identity providers whose JWTs are accepted. */
   jwtIssuers?: TrustedIssuer[];
   // issue 9 (living resources): absent in an embedding config (tests) means off.
@@ -65,6 +67,8 @@ export interface Config {
   watchReplaysPerPrincipal: number;
   /** Bytes a watch may have waiting for a slow client before it is disconnected with its position. */
   watchBufferBytes: number;
+  /** Bytes all watch streams of a process together may hold for clients that have not read them. */
+  watchBufferTotalBytes: number;
   // Keel for CI and local development (docs/ci.md).
   /** The first org's superuser key, fixed instead of minted (KEEL_ADMIN_KEY; checked when the server starts). */
   adminKey?: string;
@@ -169,12 +173,14 @@ export const OPTIONS: Option[] = [
   option('auditMaxAgeDays', 'KEEL_AUDIT_MAX_AGE_DAYS', '--audit-max-age-days', whole(0, 100_000), 'prune audit events older than this (0 = keep)'),
   option('auditMaxEvents', 'KEEL_AUDIT_MAX_EVENTS', '--audit-max-events', whole(0, 1_000_000_000), 'keep at most this many audit events per org (0 = all)'),
   option('logsMaxAgeDays', 'KEEL_LOGS_MAX_AGE_DAYS', '--logs-max-age-days', whole(0, 100_000), 'remove log lines older than this (0 = keep; see docs/logs.md)'),
+  option('logsQueryBudgetMs', 'KEEL_LOGS_QUERY_BUDGET_MS', '--logs-query-budget-ms', whole(10, 3_600_000), 'time one logs read may spend matching lines against its query (400 above)'),
   option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
   option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
   option('watchBookmarkMs', 'KEEL_WATCH_BOOKMARK_MS', '--watch-bookmark-ms', whole(10, 3_600_000), 'a quiet watch gets a bookmark event this often'),
   option('watchStreamsPerPrincipal', 'KEEL_WATCH_STREAMS_PER_PRINCIPAL', '--watch-streams-per-principal', whole(10, 1_000_000), 'open watch streams per principal (429 above)'),
   option('watchReplaysPerPrincipal', 'KEEL_WATCH_REPLAYS_PER_PRINCIPAL', '--watch-replays-per-principal', whole(1, 10_000), 'watches per principal replaying history at once (429 above)'),
   option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a slow watch client may fall behind before it is disconnected'),
+  option('watchBufferTotalBytes', 'KEEL_WATCH_BUFFER_TOTAL_BYTES', '--watch-buffer-total-bytes', whole(1024, 64 * 1024 * 1024 * 1024), 'bytes all watch streams together may hold for clients that do not read; over it the streams holding most are disconnected'),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
@@ -209,11 +215,13 @@ export const DEFAULTS: Config = {
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,
   logsMaxAgeDays: 30,
+  logsQueryBudgetMs: 1000,
   reconcileStepMs: 1000,
   watchBookmarkMs: 30_000,
   watchStreamsPerPrincipal: 100,
   watchReplaysPerPrincipal: 2,
   watchBufferBytes: 1024 * 1024,
+  watchBufferTotalBytes: 64 * 1024 * 1024,
 };
 
 export interface ConfigSources {

@@ -7,6 +7,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { parse as parseYaml } from 'yaml';
 import { ApiError, type ErrorCode, type FieldError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
+import { glob, type Glob } from './glob.js';
 import { sendError } from '../server/errors.js';
 import type { ItemKey } from '../store/types.js';
 
@@ -43,12 +44,8 @@ export interface FaultRule {
 }
 
 interface ActiveRule extends FaultRule {
-  pathPattern?: RegExp;
-  principalPattern?: RegExp;
-}
-
-function glob(pattern: string): RegExp {
-  return new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+  pathPattern?: Glob;
+  principalPattern?: Glob;
 }
 
 /** Checks a rule list as PUT /-admin/faults and KEEL_FAULTS_FILE give it; every problem is a field error. */
@@ -225,8 +222,8 @@ export class Faults {
     for (const rule of this.rules) {
       if (rule.scenario) continue;
       if (rule.method && rule.method !== request.method) continue;
-      if (rule.pathPattern && !rule.pathPattern.test(path)) continue;
-      if (rule.principalPattern && !(request.principal && rule.principalPattern.test(request.principal.link))) continue;
+      if (rule.pathPattern && !rule.pathPattern(path)) continue;
+      if (rule.principalPattern && !(request.principal && rule.principalPattern(request.principal.link))) continue;
       if (rule.kind || rule.operation) {
         described ??= describeRequest(request.method, path);
         if (rule.kind && rule.kind !== described.kind) continue;
@@ -248,7 +245,7 @@ export class Faults {
       if (rule.scenario !== scenario) continue;
       if (rule.kind && rule.kind !== key.kind && !(key.kind === 'command' && key.name.startsWith(`${rule.kind}:`))) continue;
       path ??= itemPath(key);
-      if (rule.pathPattern && !rule.pathPattern.test(path)) continue;
+      if (rule.pathPattern && !rule.pathPattern(path)) continue;
       if (!this.fires(rule)) continue;
       const message = rule.message ?? `injected fault '${rule.name}' (${scenario})`;
       this.log({ fault: rule.name, scenario, item: path }, `fault injected: ${scenario} on ${path}`);

@@ -3,6 +3,9 @@ import type { Store } from '../store/types.js';
 import { parseKey, secretMatches } from './keys.js';
 import type { Principal } from './principal.js';
 
+/** A key id that exists, presented with the wrong secret: answered as any bad token is, counted per key id (see AuthFailures). */
+export class WrongSecret extends ApiError {}
+
 const FRESH_MS = 1000; // a key revoked by another process stops working within this time
 const MAX_ENTRIES = 10_000;
 
@@ -29,7 +32,8 @@ export class KeyAuthenticator {
     const record = parsed && (await this.store.findKey(parsed.keyName));
     if (!parsed || !record || record.org !== parsed.org || record.serviceAccount !== parsed.serviceAccount || !secretMatches(parsed.secret, record.secretHash)) {
       this.verified.delete(token);
-      throw new ApiError('unauthorized', 'the token is invalid, expired or revoked');
+      const Refusal = record ? WrongSecret : ApiError;
+      throw new Refusal('unauthorized', 'the token is invalid, expired or revoked');
     }
     const principal: Principal = { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` };
     if (this.verified.size >= MAX_ENTRIES) this.verified.clear();

@@ -1,16 +1,25 @@
 // The part of LogQL that Keel evaluates: a stream selector over labels (=, !=, =~, !~) followed by
-// line filters (|=, !=, |~, !~). Regular expressions are RE2's as Loki's are: they run on V8's
-// linear-time engine, which takes what RE2 takes (no backreferences or lookaround), so no pattern
-// can make a request backtrack for long. Label matchers are anchored; line filters search.
-import v8 from 'node:v8';
+// line filters (|=, !=, |~, !~). Regular expressions are RE2's, as Loki's are, and run on re2js (a
+// port of RE2): matching takes time linear in the line and in the pattern's compiled size, whatever
+// the pattern. A pattern is also bounded before it is compiled (its length and an upper bound on its
+// compiled size), so neither compiling nor matching one line can hold the request thread for long;
+// the lines of a read are matched in chunks under a budget (see match.ts). Label matchers are
+// anchored; line filters search.
+import { RE2JS } from 're2js';
 import { ApiError } from '../errors.js';
+import { unstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { LOG_LABELS, type LogFilter, type LogLabel } from '../store/types.js';
-
-v8.setFlagsFromString('--enable-experimental-regexp-engine');
+import { programBound } from './regex-size.js';
 
 export const MAX_QUERY_LENGTH = 4096;
 const MAX_MATCHERS = 32;
 const MAX_FILTERS = 32;
+/** Characters of one regular expression. */
+export const MAX_PATTERN_LENGTH = 1024;
+/** Compiled instructions of all of a query's regular expressions together (RE2's "program size"). */
+export const MAX_PROGRAM_SIZE = 1000;
+/** Regular expressions in one query: each keeps up to 8 MB of automaton states (RE2's default) while the query runs. */
+export const MAX_REGEXES = 4;
 
 export interface Matcher {
   label: string;
@@ -28,6 +37,8 @@ export interface LineFilter {
 export interface LogQuery {
   matchers: Matcher[];
   filters: LineFilter[];
+  /** The compiled size of the query's regular expressions: what matching one character of a line costs, at most. */
+  cost: number;
 }
 
 const bad = (message: string) => ApiError.badRequest(`parse error: ${message}`, [{ path: 'query', message }]);
@@ -37,6 +48,7 @@ export function parseLogQL(text: string): LogQuery {
   if (typeof text !== 'string' || text.trim() === '') throw bad('the query is empty; give a stream selector such as {gvc="g", workload="w"}');
   if (text.length > MAX_QUERY_LENGTH) throw bad(`the query is longer than ${MAX_QUERY_LENGTH} characters`);
   const lexer = new Lexer(text);
+  const compiled = new Compiler();
   if (/^\s*[a-z_]+\s*\(/i.test(text)) throw bad('metric queries are not supported; Keel answers log queries (a stream selector and line filters)');
   lexer.expect('{');
   const matchers: Matcher[] = [];
@@ -45,7 +57,7 @@ export function parseLogQL(text: string): LogQuery {
     const label = lexer.ident();
     const op = lexer.op(['=~', '!~', '!=', '=']) as Matcher['op'];
     const value = lexer.string();
-    matchers.push(matcher(label, op, value));
+    matchers.push(matcher(label, op, value, compiled));
     if (matchers.length > MAX_MATCHERS) throw bad(`more than ${MAX_MATCHERS} label matchers`);
   }
   if (!matchers.some((m) => (m.op === '=' || m.op === '=~') && !m.test(''))) {
@@ -55,76 +67,48 @@ export function parseLogQL(text: string): LogQuery {
   while (!lexer.done()) {
     if (lexer.peek('|') && !lexer.peek('|=') && !lexer.peek('|~')) throw bad(`unsupported pipeline stage at '${lexer.rest(20)}': Keel evaluates line filters (|= != |~ !~) only`);
     const op = lexer.op(['|=', '!=', '|~', '!~']) as LineFilter['op'];
-    filters.push(lineFilter(op, lexer.string()));
+    filters.push(lineFilter(op, lexer.string(), compiled));
     if (filters.length > MAX_FILTERS) throw bad(`more than ${MAX_FILTERS} line filters`);
   }
-  return { matchers, filters };
+  return { matchers, filters, cost: compiled.size };
 }
 
-function matcher(label: string, op: Matcher['op'], value: string): Matcher {
+function matcher(label: string, op: Matcher['op'], value: string, compiled: Compiler): Matcher {
   if (op === '=') return { label, op, value, test: (v) => v === value };
   if (op === '!=') return { label, op, value, test: (v) => v !== value };
-  const re = regex(value, true);
-  return { label, op, value, test: op === '=~' ? (v) => re.test(v) : (v) => !re.test(v) };
+  const re = compiled.regex(value);
+  return { label, op, value, test: op === '=~' ? (v) => re.testExact(v) : (v) => !re.testExact(v) };
 }
 
-function lineFilter(op: LineFilter['op'], value: string): LineFilter {
+function lineFilter(op: LineFilter['op'], value: string, compiled: Compiler): LineFilter {
   if (op === '|=') return { op, value, test: (line) => line.includes(value) };
   if (op === '!=') return { op, value, test: (line) => !line.includes(value) };
-  const re = regex(value, false);
+  const re = compiled.regex(value);
   return { op, value, test: op === '|~' ? (line) => re.test(line) : (line) => !re.test(line) };
 }
 
-/** An RE2 pattern on the linear-time engine; `(?i)` at its start makes it case-insensitive. */
-function regex(pattern: string, anchored: boolean): RegExp {
-  let source = pattern.replace(/\(\?P</g, '(?<');
-  if (source.startsWith('(?i)')) source = foldCase(source.slice(4));
-  try {
-    return new RegExp(anchored ? `^(?:${source})$` : source, 'l');
-  } catch (err) {
-    throw bad(`invalid regular expression ${JSON.stringify(pattern)}: ${(err as Error).message.replace(/^Invalid regular expression: /, '')} (RE2 syntax: no backreferences or lookaround)`);
+/** Compiles a query's patterns, refusing one that is too long or would compile too large before compiling it. */
+class Compiler {
+  size = 0;
+  private count = 0;
+  regex(pattern: string): RE2JS {
+    if (++this.count > MAX_REGEXES) throw bad(`more than ${MAX_REGEXES} regular expressions (=~, !~, |~); combine them with | or use |= filters`);
+    if (pattern.length > MAX_PATTERN_LENGTH) {
+      throw bad(`a regular expression is longer than ${MAX_PATTERN_LENGTH} characters`);
+    }
+    const bound = programBound(pattern);
+    if (this.size + bound > MAX_PROGRAM_SIZE) {
+      throw bad(`the query's regular expressions are too large (they would compile to about ${this.size + bound} instructions, more than ${MAX_PROGRAM_SIZE}); use fewer or smaller repetitions and alternatives`);
+    }
+    let re: RE2JS;
+    try {
+      re = RE2JS.compile(pattern);
+    } catch (err) {
+      throw bad(`invalid regular expression ${JSON.stringify(pattern.slice(0, 80))}: ${(err as Error).message.replace(/^error parsing regexp: /, '')} (RE2 syntax: no backreferences or lookaround)`);
+    }
+    this.size += re.programSize();
+    return re;
   }
-}
-
-const isLetter = (c: string | undefined) => c !== undefined && c.toLowerCase() !== c.toUpperCase() && c.length === 1;
-const otherCase = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase());
-
-/**
- * Rewrites a pattern to match either case of each letter (the linear engine has no `i` flag):
- * `a` becomes `[aA]`, and a class gains the other case of its letters and letter ranges.
- */
-function foldCase(pattern: string): string {
-  let out = '';
-  let inClass = false;
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i];
-    if (c === '\\') {
-      const escape = /^\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|[pP]\{[^}]*\}|c[a-zA-Z]|[\s\S])/.exec(pattern.slice(i))?.[0] ?? c;
-      out += escape;
-      i += escape.length - 1;
-    } else if (inClass) {
-      if (c === ']') inClass = false;
-      const high = pattern[i + 2];
-      if (isLetter(c) && pattern[i + 1] === '-' && isLetter(high) && (c === c.toLowerCase()) === (high === high.toLowerCase())) {
-        out += `${c}-${high}${otherCase(c)}-${otherCase(high)}`;
-        i += 2;
-      } else out += isLetter(c) ? c + otherCase(c) : c;
-    } else if (c === '[') {
-      inClass = true;
-      out += c;
-      if (pattern[i + 1] === '^') out += pattern[++i];
-    } else if (c === '(' && pattern[i + 1] === '?') {
-      // A group's own syntax ((?:, (?<name>) is not text to match.
-      const head = /^\(\?(?::|<[A-Za-z_][A-Za-z0-9_]*>)/.exec(pattern.slice(i))?.[0] ?? '(?';
-      out += head;
-      i += head.length - 1;
-    } else if (c === '{') {
-      const quantifier = /^\{\d*(,\d*)?\}/.exec(pattern.slice(i))?.[0] ?? c;
-      out += quantifier;
-      i += quantifier.length - 1;
-    } else out += isLetter(c) ? `[${c}${otherCase(c)}]` : c;
-  }
-  return out;
 }
 
 /** Whether a line with these labels (a missing label reads as '') matches the query. */
@@ -192,8 +176,13 @@ class Lexer {
     this.at += m[0].length;
     return m[0];
   }
-  /** A "double-quoted" string (JSON escapes) or a `raw` one. */
+  /** A "double-quoted" string (JSON escapes) or a `raw` one, holding nothing a backend cannot compare. */
   string(): string {
+    const value = this.literal();
+    if (unstorable(value)) throw bad(`strings must not contain ${UNSTORABLE_TEXT}`);
+    return value;
+  }
+  private literal(): string {
     this.skip();
     const quote = this.text[this.at];
     if (quote === '`') {

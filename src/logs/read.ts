@@ -1,7 +1,8 @@
 // Reading log lines for a LogQL query, and the Loki answer's shape.
 import { ApiError } from '../errors.js';
 import { LOG_LABELS, type LogLine, type Store } from '../store/types.js';
-import { fullyPushed, matches, matchesNothing, pushdown, type LogQuery } from './logql.js';
+import { fullyPushed, matchesNothing, pushdown, type LogQuery } from './logql.js';
+import { LineMatcher, type MatchBudget } from './match.js';
 import { nsText } from './time.js';
 
 /** Lines one request may look at; a query that needs more to fill its limit is refused. */
@@ -18,8 +19,9 @@ export interface Range {
 }
 
 /** Up to `limit` matching lines in the range, in its direction: SQL takes what it can, the rest is checked here. */
-export async function readLines(store: Store, query: LogQuery, range: Range): Promise<LogLine[]> {
+export async function readLines(store: Store, query: LogQuery, range: Range, budget: MatchBudget): Promise<LogLine[]> {
   if (matchesNothing(query)) return [];
+  const matcher = new LineMatcher(query, budget);
   const pushed = pushdown(query);
   const exact = fullyPushed(query);
   const out: LogLine[] = [];
@@ -28,8 +30,7 @@ export async function readLines(store: Store, query: LogQuery, range: Range): Pr
   for (;;) {
     const page = exact ? range.limit - out.length : PAGE;
     const rows = await store.logs({ org: range.org, from: range.from, to: range.to, backward: range.backward, ...pushed, after, limit: page });
-    for (const row of rows) {
-      if (!exact && !matches(query, row.labels, row.line)) continue;
+    for (const row of exact ? rows : await matcher.filter(rows)) {
       out.push(row);
       if (out.length >= range.limit) return out;
     }

@@ -1,5 +1,6 @@
 // Keyset cursors: the position of the last item on a page, bound to the sort it was taken under.
 import { ApiError } from '../errors.js';
+import { holdsUnstorable } from '../storable.js';
 import { positionOf, type Position, type SortKey } from './sort.js';
 import { sortOf, type Query, type QueryPlace } from './types.js';
 
@@ -18,7 +19,7 @@ export function decodeCursor(query: Query, cursor: string): Position {
   } catch {
     throw invalidCursor();
   }
-  if (!Array.isArray(parts) || parts.length !== 7) throw invalidCursor();
+  if (!Array.isArray(parts) || parts.length !== 7 || holdsUnstorable(parts)) throw invalidCursor();
   const [by, order, rank, num, str, name, gvc] = parts as unknown[];
   const sort = sortOf(query);
   if (by !== sort.by || order !== sort.order) throw invalidCursor('the cursor belongs to a query with another sort');

@@ -64,9 +64,6 @@ class DryRun {
 /** Lists and queries of one caller that may wait for a turn (see Turns); more are refused with 429. */
 const QUERIES_WAITING = 32;
 
-/** Audit events read per round trip while collecting an item's history. */
-const HISTORY_BATCH = 1000;
-
 const isGvcScoped = (kind: string) => findKind(kind)?.scope === 'gvc';
 
 /**
@@ -247,10 +244,10 @@ export class Resources {
 
   /**
    * An item's versions from its audit events (its -history), newest first, for a caller who may view
-   * the item; `before` pages on by event sequence. Events are read oldest first in batches and only
-   * the newest page is kept, so memory stays bounded by the page size. Hidden fields (secret data)
-   * are not in the recorded snapshots; the kind's hidden() runs again so history can never show them.
-   * Status that Keel's reconcilers record is left out: it makes no version.
+   * the item; `before` pages on by event sequence. One page is read, newest first on the item's
+   * index, taking a turn like a list (see Turns). Hidden fields (secret data) are not in the
+   * recorded snapshots; the kind's hidden() runs again so history can never show them. Status that
+   * Keel's reconcilers record is left out: it makes no version.
    */
   async history(principal: Principal, def: KindDef, place: Place, name: string, page: { limit: number; before?: number }) {
     await this.auth.requireMember(principal, place.org);
@@ -258,22 +255,20 @@ export class Resources {
     const item = await this.store.get(keyOf(def, place, name));
     if (!item) throw notFound(def, place, name);
     await this.auth.check(principal, 'view', def, targetOf(item));
-    const kept: AuditRecord[] = [];
-    for (let after: number | undefined; ; ) {
-      const records = await this.store.audit({ org: item.org, context: PLATFORM_CONTEXT, resourceId: item.id, afterSeq: after, limit: HISTORY_BATCH });
-      for (const record of records) {
-        if (page.before !== undefined && record.seq >= page.before) break;
-        if (record.actionType === 'status') continue; // Keel's own status writes change no version
-        kept.push(record);
-        if (kept.length > page.limit + 1) kept.shift();
-      }
-      if (records.length < HISTORY_BATCH || (page.before !== undefined && records[records.length - 1].seq >= page.before)) break;
-      after = records[records.length - 1].seq;
-    }
-    kept.reverse();
-    const more = kept.length > page.limit;
-    const items = (more ? kept.slice(0, page.limit) : kept).map((record) => historyEntry(def, record));
-    return { items, next: more ? kept[page.limit - 1].seq : undefined };
+    const records = await this.turns.run(principal, () =>
+      this.store.audit({
+        org: item.org,
+        context: PLATFORM_CONTEXT,
+        resourceId: item.id,
+        exceptActionType: 'status',
+        throughSeq: page.before === undefined ? undefined : page.before - 1,
+        newestFirst: true,
+        limit: page.limit + 1,
+      }),
+    );
+    const more = records.length > page.limit;
+    const items = (more ? records.slice(0, page.limit) : records).map((record) => historyEntry(def, record));
+    return { items, next: more ? records[page.limit - 1].seq : undefined };
   }
 
   /** The orgs the caller may view: its own and those whose groups or policies name it. */

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
+import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { accountLinkOf } from '../resources/orgs.js';
 import { Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
@@ -109,10 +110,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installErrorHandling(app);
     installBodyParsing(app);
     installPaging(app, config.maxPageSize);
-    // A NUL in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
+    // A NUL or an unpaired surrogate in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
     app.addHook('onRequest', (request, reply, done) => {
-      if (hasNul(request.params) || hasNul(request.query)) return sendError(reply, request, ApiError.badRequest('the path and query must not contain NUL characters'));
+      if (holdsUnstorable(request.params) || holdsUnstorable(request.query)) return sendError(reply, request, ApiError.badRequest(`the path and query must not contain ${UNSTORABLE_TEXT}`));
       // `?dryRun=true&dryRun=false` would otherwise be read as whatever a handler makes of an array.
       const repeated = repeatedKey(request.query);
       if (repeated !== undefined) return sendError(reply, request, ApiError.badRequest(`the query parameter ${repeated} is given more than once`, [{ path: repeated, message: 'is given more than once' }]));
@@ -131,10 +132,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       };
       const known = token && keys.recent(token);
       if (known) return signIn(known);
-      const refused = failures.refusal(request.ip);
+      const refused = failures.refusal(request.ip, token);
       if (refused) return sendError(reply, request, refused);
       bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, (err) => {
-        if (err instanceof ApiError && err.code === 'unauthorized') failures.failed(request.ip);
+        const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? failures.failed(request.ip, token, err) : undefined;
+        if (tooMany) return sendError(reply, request, tooMany);
         done(err);
       });
     });
@@ -187,11 +189,10 @@ function installBodyParsing(app: FastifyInstance): void {
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
-    if (String(body).includes('\\u0000')) return done(ApiError.badRequest('strings must not contain NUL characters'));
-    // A lone surrogate escape (`"\\ud800"`) parses into a string no UTF-8 store can hold (PostgreSQL's jsonb refuses it: a 500).
-    if (/\\u[dD][89a-fA-F]/.test(String(body))) {
+    // Only an escape can put a NUL or a lone surrogate into a parsed body (JSON text holds neither raw).
+    if (/\\u(?:0000|[dD][89a-fA-F])/.test(String(body))) {
       return parseJson(request, String(body), (err: Error | null, value?: unknown) =>
-        err ? done(err) : wellFormed(value) ? done(null, value) : done(ApiError.badRequest('strings must be valid Unicode (no lone surrogates)')),
+        err ? done(err) : holdsUnstorable(value) ? done(ApiError.badRequest(`strings must not contain ${UNSTORABLE_TEXT}`)) : done(null, value),
       );
     }
     parseJson(request, String(body), done);
@@ -202,16 +203,6 @@ function installBodyParsing(app: FastifyInstance): void {
   });
 }
 
-/** Whether a parsed path or query (values: strings, or arrays of them for repeated keys) holds a NUL. */
-function hasNul(values: unknown): boolean {
-  if (!values || typeof values !== 'object') return false;
-  for (const key in values) {
-    const value = (values as Record<string, unknown>)[key];
-    if (typeof value === 'string' ? value.includes('\u0000') : Array.isArray(value) && value.some((v) => typeof v === 'string' && v.includes('\u0000'))) return true;
-  }
-  return false;
-}
-
 /** A query parameter given more than once (parsed as an array), if any. */
 function repeatedKey(query: unknown): string | undefined {
   if (!query || typeof query !== 'object') return undefined;
@@ -220,23 +211,3 @@ function repeatedKey(query: unknown): string | undefined {
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
-/** Whether every string and key in a parsed JSON value is well-formed UTF-16 (no lone surrogates); iterative, as bodies may nest deeply. */
-function wellFormed(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length) {
-    const v = stack.pop();
-    if (typeof v === 'string') {
-      if (LONE_SURROGATE.test(v)) return false;
-    } else if (Array.isArray(v)) {
-      for (const item of v) stack.push(item);
-    } else if (v && typeof v === 'object') {
-      for (const [k, child] of Object.entries(v)) {
-        if (LONE_SURROGATE.test(k)) return false;
-        stack.push(child);
-      }
-    }
-  }
-  return true;
-}

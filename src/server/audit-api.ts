@@ -29,7 +29,7 @@ function isoTime(name: string, value: string | undefined): string | undefined {
 /** The filter of a query string; `fixed` adds what the path says (resource id, name, subject). */
 function filterOf(org: string, query: QueryString, limit: number, fixed: Partial<AuditFilter>): AuditFilter {
   const after = query.next === undefined ? undefined : Number(query.next);
-  if (after !== undefined && (!Number.isInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
+  if (after !== undefined && (!Number.isSafeInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
   return {
     org,
     context: query.contextName ?? PLATFORM_CONTEXT,

@@ -18,7 +18,8 @@ import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { LogFeed } from '../logs/feed.js';
-import { matches, parseLogQL, type LogQuery } from '../logs/logql.js';
+import { parseLogQL, type LogQuery } from '../logs/logql.js';
+import { LineMatcher, MAX_MATCH_WORK } from '../logs/match.js';
 import { readLines, toStreams } from '../logs/read.js';
 import { msOfTs, NS_PER_MS, parseDuration, parseTime, tsOf, tsOfMs } from '../logs/time.js';
 import { LOG_LABELS, type LogLabel, type LogLine, type Store } from '../store/types.js';
@@ -40,6 +41,8 @@ export const MAX_TAILS_PER_PRINCIPAL = 10;
 const MAX_TAILS = 1000;
 /** Bytes a tail may have waiting to be sent: past that the consumer is too slow and is disconnected. */
 export const TAIL_BUFFER_BYTES = 1024 * 1024;
+/** Batches of new lines a tail may have waiting to be matched (each up to the feed's 10,000 lines). */
+const MAX_WAITING_BATCHES = 4;
 /** A line's labels and time as sent, about. */
 const LINE_OVERHEAD_BYTES = 64;
 const TAIL_POLL_MS = 250;
@@ -109,6 +112,7 @@ const success = (data: unknown) => ({ status: 'success', data });
 export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, config: Config): void {
   const orgDef = findKind('org')!;
   const allowed = async (principal: Principal, org: string) => auth.check(principal, 'readLogs', orgDef, { org, name: org });
+  const readBudget = { budgetMs: config.logsQueryBudgetMs, maxWork: MAX_MATCH_WORK };
   const feed = new LogFeed(store, TAIL_POLL_MS, (err) => app.log.error({ err }, 'log feed failed'));
   const tails = new Map<string, number>();
   let openTails = 0;
@@ -225,7 +229,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       const now = Date.now();
       // An instant query reads the lines up to its time (default now), looking back `since` (default 1h).
       const range = instant ? rangeOf({ since: q.since }, now, timeOf(q, 'time') ?? tsOfMs(now + 1)) : rangeOf(q, now);
-      const lines = await readLines(store, query, { org, ...range, backward, limit });
+      const lines = await readLines(store, query, { org, ...range, backward, limit }, readBudget);
       return success({ resultType: 'streams', result: toStreams(lines), stats: { summary: { totalEntriesReturned: lines.length } } });
     };
     logs.get(`${BASE}/query_range`, (request) => rangeRead(request, false));
@@ -248,7 +252,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       if (!(LOG_LABELS as readonly string[]).includes(name)) return success([]);
       if (q.query === undefined || q.query === '') return success(await store.logLabelValues(org, name as LogLabel, from, to, MAX_LABEL_VALUES));
       // Values on the lines a selector picks: read from the newest of them.
-      const lines = await readLines(store, parseLogQL(q.query), { org, from, to, backward: true, limit: MAX_LIMIT });
+      const lines = await readLines(store, parseLogQL(q.query), { org, from, to, backward: true, limit: MAX_LIMIT }, readBudget);
       const values = new Set(lines.map((line) => line.labels[name as LogLabel]).filter(Boolean));
       return success([...values].sort().slice(0, MAX_LABEL_VALUES));
     });
@@ -316,14 +320,28 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       socket.send(JSON.stringify({ streams: toStreams(lines) }));
       last = BigInt(lines[lines.length - 1].ts).toString();
     };
-    const unsubscribe = feed.subscribe(asked.org, (lines) => {
-      const wanted = lines.filter((line) => line.ts >= oldest && !history?.has(line.id) && matches(asked.query, line.labels, line.line));
+    // New lines are matched in turn, in slices (see logs/match.ts). A tail whose query matches slower
+    // than lines come has batches waiting: past MAX_WAITING_BATCHES it is a slow consumer too.
+    const matcher = new LineMatcher(asked.query, { budgetMs: Infinity, maxWork: Infinity });
+    let matching: Promise<void> = Promise.resolve();
+    let waitingBatches = 0;
+    const deliver = (matched: readonly LogLine[]) => {
+      const wanted = matched.filter((line) => line.ts >= oldest && !history?.has(line.id));
       if (!open || wanted.length === 0) return;
       // Unsent bytes (in the socket, or held here) over the bound: closed rather than buffering more.
       if (socket.bufferedAmount + heldBytes > TAIL_BUFFER_BYTES) return close(1013, `slow consumer; resume after ${last}`);
       if (holds === 0) return send(wanted);
       held.push(...wanted);
       for (const line of wanted) heldBytes += line.line.length + LINE_OVERHEAD_BYTES;
+    };
+    const unsubscribe = feed.subscribe(asked.org, (lines) => {
+      if (!open || lines.length === 0) return;
+      if (waitingBatches >= MAX_WAITING_BATCHES) return close(1013, `slow consumer; resume after ${last}`);
+      waitingBatches++;
+      matching = matching
+        .then(() => (open ? matcher.filter(lines) : []))
+        .then(deliver, () => close(1011, 'matching the logs failed'))
+        .finally(() => void waitingBatches--);
     });
     const release = () => {
       if (--holds > 0) return;
@@ -360,7 +378,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
     socket.on('close', () => close());
     socket.on('error', () => close());
     const now = Date.now();
-    readLines(store, asked.query, { org: asked.org, from: asked.from, to: tsOfMs(now + 1), backward: true, limit: asked.limit }).then(
+    readLines(store, asked.query, { org: asked.org, from: asked.from, to: tsOfMs(now + 1), backward: true, limit: asked.limit }, readBudget).then(
       (lines) => {
         lines.reverse();
         history = new Set(lines.map((line) => line.id));

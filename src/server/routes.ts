@@ -6,6 +6,7 @@ import type { KindDef, Place, Resource } from '../kinds/types.js';
 import { matchesQuery, parseQuery, type Query } from '../query/index.js';
 import { jsonOf } from '../resources/present.js';
 import type { Page, Resources } from '../resources/service.js';
+import { holdsUnstorable } from '../storable.js';
 import type { AtPosition } from '../store/types.js';
 import { withPosition } from '../streams/position.js';
 import { sendError } from './errors.js';
@@ -228,7 +229,7 @@ function seqPaging(request: FastifyRequest, least: number): { limit: number; nex
   const limit = pageSize(request);
   const raw = (request.query as QueryString).next;
   const next = raw === undefined ? undefined : Number(raw);
-  if (next !== undefined && (!Number.isInteger(next) || next < least)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
+  if (next !== undefined && (!Number.isSafeInteger(next) || next < least)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
   return { limit, next };
 }
 
@@ -278,7 +279,9 @@ async function queryPage(
 function decodeNext(raw: string | undefined, maxPage: number): NextToken {
   try {
     const token = JSON.parse(Buffer.from(raw ?? '', 'base64url').toString('utf8')) as NextToken;
-    if (typeof token.after === 'string' && token.echo && typeof token.echo === 'object' && Number.isInteger(token.limit) && token.limit >= 1 && token.limit <= maxPage) return token;
+    // A token is the client's to forge: one that holds text no backend stores is as invalid as a malformed one.
+    const wellFormed = typeof token.after === 'string' && token.echo && typeof token.echo === 'object' && Number.isInteger(token.limit) && token.limit >= 1 && token.limit <= maxPage;
+    if (wellFormed && !holdsUnstorable(token)) return token;
   } catch {
     // fall through to the error below
   }

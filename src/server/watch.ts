@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
+import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { findKind } from '../kinds/index.js';
 import { parseQuery } from '../query/index.js';
 import type { Store } from '../store/types.js';
@@ -31,6 +32,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
       replaysPerPrincipal: config.watchReplaysPerPrincipal,
       bookmarkMs: config.watchBookmarkMs,
       bufferBytes: config.watchBufferBytes,
+      bufferTotalBytes: config.watchBufferTotalBytes,
     },
     (err) => app.log.error({ err }, 'watch'),
   );
@@ -114,6 +116,7 @@ function watchFilter(query: Record<string, string | undefined>): WatchFilter {
     } catch {
       throw ApiError.badRequest('query must be the JSON of a -query body', [{ path: 'query', message: 'is not JSON' }]);
     }
+    if (holdsUnstorable(body)) throw ApiError.badRequest(`query must not contain ${UNSTORABLE_TEXT}`, [{ path: 'query', message: `holds ${UNSTORABLE_TEXT}` }]);
     const bodyKind = body && typeof body === 'object' && typeof (body as { kind?: unknown }).kind === 'string' ? (body as { kind: string }).kind : undefined;
     const queryKind = kind ?? bodyKind;
     if (queryKind === undefined) throw ApiError.badRequest('a query needs a kind: give ?kind= or the query\'s kind', [{ path: 'kind', message: 'is required with query' }]);

@@ -46,7 +46,8 @@ export interface AuditLayout {
   dialect: Dialect;
   /** The SELECT list, with AuditRow's names. */
   columns(p: SqlParams, filter: AuditFilter): string;
-  from: string;
+  /** The tables, which take no parameters. */
+  from(filter: AuditFilter): string;
   /** A filter field's column (AuditRow's name) as this layout's expression. */
   column(name: string): string;
   /** Conditions for the filter's org and its seq range (afterSeq, throughSeq). */
@@ -54,10 +55,10 @@ export interface AuditLayout {
   /** Conditions that only name candidates through an index of this layout's own: the shared ones still hold every row to the filter. */
   narrow(p: SqlParams, filter: AuditFilter): string[];
   /** The expression that orders events by seq. */
-  order: string;
+  order(filter: AuditFilter): string;
 }
 
-/** The SELECT of an audit filter over `layout`, in seq order. */
+/** The SELECT of an audit filter over `layout`, in seq order (newest first if it asks). */
 export function auditQuery(layout: AuditLayout, filter: AuditFilter): { sql: string; values: unknown[] } {
   const p = new SqlParams(layout.dialect);
   const col = layout.column;
@@ -72,6 +73,7 @@ export function auditQuery(layout: AuditLayout, filter: AuditFilter): { sql: str
     ['actionType', 'action_type'],
   ];
   for (const [field, column] of eq) if (filter[field] !== undefined) where.push(`${col(column)} = ${p.add(filter[field])}`);
+  if (filter.exceptActionType !== undefined) where.push(`${col('action_type')} <> ${p.add(filter.exceptActionType)}`);
   // Lets the planner use the index that holds custom contexts only (migrations 5, 8 and 9).
   if (filter.context !== undefined && filter.context !== PLATFORM_CONTEXT) where.push(`${col('context')} <> '${PLATFORM_CONTEXT}'`);
   if (filter.resourceTypes) where.push(filter.resourceTypes.length ? `${col('resource_type')} IN (${filter.resourceTypes.map((t) => p.add(t)).join(', ')})` : 'FALSE');
@@ -80,6 +82,6 @@ export function auditQuery(layout: AuditLayout, filter: AuditFilter): { sql: str
   if (filter.from !== undefined) where.push(`${col('event_time')} >= ${p.add(filter.from)}`);
   if (filter.to !== undefined) where.push(`${col('event_time')} <= ${p.add(filter.to)}`);
   where.push(...layout.narrow(p, filter));
-  const sql = `SELECT ${columns} FROM ${layout.from} WHERE ${where.join(' AND ')} ORDER BY ${layout.order} LIMIT ${p.add(filter.limit)}`;
+  const sql = `SELECT ${columns} FROM ${layout.from(filter)} WHERE ${where.join(' AND ')} ORDER BY ${layout.order(filter)}${filter.newestFirst ? ' DESC' : ''} LIMIT ${p.add(filter.limit)}`;
   return { sql, values: p.values };
 }

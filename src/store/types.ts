@@ -91,12 +91,16 @@ export interface AuditFilter {
   resourceId?: string;
   subjectName?: string;
   actionType?: string;
+  /** Leaves out events of this action type. */
+  exceptActionType?: string;
   /** ISO times, inclusive. */
   from?: string;
   to?: string;
   afterSeq?: number;
   /** Events up to and including this seq (one read from auditHead, so PostgreSQL need not seal what is pending first). */
   throughSeq?: number;
+  /** The newest events first (the limit then takes the newest). */
+  newestFirst?: boolean;
   limit: number;
 }
 

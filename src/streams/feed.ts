@@ -11,8 +11,9 @@ export const ACCESS_KINDS = new Set(['serviceaccount', 'policy', 'group', 'user'
 
 const POLL_MS = 250; // how soon changes made by other Keel processes arrive
 const READ_BATCH = 500;
-/** Recent events kept in memory: a watcher behind them reads the store instead (see Watcher). */
+/** Recent events kept in memory, at most so many and so large (their stored bodies): a watcher behind them reads the store instead (see Watcher). */
 const RING = 2048;
+export const RING_BYTES = 16 * 1024 * 1024;
 /** Watchers woken per turn of the event loop (thousands share one feed). */
 const WAKE_SLICE = 250;
 
@@ -25,6 +26,8 @@ export interface ChainEvent {
   gvc?: string;
   /** The resource as the change left it (its response body). */
   object: Record<string, unknown>;
+  /** The size of its stored body: what holding it in memory costs, about (parsed and encoded, a few times more). */
+  bytes: number;
   /** The server-sent event's bytes, made once and written as they are to every stream that sends it. */
   sse?: Buffer;
   /** A deployment's bytes with status.remote resolved, by the Core API address its streams reached Keel at. */
@@ -39,7 +42,7 @@ export interface ChainEvent {
 export function chainEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>): ChainEvent {
   const body = JSON.parse(record.body) as { resource: { link?: string; data?: Record<string, unknown> } };
   const link = body.resource.link ? parseLink(body.resource.link) : undefined;
-  return { seq: record.seq, kind: record.resourceType, name: record.resourceName, action: record.actionType, gvc: link?.gvc, object: body.resource.data ?? {} };
+  return { seq: record.seq, kind: record.resourceType, name: record.resourceName, action: record.actionType, gvc: link?.gvc, object: body.resource.data ?? {}, bytes: record.body.length };
 }
 
 /** The event as one server-sent event, made once. */
@@ -69,6 +72,7 @@ export class OrgFeed {
   position: number;
   private base: number;
   private readonly ring: ChainEvent[] = [];
+  private ringBytes = 0;
   readonly subscribers = new Set<FeedSubscriber>();
   private readonly reader: Coalesced;
   private readonly timer: NodeJS.Timeout;
@@ -137,10 +141,14 @@ export class OrgFeed {
       if (!CHANGE_ACTIONS.has(record.actionType)) continue;
       const event = chainEvent(record);
       this.ring.push(event);
+      this.ringBytes += event.bytes;
       if (ACCESS_KINDS.has(event.kind)) access.push(event);
     }
-    if (this.ring.length > RING) {
-      const dropped = this.ring.splice(0, this.ring.length - RING);
+    let drop = 0;
+    for (let bytes = this.ringBytes; drop < this.ring.length - 1 && (this.ring.length - drop > RING || bytes > RING_BYTES); drop++) bytes -= this.ring[drop].bytes;
+    if (drop > 0) {
+      const dropped = this.ring.splice(0, drop);
+      for (const event of dropped) this.ringBytes -= event.bytes;
       this.base = dropped[dropped.length - 1].seq;
     }
     this.position = through;

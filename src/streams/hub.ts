@@ -5,6 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { ACCESS_KINDS, OrgFeed, type FeedHooks } from './feed.js';
+import { HeldBytes } from './held.js';
 import { Watcher, type WatcherOptions } from './watcher.js';
 
 /** How often every open stream's credentials and membership are checked again (revocations made through another org or process). */
@@ -17,6 +18,8 @@ export interface HubLimits {
   replaysPerPrincipal: number;
   bookmarkMs: number;
   bufferBytes: number;
+  /** Bytes all streams together may hold for their clients. */
+  bufferTotalBytes: number;
 }
 
 interface Held {
@@ -48,6 +51,8 @@ export class WatchHub {
   /** Refusals held until their principal's back-off ends, per principal, and their timers. */
   private readonly waiting = new Map<string, number>();
   private readonly held429 = new Map<() => void, NodeJS.Timeout>();
+  /** What every stream holds for its client, against bufferTotalBytes. */
+  private readonly heldBytes: HeldBytes;
 
   /** This process's writes in any org: a principal's own org may not be one that is watched. */
   private readonly onChange = (org: string, appended?: AppendedEvent) => {
@@ -66,6 +71,7 @@ export class WatchHub {
     private readonly limits: HubLimits,
     private readonly onError: (err: unknown) => void,
   ) {
+    this.heldBytes = new HeldBytes(limits.bufferTotalBytes);
     changes.on('change', this.onChange);
     this.bookmarks = setInterval(() => {
       for (const { watcher } of this.held.values()) watcher.bookmark();
@@ -142,13 +148,14 @@ export class WatchHub {
   }
 
   /** Starts a stream (already admitted) on the org's feed. */
-  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'store' | 'auth'>, token: string | undefined): Watcher {
+  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'held' | 'store' | 'auth'>, token: string | undefined): Watcher {
     const link = options.principal.link;
     const watcher = new Watcher({
       ...options,
       store: this.store,
       auth: this.auth,
       bufferBytes: this.limits.bufferBytes,
+      held: this.heldBytes,
       onEnd: (w) => this.release(w),
       onError: this.onError,
       onReplay: (w, replaying) => count(this.replays, w.principal.link, replaying ? 1 : -1),

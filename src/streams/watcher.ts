@@ -9,6 +9,7 @@ import { withResolvedRemote } from '../reconcile/views.js';
 import { parseLink } from '../resources/links.js';
 import type { Store } from '../store/types.js';
 import { CHANGE_ACTIONS, chainEvent, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
+import type { HeldBytes, Holder } from './held.js';
 
 /** What a watch is narrowed to, besides permission. */
 export interface WatchFilter {
@@ -44,6 +45,8 @@ export interface WatcherOptions {
   /** Keel's Core API as this client reached it: deployments' status.remote is resolved against it, as GET does. */
   base: string;
   bufferBytes: number;
+  /** What every stream of the process holds, against one budget. */
+  held: HeldBytes;
   /** Told once when the stream ends, for whatever reason. */
   onEnd(watcher: Watcher): void;
   /** Told of a failure that ended the stream (a store read, a permission check). */
@@ -165,12 +168,23 @@ export class Watcher implements FeedSubscriber {
   /** Sends the event if wanted and moves the cursor past it (unless the stream was held or ended meanwhile). */
   private deliver(event: ChainEvent, wanted: boolean): void {
     if (!this.open || this.paused) return;
-    if (wanted) {
-      this.o.out.write(this.text(event));
-      if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(event.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
-    }
-    this.last = event.seq;
+    if (wanted) this.send(event);
+    else this.last = event.seq;
   }
+
+  /** Writes the event and moves the cursor past it; a stream holding more than its bound, or than its share of the server's, is cut. */
+  private send(event: ChainEvent): void {
+    this.o.out.write(this.text(event));
+    this.last = event.seq;
+    if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(event.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
+    this.o.held.update(this.holder);
+  }
+
+  /** This stream as the server-wide budget sees it. */
+  private readonly holder: Holder = {
+    held: () => this.o.out.writableLength,
+    cut: () => this.disconnect(this.last, 'slow_consumer', 'the server holds too much for clients that do not read (watchBufferTotalBytes); reconnect from this position'),
+  };
 
   /** Sends a bookmark with the cursor's position, when no event is being sent. */
   bookmark(): void {
@@ -182,6 +196,7 @@ export class Watcher implements FeedSubscriber {
   end(): void {
     if (!this.open) return;
     this.open = false;
+    this.o.held.forget(this.holder);
     this.setReplaying(false);
     this.o.out.end();
     const socket = this.o.out.socket;
@@ -226,7 +241,14 @@ export class Watcher implements FeedSubscriber {
         const decided = this.wants(event);
         const wanted = typeof decided === 'boolean' ? decided : await decided;
         if (!this.open || this.paused) return;
-        if (wanted) this.o.out.write(this.text(event));
+        if (wanted) {
+          this.o.out.write(this.text(event));
+          this.last = record.seq;
+          this.o.held.update(this.holder);
+          // A replay writes as fast as its client reads: never more than half the stream's bound ahead.
+          if (this.open && this.o.out.writableLength > this.o.bufferBytes / 2) await this.drained();
+          if (!this.open || this.paused) return;
+        }
       }
       this.last = record.seq;
     }

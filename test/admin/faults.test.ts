@@ -91,6 +91,20 @@ forEachBackend('fault injection', (backend) => {
     await k.call('DELETE', '/-admin/faults');
   });
 
+  test('a path glob with ten stars against a long unauthenticated path is answered, matching or not (no backtracking)', async () => {
+    const rules = [
+      { name: 'never', path: '/*a*a*a*a*a*a*a*a*a*b', status: 500 },
+      { name: 'console', path: '/*c*o*n*s*o*l*e*/*z*z', status: 409 },
+    ];
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules })).status, 200);
+    const long = `/console/${'a'.repeat(8000)}`;
+    assert.notEqual((await k.call('GET', long, undefined, { token: null })).status, 500);
+    const hit = await k.call('GET', `${long}zz`, undefined, { token: null });
+    assert.equal(hit.status, 409);
+    assert.deepEqual((await k.call('GET', '/-admin/faults')).body.rules.map((r: any) => r.hits), [0, 1]);
+    await k.call('DELETE', '/-admin/faults');
+  });
+
   test('malformed rules are 400 with field paths and leave the rules as they were; non-superusers get 403', async () => {
     assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'keep', path: '/nothing', status: 503 }] })).status, 200);
     const cases: Array<[unknown, string]> = [

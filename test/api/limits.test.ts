@@ -281,6 +281,45 @@ test('failed authentications are rate limited per address, in bounded time, with
   }
 });
 
+forEachBackend('failed authentications count against what failed, never against a valid key', (backend: Backend) => {
+  test('dozens of bad keys from one address are throttled, and a valid key from that address still works', async () => {
+    const k = await startKeel(backend);
+    const app = await appOn(k, { authFailureLimit: 10 });
+    const from = '10.0.0.9';
+    try {
+      const victim = await keyWithoutPermissions(k, 'victim');
+      const [victimId, victimMiddle] = victim.split('.');
+      const bad = (i: number) =>
+        i % 3 === 0 ? `s${'q'.repeat(15)}.${Buffer.from(`acme.admin.s${'q'.repeat(15)}`).toString('base64url')}.guess${i}` // an unknown key id
+          : i % 3 === 1 ? `garbage-${i}` // no key at all
+            : `${victimId}.${victimMiddle}.wrong${i}`; // a key id that exists, with a wrong secret
+      const statuses: number[] = [];
+      for (let i = 0; i < 48; i++) {
+        statuses.push((await call(app, bad(i), 'GET', '/org/acme/gvc', undefined, from)).status);
+        // The admin's valid key, from the same address, between the bad ones: never throttled.
+        if (i % 4 === 3) assert.equal((await call(app, k.token, 'GET', '/org/acme/gvc', undefined, from)).status, 200, `after ${i + 1} bad keys`);
+      }
+      // The unknown keys and the garbage share the address's bucket (10): 10 refusals, then 429.
+      const unknown = statuses.filter((_, i) => i % 3 !== 2);
+      assert.deepEqual(unknown.slice(0, 10), Array(10).fill(401));
+      assert.deepEqual(unknown.slice(10), Array(unknown.length - 10).fill(429));
+      // The wrong secrets for one key id have their own bucket at this address: 10, then 429.
+      const wrong = statuses.filter((_, i) => i % 3 === 2);
+      assert.deepEqual(wrong.slice(0, 10), Array(10).fill(401));
+      assert.deepEqual(wrong.slice(10), Array(wrong.length - 10).fill(429));
+      const refused = await call(app, bad(0), 'GET', '/org/acme/gvc', undefined, from);
+      assertError(refused, 429, 'rate_limited');
+      assert.ok(Number(refused.headers['retry-after']) >= 1);
+      // That key's owner, from its own address, is not affected (its list is empty, but answered).
+      assert.equal((await call(app, victim, 'GET', '/org/acme/gvc', undefined, '10.0.0.10')).status, 200);
+    } finally {
+      await app.core.close();
+      await app.audit.close();
+      await k.close();
+    }
+  });
+});
+
 test('a JWT user has one rate bucket, whatever org its requests name', async () => {
   const k = await startKeel('sqlite');
   const dir = mkdtempSync(join(tmpdir(), 'keel-jwks-'));

@@ -9,11 +9,14 @@ import { auditLayout, ORG_SPAN } from '../../src/store/sqlite/lookup.js';
 
 const base = 3 * ORG_SPAN;
 
-test('SQLite: a filter by resource takes its candidates from the lookups, with every parameter in placeholder order', () => {
+test('SQLite: a filter by resource walks its lookup entries in order, with every parameter in placeholder order', () => {
   const { sql, values } = auditQuery(auditLayout(base), { org: 'o', resourceId: 'r1', actionType: 'edit', afterSeq: 7, limit: 5 });
   assert.deepEqual(values, ['o', base, base + 7, base + ORG_SPAN - 1, 'edit', 'r1', 'o', 'r:r1', 5]);
   assert.equal(sql.split('?').length - 1, values.length);
-  assert.match(sql, /f\.action_type = \? AND f\.resource_id = \? AND f\.pos IN \(SELECT pos FROM lookup\.audit_lookup WHERE org = \? AND key = \?\) ORDER BY f\.pos LIMIT \?$/);
+  assert.match(sql, /FROM lookup\.audit_lookup l JOIN lookup\.audit_fields f ON f\.pos = l\.pos JOIN audit_events e ON e\.pos = f\.pos WHERE l\.pos > \? AND l\.pos <= \? AND f\.action_type = \? AND f\.resource_id = \? AND l\.org = \? AND l\.key = \? ORDER BY l\.pos LIMIT \?$/);
+  const newest = auditQuery(auditLayout(base), { org: 'o', resourceId: 'r1', exceptActionType: 'status', newestFirst: true, limit: 2 });
+  assert.deepEqual(newest.values, ['o', base, base, base + ORG_SPAN - 1, 'status', 'r1', 'o', 'r:r1', 2]);
+  assert.match(newest.sql, /f\.action_type <> \? AND f\.resource_id = \? AND l\.org = \? AND l\.key = \? ORDER BY l\.pos DESC LIMIT \?$/);
 });
 
 test('SQLite: an id takes precedence over a resource, and a time range reads the time keys', () => {

@@ -98,7 +98,7 @@ export function pendingInsert(events: NewAuditEvent[], firstParam: number, guard
 export const AUDIT_LAYOUT: AuditLayout = {
   dialect: 'postgres',
   columns: () => AUDIT_COLUMNS,
-  from: 'audit_events',
+  from: () => 'audit_events',
   column: (name) => name,
   range: (p, filter) => [
     `org = ${p.add(filter.org)}`,
@@ -106,5 +106,5 @@ export const AUDIT_LAYOUT: AuditLayout = {
     ...(filter.throughSeq === undefined ? [] : [`seq <= ${p.add(filter.throughSeq)}`]),
   ],
   narrow: () => [],
-  order: 'seq',
+  order: () => 'seq',
 };

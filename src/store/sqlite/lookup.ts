@@ -7,6 +7,7 @@
 // to another copy of the events, or that an older Keel made, is rebuilt from them.
 import type Database from 'better-sqlite3';
 import type { AuditLayout } from '../audit-sql.js';
+import type { AuditFilter } from '../types.js';
 import { sealHashAt } from './seals.js';
 
 /** Events of one org own the rowids [org_no * ORG_SPAN, (org_no + 1) * ORG_SPAN): pos = org_no * ORG_SPAN + seq. */
@@ -89,27 +90,32 @@ export const LOOKUP_CATCH_UP = [
  * An org's events as audit filters read them, `base` being its first pos (its number times
  * ORG_SPAN): each event row (e) joined by pos to its fields (f), which the lookup file holds for
  * sealed events only (the store brings it up to date first), with its hash from its seal. The
- * lookups by id, resource and time name the candidates.
+ * lookups by id and time name the candidates; one resource's events are read through its lookup
+ * entries (l) in pos order, so a page of them, newest or oldest first, reads that page only.
  */
 export function auditLayout(base: number): AuditLayout {
+  const pos = (filter: AuditFilter) => (filter.resourceId !== undefined && filter.id === undefined ? 'l.pos' : 'f.pos');
   return {
     dialect: 'sqlite',
     columns: (p, filter) =>
       `${p.add(filter.org)} AS org, e.pos - ${p.add(base)} AS seq, f.id, e.context, f.event_time, f.resource_type, f.resource_name, f.resource_id,
        f.subject_name, f.action_type, ${sealHashAt('e.pos')} AS hash, e.body`,
-    from: 'lookup.audit_fields f JOIN audit_events e ON e.pos = f.pos',
+    from: (filter) =>
+      pos(filter) === 'l.pos'
+        ? 'lookup.audit_lookup l JOIN lookup.audit_fields f ON f.pos = l.pos JOIN audit_events e ON e.pos = f.pos'
+        : 'lookup.audit_fields f JOIN audit_events e ON e.pos = f.pos',
     column: (name) => (name === 'context' ? 'e.context' : `f.${name}`),
-    range: (p, filter) => [`f.pos > ${p.add(base + (filter.afterSeq ?? 0))}`, `f.pos <= ${p.add(base + (filter.throughSeq ?? ORG_SPAN - 1))}`],
+    range: (p, filter) => [`${pos(filter)} > ${p.add(base + (filter.afterSeq ?? 0))}`, `${pos(filter)} <= ${p.add(base + (filter.throughSeq ?? ORG_SPAN - 1))}`],
     narrow: (p, filter) => {
       // `range` adds its parameters after the org's.
       const lookup = (range: () => string) => `f.pos IN (SELECT pos FROM lookup.audit_lookup WHERE org = ${p.add(filter.org)} AND ${range()})`;
       const { id, resourceId, from, to } = filter;
       if (id !== undefined) return [lookup(() => `key = ${p.add(`i:${id}`)}`)];
-      if (resourceId !== undefined) return [lookup(() => `key = ${p.add(`r:${resourceId}`)}`)];
+      if (resourceId !== undefined) return [`l.org = ${p.add(filter.org)}`, `l.key = ${p.add(`r:${resourceId}`)}`];
       // Keys of times sort between 't:' and 't;' (the next character after ':').
       if (from !== undefined || to !== undefined) return [lookup(() => `key >= ${p.add(`t:${from ?? ''}`)} AND key ${to === undefined ? `< 't;'` : `<= ${p.add(`t:${to}`)}`}`)];
       return [];
     },
-    order: 'f.pos',
+    order: pos,
   };
 }

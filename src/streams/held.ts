@@ -1,0 +1,51 @@
+// Bytes written to watch streams that their clients have not read yet, counted server-wide. Each
+// stream may hold watchBufferBytes; all of them together watchBufferTotalBytes. Over the total, the
+// streams holding the most are cut (as slow consumers, told where to resume) until the rest fit, so
+// many slow readers cost the server a bounded amount of memory, and a reader that keeps up is not
+// cut for others' sake.
+
+/** A stream as the budget sees it. */
+export interface Holder {
+  /** Bytes it holds now (written, not yet taken by its client). */
+  held(): number;
+  /** Ends it as a slow consumer. */
+  cut(): void;
+}
+
+export class HeldBytes {
+  private readonly holders = new Map<Holder, number>();
+  private total = 0;
+
+  constructor(readonly budget: number) {}
+
+  /** Records what `holder` holds after a write, and cuts the largest holders while the total is over the budget. */
+  update(holder: Holder): void {
+    this.record(holder, holder.held());
+    if (this.total <= this.budget) return;
+    // A stream's recorded bytes go stale as its client reads (nothing tells the budget): read them all again first.
+    for (const other of this.holders.keys()) this.record(other, other.held());
+    while (this.total > this.budget && this.holders.size > 0) {
+      let largest: Holder | undefined;
+      let most = -1;
+      for (const [h, bytes] of this.holders) if (bytes > most) [largest, most] = [h, bytes];
+      this.forget(largest!);
+      largest!.cut();
+    }
+  }
+
+  /** The stream ended: what it held is no longer counted. */
+  forget(holder: Holder): void {
+    this.total -= this.holders.get(holder) ?? 0;
+    this.holders.delete(holder);
+  }
+
+  /** Bytes held by every stream, as last recorded. */
+  get bytes(): number {
+    return this.total;
+  }
+
+  private record(holder: Holder, bytes: number): void {
+    this.total += bytes - (this.holders.get(holder) ?? 0);
+    this.holders.set(holder, bytes);
+  }
+}
