@@ -82,10 +82,18 @@ export const descriptionSchema = (): JsonSchema => str({ maxLength: 250 });
 export const tagsSchema = (): JsonSchema =>
   map({ type: ['string', 'number', 'boolean', 'null'], maxLength: 1024 } as JsonSchema, { maxProperties: 50 });
 
+/** Every kind's name, as policies target them and queries name them. */
+export const KIND_NAMES = [
+  'org', 'cloudaccount', 'policy', 'user', 'group', 'resource', 'task', 'permissions', 'serviceaccount', 'secret',
+  'location', 'gvc', 'workload', 'quota', 'identity', 'deployment', 'event', 'account', 'domain', 'image', 'ipset',
+  'resourcepolicy', 'accessreport', 'agent', 'auditctx', 'dbcluster', 'memcachecluster', 'spicedbcluster', 'tenant',
+  'mk8s', 'command', 'policymembership', 'primitive', 'foreign', 'link', 'imagesummary', 'volumeset',
+] as const;
+
 /** The query object of seed 2.3, as embedded in groups, policies and GVC placement. */
 export const querySchema = (): JsonSchema =>
   obj({
-    kind: str({ maxLength: 64 }),
+    kind: oneOf(KIND_NAMES),
     context: anyObject(),
     fetch: oneOf(['items', 'links']),
     spec: obj({
@@ -105,3 +113,21 @@ export const querySchema = (): JsonSchema =>
       sort: obj({ by: str({ maxLength: 256 }), order: oneOf(['asc', 'desc']) }),
     }),
   });
+
+const endpoint = () => str({ maxLength: 1024 });
+
+/** Tracing of an org or a GVC (public type Tracing): a sampling rate and one provider. */
+export const tracingSchema = (): JsonSchema =>
+  obj(
+    {
+      sampling: num({ minimum: 0, maximum: 100 }),
+      lightstep: obj({ endpoint: endpoint(), credentials: link() }, { required: ['endpoint'] }),
+      customTags: map(anyObject()),
+      provider: obj({
+        otel: obj({ endpoint: endpoint() }, { required: ['endpoint'] }),
+        lightstep: obj({ endpoint: endpoint(), credentials: link() }, { required: ['endpoint'] }),
+        controlplane: obj({}),
+      }),
+    },
+    { required: ['sampling'] },
+  );

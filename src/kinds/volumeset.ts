@@ -22,8 +22,9 @@ const volume = obj({
   zone: str(),
 });
 
-export const PERFORMANCE_CLASSES = ['general-purpose-ssd', 'high-throughput-ssd'] as const;
-export const FILE_SYSTEM_TYPES = ['ext4', 'xfs'] as const;
+// `shared`: a file system that several replicas mount at once (performance class and type together).
+export const PERFORMANCE_CLASSES = ['general-purpose-ssd', 'high-throughput-ssd', 'shared'] as const;
+export const FILE_SYSTEM_TYPES = ['ext4', 'xfs', 'shared'] as const;
 
 // Seed 2.5 and 4.2.
 export default defineKind({

@@ -6,7 +6,10 @@ import { anyObject, arr, bool, immutable, int, keyed, link, num, obj, oneOf, rea
 // Workload spec from the public types (types-ts workload.ts, workloadOptions.ts) and the
 // Terraform provider's documented defaults. Closed everywhere except envoy/keda/extras blocks.
 
-export const WORKLOAD_TYPES = ['standard', 'serverless', 'cron', 'stateful'] as const;
+export const WORKLOAD_TYPES = ['standard', 'serverless', 'cron', 'stateful', 'vm'] as const;
+
+const DISK_BUSES = ['virtio', 'sata', 'scsi'] as const;
+const bootOrder = () => int({ minimum: 1, maximum: 16 });
 
 const port = () => int({ minimum: 1, maximum: 65535 });
 const strings = (max = 100, len = 1024) => arr(str({ maxLength: len }), { maxItems: max });
@@ -67,15 +70,73 @@ const container = obj(
           uri: str({ minLength: 1, maxLength: 1024 }),
           recoveryPolicy: oneOf(['retain', 'recycle']),
           path: str({ maxLength: 1024 }),
+          // A VM's disks: attached as block devices, named, on a bus, in a boot order.
           name: str({ maxLength: 64 }),
+          bus: oneOf(DISK_BUSES),
+          bootOrder: bootOrder(),
         },
         { required: ['uri'] },
       ),
       { maxItems: 20 },
     ),
   },
-  { required: ['name', 'image'] },
+  // A VM's container may leave out its image (the VM boots from spec.vm.bootDisk); check() requires it elsewhere.
+  { required: ['name'] },
 );
+
+const secretLinks = (max: number) => arr(link(), { maxItems: max });
+
+/** A virtual machine (type vm, run by KubeVirt on the hosted service): its disk, firmware and guest. */
+const vm = obj({
+  bootDisk: obj({
+    source: obj(
+      {
+        oci: obj({ image: str({ minLength: 1, maxLength: 1024 }) }, { required: ['image'] }),
+        http: obj(
+          { url: str({ minLength: 1, maxLength: 2048, pattern: '^https?://' }), checksum: str({ maxLength: 160, pattern: '^sha(256|512):[0-9a-fA-F]+$' }) },
+          { required: ['url'] },
+        ),
+      },
+      { maxProperties: 1 },
+    ),
+    persist: obj({ volumeSet: str({ maxLength: 512, pattern: '^cpln://volumeset/[a-z][-a-z0-9]*$' }) }, { required: ['volumeSet'] }),
+    bus: oneOf(DISK_BUSES),
+    bootOrder: bootOrder(),
+  }),
+  cpu: obj({ sockets: int({ minimum: 1, maximum: 32 }), threads: int({ minimum: 1, maximum: 8 }) }),
+  firmware: obj({
+    bootloader: oneOf(['bios', 'efi']),
+    secureBoot: bool(),
+    uuid: str({ maxLength: 64 }),
+    serial: str({ maxLength: 256 }),
+    smbios: obj(Object.fromEntries(['manufacturer', 'product', 'version', 'sku', 'family'].map((f) => [f, str({ maxLength: 256 })]))),
+  }),
+  guestOS: oneOf(['linux', 'windows']),
+  networks: arr(obj({ name: str({ minLength: 1, maxLength: 63 }) }), { maxItems: 1 }),
+  cloudInit: obj(
+    {
+      userData: str({ maxLength: 65536 }),
+      userDataBase64: str({ maxLength: 87384, pattern: '^[A-Za-z0-9+/]*={0,2}$' }),
+      userDataSecret: link(),
+      sshPublicKeySecrets: secretLinks(8),
+    },
+  ),
+  accessCredentials: arr(
+    obj(
+      {
+        sshPublicKeySecret: link(),
+        users: arr(str({ minLength: 1, maxLength: 32, pattern: '^[a-z_][a-z0-9_-]*$' }), { minItems: 1, maxItems: 16 }),
+        deliveryMethod: oneOf(['qemuGuestAgent', 'configDrive']),
+      },
+      { required: ['sshPublicKeySecret', 'users'] },
+    ),
+    { maxItems: 8 },
+  ),
+  runStrategy: oneOf(['Always', 'RerunOnFailure', 'Manual', 'Halted']),
+  clock: obj({ timezone: str({ minLength: 1, maxLength: 64 }) }),
+  hostname: str({ maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' }),
+  subdomain: str({ maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' }),
+});
 
 const autoscaling = obj({
   metric: oneOf(['concurrency', 'cpu', 'memory', 'rps', 'latency', 'keda', 'disabled']),
@@ -190,6 +251,7 @@ export default defineKind({
         }),
         extras: anyObject(),
         requestRetryPolicy: obj({ attempts: int({ minimum: 0 }), retryOn: strings(20, 64) }),
+        vm,
       },
       { required: ['containers'] },
     ),
@@ -237,6 +299,23 @@ export default defineKind({
     const spec = (item.spec ?? {}) as Record<string, unknown>;
     if (spec.type === 'cron' && !spec.job) {
       throw ApiError.badRequest('a cron workload needs spec.job with a schedule', [{ path: 'spec.job', message: 'is required for cron workloads' }]);
+    }
+    if ((spec.type === 'vm') !== (spec.vm !== undefined)) {
+      const message = spec.type === 'vm' ? 'is required for vm workloads' : 'is only allowed for vm workloads';
+      throw ApiError.badRequest(`spec.vm ${message}`, [{ path: 'spec.vm', message }]);
+    }
+    const containers = Array.isArray(spec.containers) ? (spec.containers as Array<Record<string, unknown>>) : [];
+    containers.forEach((c, i) => {
+      if (spec.type !== 'vm' && c.image === undefined) {
+        throw ApiError.badRequest(`spec.containers[${i}].image is required`, [{ path: `spec.containers[${i}].image`, message: 'is required' }]);
+      }
+    });
+    const cloudInit = (spec.vm as { cloudInit?: Record<string, unknown> } | undefined)?.cloudInit;
+    const userData = ['userData', 'userDataBase64', 'userDataSecret'].filter((f) => cloudInit?.[f] !== undefined);
+    if (userData.length > 1) {
+      throw ApiError.badRequest(`spec.vm.cloudInit: set only one of ${userData.join(', ')}`, [
+        { path: `spec.vm.cloudInit.${userData[1]}`, message: 'only one of userData, userDataBase64 and userDataSecret may be set' },
+      ]);
     }
     const schedule = (spec.job as { schedule?: unknown } | undefined)?.schedule;
     if (typeof schedule === 'string') {

@@ -44,7 +44,7 @@ const container = { name: 'web', image: 'nginx:latest', cpu: '50m', memory: '128
 /** One valid and one invalid body per kind (invalid: an unknown field or a wrong type). */
 const EXAMPLES: Record<string, { valid: Record<string, unknown>; invalid: Record<string, unknown> }> = {
   org: {
-    valid: { name: 'acme', spec: { sessionTimeoutSeconds: 900, authConfig: { samlOnly: false }, logging: { s3: { bucket: 'b' } } } },
+    valid: { name: 'acme', spec: { sessionTimeoutSeconds: 900, authConfig: { samlOnly: false }, logging: { s3: { bucket: 'b', region: 'us-east-1', credentials: '//secret/aws' } } } },
     invalid: { name: 'acme', spec: { sessionTimeoutSeconds: 'soon' } },
   },
   cloudaccount: {
