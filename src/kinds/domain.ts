@@ -1,6 +1,6 @@
 import { defineKind, standardPermissions } from './define.js';
 import { ApiError } from '../errors.js';
-import { arr, bool, int, link, map, num, obj, oneOf, readOnly, str } from './schema.js';
+import { arr, bool, dnsName, duration, int, link, map, num, obj, oneOf, readOnly, str } from './schema.js';
 
 // Domain spec from the public types (types-ts domain.ts).
 
@@ -47,7 +47,7 @@ const port = obj({
     allowMethods: arr(str({ maxLength: 32 }), { maxItems: 20 }),
     allowHeaders: arr(str({ maxLength: 256 }), { maxItems: 100 }),
     exposeHeaders: arr(str({ maxLength: 256 }), { maxItems: 100 }),
-    maxAge: str({ maxLength: 32 }),
+    maxAge: duration(),
     allowCredentials: bool(),
   }),
   tls: obj({
@@ -58,8 +58,6 @@ const port = obj({
   }),
 });
 
-/** Domains are named by their DNS name (`app.example.com`): lowercase labels of 1-63 characters joined by dots. */
-export const DOMAIN_NAME_PATTERN = '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$';
 
 const DOMAIN_STATES = ['initializing', 'ready', 'pendingDnsConfig', 'pendingCertificate', 'usedByGvc', 'warning'] as const;
 
@@ -77,7 +75,8 @@ export default defineKind({
   kind: 'domain',
   scope: 'org',
   summary: 'A custom DNS domain routed to a GVC or to workloads, with its certificates.',
-  name: str({ minLength: 2, maxLength: 253, pattern: DOMAIN_NAME_PATTERN }),
+  // Domains are named by their DNS name (`app.example.com`).
+  name: { ...dnsName(), minLength: 2 },
   fields: {
     spec: obj({
       dnsMode: oneOf(['cname', 'ns']),

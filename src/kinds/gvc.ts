@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, bool, int, keyed, link, num, obj, oneOf, querySchema, readOnly, str, tracingSchema } from './schema.js';
+import { anyObject, arr, bool, dnsName, int, keyed, link, num, obj, oneOf, querySchema, readOnly, str, tracingSchema } from './schema.js';
 
 // Seed 2.8, with the spec fields the public types show.
 
@@ -39,7 +39,7 @@ export default defineKind({
         ),
       }),
       pullSecretLinks: arr(link(), { maxItems: 50 }),
-      domain: str({ maxLength: 253 }),
+      domain: dnsName(),
       endpointNamingFormat: oneOf(['default', 'legacy', 'org']),
       aliasWorkloadLink: link(),
       tracing: tracingSchema(),

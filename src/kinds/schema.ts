@@ -73,6 +73,15 @@ export const keyed = (items: JsonSchema, key = 'name', opts: Opts = {}): JsonSch
 /** A link to another resource: full (`/org/o/kind/n`) or relative (`//kind/n`). */
 export const link = (opts: Opts = {}): JsonSchema => ({ type: 'string', format: 'keel-link', maxLength: 512, ...opts });
 
+// Strings of a particular grammar, checked and explained by the formats of formats.ts.
+export const cpu = (): JsonSchema => str({ maxLength: 32, format: 'keel-cpu' });
+export const memory = (): JsonSchema => str({ maxLength: 32, format: 'keel-memory' });
+export const duration = (): JsonSchema => str({ maxLength: 64, format: 'keel-duration' });
+export const cronSchedule = (): JsonSchema => str({ minLength: 1, maxLength: 256, format: 'keel-cron' });
+export const image = (): JsonSchema => str({ minLength: 1, maxLength: 1024, format: 'keel-image' });
+export const dnsName = (): JsonSchema => str({ minLength: 1, maxLength: 253, format: 'keel-dns-name' });
+export const hostPattern = (): JsonSchema => str({ minLength: 1, maxLength: 255, format: 'keel-host-pattern' });
+
 export const readOnly = (schema: JsonSchema): JsonSchema => ({ ...schema, readOnly: true });
 export const immutable = (schema: JsonSchema): JsonSchema => ({ ...schema, 'x-immutable': true });
 

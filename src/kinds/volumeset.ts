@@ -1,7 +1,6 @@
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, bool, immutable, keyed, map, num, obj, oneOf, readOnly, str } from './schema.js';
+import { anyObject, arr, bool, cpu, cronSchedule, immutable, keyed, map, memory, num, obj, oneOf, readOnly, str } from './schema.js';
 
-const quantity = () => str({ maxLength: 32 });
 
 const volume = obj({
   lifecycle: str(),
@@ -41,7 +40,7 @@ export default defineKind({
       snapshots: obj({
         createFinalSnapshot: bool(),
         retentionDuration: str({ maxLength: 32, pattern: '^[0-9]+(\\.[0-9]+)?[dhm]$' }),
-        schedule: str({ maxLength: 128 }),
+        schedule: cronSchedule(),
       }),
       autoscaling: obj({
         maxCapacity: num({ minimum: 10, maximum: 65536 }),
@@ -57,7 +56,7 @@ export default defineKind({
         }),
       }),
       mountOptions: obj({
-        resources: obj({ maxCpu: quantity(), minCpu: quantity(), minMemory: quantity(), maxMemory: quantity() }),
+        resources: obj({ maxCpu: cpu(), minCpu: cpu(), minMemory: memory(), maxMemory: memory() }),
       }),
     }),
     status: readOnly(

@@ -1,7 +1,9 @@
-import { ApiError } from '../errors.js';
-import { parseSchedule } from './cron.js';
+import { ApiError, type FieldError } from '../errors.js';
+import { parseQuantity } from './formats.js';
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, bool, immutable, int, keyed, link, num, obj, oneOf, readOnly, str, type JsonSchema } from './schema.js';
+import {
+  anyObject, arr, bool, cpu, cronSchedule, hostPattern, image, immutable, int, keyed, link, memory, num, obj, oneOf, readOnly, str, type JsonSchema,
+} from './schema.js';
 
 // Workload spec from the public types (types-ts workload.ts, workloadOptions.ts) and the
 // Terraform provider's documented defaults. Closed everywhere except envoy/keda/extras blocks.
@@ -12,18 +14,21 @@ const DISK_BUSES = ['virtio', 'sata', 'scsi'] as const;
 const bootOrder = () => int({ minimum: 1, maximum: 16 });
 
 const port = () => int({ minimum: 1, maximum: 65535 });
+/** Ports the service's own sidecars and agents listen on inside every replica. */
+export const RESERVED_PORTS = [8012, 8022, 9090, 9091, 15000, 15001, 15006, 15020, 15021, 15090, 41000];
+/** A port a container listens on or is reached at: 80 and up, none of the reserved ones. */
+const containerPort = (maximum = 65535) => int({ minimum: 80, maximum, not: { enum: RESERVED_PORTS } });
 const strings = (max = 100, len = 1024) => arr(str({ maxLength: len }), { maxItems: max });
-const quantity = () => str({ maxLength: 32 });
 const execAction = () => obj({ command: strings() });
 
 const probe = (): JsonSchema =>
   obj({
     exec: execAction(),
-    grpc: obj({ port: port() }),
-    tcpSocket: obj({ port: port() }),
+    grpc: obj({ port: containerPort() }),
+    tcpSocket: obj({ port: containerPort() }),
     httpGet: obj({
       path: str({ maxLength: 1024 }),
-      port: port(),
+      port: containerPort(),
       httpHeaders: arr(obj({ name: str({ maxLength: 256 }), value: str({ maxLength: 4096 }) }, { required: ['name', 'value'] }), {
         maxItems: 50,
       }),
@@ -39,18 +44,18 @@ const probe = (): JsonSchema =>
 const container = obj(
   {
     name: str({ minLength: 1, maxLength: 64 }),
-    image: str({ minLength: 1, maxLength: 1024 }),
+    image: image(),
     workingDir: str({ maxLength: 1024 }),
     metrics: obj(
-      { port: port(), path: str({ maxLength: 1024 }), dropMetrics: strings() },
+      { port: containerPort(), path: str({ maxLength: 1024 }), dropMetrics: strings() },
       { required: ['port', 'path'] },
     ),
-    port: port(),
-    ports: arr(obj({ protocol: oneOf(['http', 'http2', 'grpc', 'tcp']), number: port() }, { required: ['number'] }), { maxItems: 20 }),
-    cpu: quantity(),
-    memory: quantity(),
-    minCpu: quantity(),
-    minMemory: quantity(),
+    port: containerPort(),
+    ports: arr(obj({ protocol: oneOf(['http', 'http2', 'grpc', 'tcp']), number: containerPort() }, { required: ['number'] }), { maxItems: 20 }),
+    cpu: cpu(),
+    memory: memory(),
+    minCpu: cpu(),
+    minMemory: memory(),
     readinessProbe: probe(),
     livenessProbe: probe(),
     env: keyed(obj({ name: str({ minLength: 1, maxLength: 256 }), value: str({ maxLength: 65536 }) }, { required: ['name'] }), 'name', {
@@ -91,7 +96,7 @@ const vm = obj({
   bootDisk: obj({
     source: obj(
       {
-        oci: obj({ image: str({ minLength: 1, maxLength: 1024 }) }, { required: ['image'] }),
+        oci: obj({ image: image() }, { required: ['image'] }),
         http: obj(
           { url: str({ minLength: 1, maxLength: 2048, pattern: '^https?://' }), checksum: str({ maxLength: 160, pattern: '^sha(256|512):[0-9a-fA-F]+$' }) },
           { required: ['url'] },
@@ -162,7 +167,7 @@ const optionFields = {
 };
 
 const protocolPort = (protocols: readonly string[]) =>
-  obj({ protocol: oneOf(protocols), number: port() }, { required: ['protocol', 'number'] });
+  obj({ protocol: oneOf(protocols), number: containerPort(65000) }, { required: ['protocol', 'number'] });
 
 export default defineKind({
   kind: 'workload',
@@ -178,7 +183,7 @@ export default defineKind({
           external: obj({
             inboundAllowCIDR: strings(500, 64),
             inboundBlockedCIDR: strings(500, 64),
-            outboundAllowHostname: strings(500, 253),
+            outboundAllowHostname: arr(hostPattern(), { maxItems: 500 }),
             outboundAllowPort: arr(protocolPort(['http', 'https', 'tcp']), { maxItems: 100 }),
             outboundAllowCIDR: strings(500, 64),
             outboundBlockedCIDR: strings(500, 64),
@@ -200,7 +205,7 @@ export default defineKind({
         }),
         job: obj(
           {
-            schedule: str({ minLength: 1, maxLength: 256 }),
+            schedule: cronSchedule(),
             concurrencyPolicy: oneOf(['Forbid', 'Replace', 'Allow']),
             historyLimit: int({ minimum: 1, maximum: 10 }),
             restartPolicy: oneOf(['OnFailure', 'Never']),
@@ -228,7 +233,7 @@ export default defineKind({
                     externalPort: port(),
                     protocol: oneOf(['TCP', 'UDP']),
                     scheme: oneOf(['http', 'tcp', 'https', 'ws', 'wss']),
-                    containerPort: port(),
+                    containerPort: containerPort(),
                   },
                   { required: ['externalPort', 'protocol'] },
                 ),
@@ -317,14 +322,7 @@ export default defineKind({
         { path: `spec.vm.cloudInit.${userData[1]}`, message: 'only one of userData, userDataBase64 and userDataSecret may be set' },
       ]);
     }
-    const schedule = (spec.job as { schedule?: unknown } | undefined)?.schedule;
-    if (typeof schedule === 'string') {
-      try {
-        parseSchedule(schedule);
-      } catch (err) {
-        throw ApiError.badRequest(`invalid spec.job.schedule: ${(err as Error).message}`, [{ path: 'spec.job.schedule', message: (err as Error).message }]);
-      }
-    }
+    checkResources(containers, spec.type, (item.tags ?? {}) as Record<string, unknown>);
     const scaling = ((spec.defaultOptions ?? {}) as Record<string, unknown>).autoscaling as Record<string, unknown> | undefined;
     if (scaling && typeof scaling.minScale === 'number' && typeof scaling.maxScale === 'number' && scaling.minScale > scaling.maxScale) {
       throw ApiError.badRequest('spec.defaultOptions.autoscaling.minScale must not exceed maxScale', [
@@ -336,3 +334,46 @@ export default defineKind({
     return [{ rel: 'deployment', href: `${self}/deployment` }];
   },
 });
+
+// The hosted service's floors and ratios for container resources (Control Plane's published
+// workload validation rules), with its defaults (50m, 128Mi) where a container leaves them out.
+const CPU_FLOOR = 0.025;
+const MEMORY_FLOOR_MIB = 32;
+const RELAX_RATIO_TAG = 'cpln/relaxMemoryToCpuRatio';
+const MiB = 2 ** 20;
+
+function checkResources(containers: Array<Record<string, unknown>>, type: unknown, tags: Record<string, unknown>): void {
+  const errors: FieldError[] = [];
+  const maxRatio = tags[RELAX_RATIO_TAG] !== undefined && tags[RELAX_RATIO_TAG] !== false && tags[RELAX_RATIO_TAG] !== 'false' ? 32 : 8;
+  containers.forEach((c, i) => {
+    const at = (field: string) => `spec.containers[${i}].${field}`;
+    const read = (field: string) => (typeof c[field] === 'string' ? parseQuantity(c[field] as string) : undefined);
+    const cores = read('cpu') ?? 0.05;
+    const mib = (read('memory') ?? 128 * MiB) / MiB;
+    const minCores = read('minCpu');
+    const minMib = read('minMemory') === undefined ? undefined : read('minMemory')! / MiB;
+    for (const [field, value] of [['cpu', read('cpu')], ['minCpu', minCores]] as const) {
+      if (value !== undefined && value < CPU_FLOOR) errors.push({ path: at(field), message: 'must be at least 25m (25 millicores)' });
+    }
+    for (const [field, value] of [['memory', read('memory')], ['minMemory', read('minMemory')]] as const) {
+      if (value !== undefined && value / MiB < MEMORY_FLOOR_MIB) errors.push({ path: at(field), message: 'must be at least 32Mi' });
+    }
+    if (mib / (cores * 1000) > maxRatio) {
+      errors.push({
+        path: at('memory'),
+        message: `must be at most ${maxRatio}Mi per millicore of cpu: ${Math.round(mib)}Mi needs a cpu of at least ${Math.ceil(mib / maxRatio)}m${maxRatio === 8 ? ` (the tag ${RELAX_RATIO_TAG} allows 32Mi per millicore)` : ''}`,
+      });
+    }
+    if (minCores !== undefined && minCores > cores) errors.push({ path: at('minCpu'), message: 'must not be more than cpu' });
+    if (minMib !== undefined && minMib > mib) errors.push({ path: at('minMemory'), message: 'must not be more than memory' });
+    if (type === 'stateful') {
+      if (minCores !== undefined && (cores / minCores > 4 || cores - minCores > 4)) {
+        errors.push({ path: at('minCpu'), message: 'must be at least a quarter of cpu, and at most 4 cores below it, for a stateful workload' });
+      }
+      if (minMib !== undefined && (mib / minMib > 4 || mib - minMib > 4096)) {
+        errors.push({ path: at('minMemory'), message: 'must be at least a quarter of memory, and at most 4Gi below it, for a stateful workload' });
+      }
+    }
+  });
+  if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}

@@ -5,6 +5,7 @@
 // (scripts/public-types.ts) and running this file lists what Keel has to learn.
 import assert from 'node:assert/strict';
 import { after, before, describe, it, test } from 'node:test';
+import { FORMATS } from '../../src/kinds/formats.js';
 import { findKind, resourceSchema } from '../../src/kinds/index.js';
 import type { JsonSchema } from '../../src/kinds/schema.js';
 import { CATALOGUE, contains, resolve, segments, type FieldEntry } from '../support/catalogue.js';
@@ -100,8 +101,10 @@ function secretTypeFor(path: string): string {
 const CREATABLE: Record<string, Record<string, unknown[]>> = { location: { provider: ['byok'] } };
 
 /** A valid string for a field, by its name (links point at the resources made in `before`). */
-function sampleString(s: Sampler, path: string): string {
+function sampleString(s: Sampler, path: string, keel?: JsonSchema): string {
   const name = segments(path).filter((seg) => seg !== '[]').pop()!;
+  const format = typeof keel?.format === 'string' && keel.format !== 'keel-link' ? FORMATS[keel.format] : undefined;
+  if (format) return format.examples[0];
   if (s.kind === 'user' && name === 'email') return s.name;
   if (/^agentLink$/.test(name)) return `/org/${ORG}/agent/vpc-agent`;
   if (/^retentionDuration$/.test(name)) return '7d';
@@ -156,7 +159,7 @@ function sample(s: Sampler, path: string): unknown {
   }
   switch (type) {
     case 'string':
-      return sampleString(s, path);
+      return sampleString(s, path, keel);
     case 'number': {
       const min = typeof keel?.minimum === 'number' ? keel.minimum : 1;
       const max = typeof keel?.maximum === 'number' ? keel.maximum : Number.MAX_SAFE_INTEGER;
@@ -367,8 +370,9 @@ forEachBackend('public types through the HTTP API', (backend) => {
             continue;
           }
           if (target?.readOnly) continue;
-          const got = await k.call('GET', kind === 'secret' ? `${url}/-reveal` : url);
-          const back = valueAt(got.body, concrete);
+          // The write answers the stored item; only a secret's data needs a read of its own (-reveal).
+          const stored = kind === 'secret' ? (await k.call('GET', `${url}/-reveal`)).body : res.body;
+          const back = valueAt(stored, concrete);
           if (!contains(back, value)) failures.push(`${path}: sent ${JSON.stringify(value)}, read back ${JSON.stringify(back)}`);
         }
       }
