@@ -310,11 +310,7 @@ export default defineKind({
       throw ApiError.badRequest(`spec.vm ${message}`, [{ path: 'spec.vm', message }]);
     }
     const containers = Array.isArray(spec.containers) ? (spec.containers as Array<Record<string, unknown>>) : [];
-    containers.forEach((c, i) => {
-      if (spec.type !== 'vm' && c.image === undefined) {
-        throw ApiError.badRequest(`spec.containers[${i}].image is required`, [{ path: `spec.containers[${i}].image`, message: 'is required' }]);
-      }
-    });
+    checkContainerShape(containers, spec.type === 'vm');
     const cloudInit = (spec.vm as { cloudInit?: Record<string, unknown> } | undefined)?.cloudInit;
     const userData = ['userData', 'userDataBase64', 'userDataSecret'].filter((f) => cloudInit?.[f] !== undefined);
     if (userData.length > 1) {
@@ -374,6 +370,28 @@ function checkResources(containers: Array<Record<string, unknown>>, type: unknow
         errors.push({ path: at('minMemory'), message: 'must be at least a quarter of memory, and at most 4Gi below it, for a stateful workload' });
       }
     }
+  });
+  if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}
+
+/** VM workloads boot a disk and attach volumes as named block devices; other types run an image and mount volumes at paths. */
+function checkContainerShape(containers: Array<Record<string, unknown>>, vm: boolean): void {
+  const errors: FieldError[] = [];
+  containers.forEach((c, i) => {
+    if (!vm && c.image === undefined) errors.push({ path: `spec.containers[${i}].image`, message: 'is required (only a vm workload may leave it out)' });
+    const volumes = Array.isArray(c.volumes) ? (c.volumes as Array<Record<string, unknown>>) : [];
+    volumes.forEach((v, j) => {
+      const at = `spec.containers[${i}].volumes[${j}]`;
+      if (vm) {
+        if (v.name === undefined) errors.push({ path: `${at}.name`, message: 'is required for a vm workload' });
+        if (v.path !== undefined) errors.push({ path: `${at}.path`, message: 'is not allowed for a vm workload (its volumes are disks, not mounts)' });
+      } else {
+        if (v.path === undefined) errors.push({ path: `${at}.path`, message: 'is required' });
+        for (const field of ['name', 'bus', 'bootOrder']) {
+          if (v[field] !== undefined) errors.push({ path: `${at}.${field}`, message: 'is only allowed for vm workloads' });
+        }
+      }
+    });
   });
   if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
 }

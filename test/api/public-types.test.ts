@@ -48,7 +48,7 @@ function baseDocument(kind: string, name: string, path: string, value: unknown):
   switch (kind) {
     case 'workload':
       if (path.startsWith('spec.job') || (path === 'spec.type' && value === 'cron')) return { name, spec: { type: 'cron', containers: [container], job: { schedule: '*/5 * * * *' } } };
-      if (path.startsWith('spec.vm') || /volumes\[\]\.(bus|bootOrder)$/.test(path) || (path === 'spec.type' && value === 'vm')) {
+      if (path.startsWith('spec.vm') || /volumes\[\]\.(bus|bootOrder|name)$/.test(path) || (path === 'spec.type' && value === 'vm')) {
         return { name, spec: { type: 'vm', containers: [container], vm: {} } };
       }
       if (path.startsWith('spec.rolloutOptions.scalingPolicy')) return { name, spec: { type: 'stateful', containers: [container] } };
@@ -211,6 +211,16 @@ function completeTerms(value: unknown): void {
         if (term.property === undefined && term.tag === undefined && term.rel === undefined) term.property = 'name';
       }
     } else completeTerms(child);
+  }
+}
+
+/** A VM's volumes are named disks, never mounted at a path (the types, older than VMs, require one). */
+function completeVmVolumes(doc: Record<string, unknown>): void {
+  const spec = doc.spec as { type?: string; containers?: Array<{ volumes?: Array<Record<string, unknown>> }> } | undefined;
+  if (spec?.type !== 'vm') return;
+  for (const volume of (spec.containers ?? []).flatMap((c) => c.volumes ?? [])) {
+    delete volume.path;
+    volume.name ??= 'disk';
   }
 }
 
@@ -425,6 +435,7 @@ async function write(k: TestKeel, s: Sampler, path: string, value: unknown, arou
     built = place(s, base, path, value);
   }
   completeTerms(built.doc);
+  if (kind === 'workload') completeVmVolumes(built.doc);
   if (kind === 'org') {
     const res = await k.call('PATCH', `/org/${ORG}`, built.doc);
     return { res, concrete: built.concrete, sent: built.doc, url: `/org/${ORG}` };

@@ -134,6 +134,30 @@ forEachBackend('validation as the hosted API does it', (backend) => {
     assert.equal(egress.status, 201, JSON.stringify(egress.body));
   });
 
+  test('workload types: vm needs spec.vm and only vm has it; its volumes are named disks', async () => {
+    refusedAt(await k.call('POST', WORKLOADS, workload('vm', {}, { type: 'vm' })), 'spec.vm', /is required for vm workloads/);
+    refusedAt(await k.call('POST', WORKLOADS, workload('std', {}, { vm: {} })), 'spec.vm', /is only allowed for vm workloads/);
+    const disk = { uri: 'cpln://volumeset/data', path: '/data' };
+    refusedAt(await k.call('POST', WORKLOADS, workload('vm', { volumes: [disk] }, { type: 'vm', vm: {} })), 'spec.containers[0].volumes[0].path', /not allowed for a vm/);
+    refusedAt(await k.call('POST', WORKLOADS, workload('std', { volumes: [{ ...disk, bus: 'sata' }] })), 'spec.containers[0].volumes[0].bus', /only allowed for vm/);
+    refusedAt(await k.call('POST', WORKLOADS, workload('std', { image: undefined })), 'spec.containers[0].image', /is required/);
+    refusedAt(
+      await k.call('POST', WORKLOADS, workload('vm', {}, { type: 'vm', vm: { bootDisk: { source: { oci: { image: 'quay.io/containerdisks/ubuntu:22.04' }, http: { url: 'https://example.com/disk.img' } } } } })),
+      'spec.vm.bootDisk.source',
+      /must NOT have more than 1 properties/,
+    );
+    const vm = await k.call('POST', WORKLOADS, {
+      name: 'vm',
+      spec: {
+        type: 'vm',
+        containers: [{ name: 'guest', cpu: '1', memory: '2Gi', volumes: [{ uri: 'cpln://volumeset/data', name: 'data', bus: 'virtio', bootOrder: 2 }] }],
+        vm: { bootDisk: { source: { oci: { image: 'quay.io/containerdisks/ubuntu:22.04' } } }, cpu: { sockets: 1, threads: 2 }, runStrategy: 'Always', guestOS: 'linux' },
+      },
+    });
+    assert.equal(vm.status, 201, JSON.stringify(vm.body));
+    assert.equal(vm.body.spec.vm.runStrategy, 'Always');
+  });
+
   test('cpln apply -f of a manifest Keel refuses prints the field and what is allowed', async () => {
     const endpoint = await k.listen();
     const cpln = new Cpln([endpoint.replace('http://', '')]);
