@@ -1,9 +1,9 @@
 import { defineKind, standardPermissions } from './define.js';
 import { newAlias } from './gvc.js';
-import { anyObject, bool, int, keyed, num, obj, readOnly, str } from './schema.js';
+import { anyObject, bool, int, keyed, num, obj, oneOf, readOnly, str } from './schema.js';
 
 // Public types (types-ts dbcluster.ts): a managed PostgreSQL cluster across locations.
-const size = () => str({ maxLength: 64 });
+const size = () => oneOf(['developer-2c-4g', 'small-2c-8g', 'standard-4c-16g', 'large-8c-32g', 'xlarge-16c-64g']);
 
 export default defineKind({
   kind: 'dbcluster',

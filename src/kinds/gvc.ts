@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, bool, int, keyed, link, map, num, obj, oneOf, querySchema, readOnly, str } from './schema.js';
+import { anyObject, arr, bool, dnsName, int, keyed, link, num, obj, oneOf, querySchema, readOnly, str, tracingSchema } from './schema.js';
 
 // Seed 2.8, with the spec fields the public types show.
 
@@ -14,8 +14,6 @@ export function newAlias(): string {
   while (alias.length < 13) alias += ALIAS_REST[randomInt(ALIAS_REST.length)];
   return alias;
 }
-
-const endpoint = () => str({ maxLength: 1024 });
 
 export default defineKind({
   kind: 'gvc',
@@ -41,22 +39,10 @@ export default defineKind({
         ),
       }),
       pullSecretLinks: arr(link(), { maxItems: 50 }),
-      domain: str({ maxLength: 253 }),
+      domain: dnsName(),
       endpointNamingFormat: oneOf(['default', 'legacy', 'org']),
       aliasWorkloadLink: link(),
-      tracing: obj(
-        {
-          sampling: num({ minimum: 0, maximum: 100 }),
-          lightstep: obj({ endpoint: endpoint(), credentials: link() }, { required: ['endpoint'] }),
-          customTags: map(anyObject()),
-          provider: obj({
-            otel: obj({ endpoint: endpoint() }, { required: ['endpoint'] }),
-            lightstep: obj({ endpoint: endpoint(), credentials: link() }, { required: ['endpoint'] }),
-            controlplane: obj({}),
-          }),
-        },
-        { required: ['sampling'] },
-      ),
+      tracing: tracingSchema(),
       sidecar: obj({ envoy: anyObject() }),
       env: keyed(obj({ name: str({ minLength: 1, maxLength: 256 }), value: str({ maxLength: 65536 }) }, { required: ['name'] }), 'name', {
         maxItems: 200,

@@ -1,26 +1,20 @@
 import { ApiError } from '../errors.js';
 import { refuseBuiltinDelete, refuseBuiltinUpdate } from './builtin.js';
 import { checkQuery, defineKind, standardPermissions } from './define.js';
-import { arr, link, obj, oneOf, querySchema, readOnly, str } from './schema.js';
+import { arr, KIND_NAMES, link, obj, oneOf, querySchema, readOnly, str } from './schema.js';
 
 // api-semantics §9.1: one targetKind; target all, links or a query; up to 50 bindings of
 // 1..200 principals each, every binding with its own permission set. Permission names and
 // principal links are stored as sent (a wrong one simply grants nothing, as on the hosted service).
 
 /** The kinds of seed section 1 (kept here so this module does not import the registry). */
-export const TARGET_KINDS = [
-  'org', 'cloudaccount', 'policy', 'user', 'group', 'resource', 'task', 'permissions', 'serviceaccount', 'secret',
-  'location', 'gvc', 'workload', 'quota', 'identity', 'deployment', 'event', 'account', 'domain', 'image', 'ipset',
-  'resourcepolicy', 'accessreport', 'agent', 'auditctx', 'dbcluster', 'memcachecluster', 'spicedbcluster', 'tenant',
-  'mk8s', 'command', 'policymembership', 'primitive', 'foreign', 'link', 'imagesummary', 'volumeset',
-] as const;
 
 export default defineKind({
   kind: 'policy',
   scope: 'org',
   summary: 'Grants permissions on resources of one kind (all of them, listed ones, or those a query matches) to principals.',
   fields: {
-    targetKind: oneOf(TARGET_KINDS),
+    targetKind: oneOf(KIND_NAMES),
     target: oneOf(['all']),
     targetLinks: arr(link(), { maxItems: 200 }),
     targetQuery: querySchema(),

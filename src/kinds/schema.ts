@@ -73,6 +73,15 @@ export const keyed = (items: JsonSchema, key = 'name', opts: Opts = {}): JsonSch
 /** A link to another resource: full (`/org/o/kind/n`) or relative (`//kind/n`). */
 export const link = (opts: Opts = {}): JsonSchema => ({ type: 'string', format: 'keel-link', maxLength: 512, ...opts });
 
+// Strings of a particular grammar, checked and explained by the formats of formats.ts.
+export const cpu = (): JsonSchema => str({ maxLength: 32, format: 'keel-cpu' });
+export const memory = (): JsonSchema => str({ maxLength: 32, format: 'keel-memory' });
+export const duration = (): JsonSchema => str({ maxLength: 64, format: 'keel-duration' });
+export const cronSchedule = (): JsonSchema => str({ minLength: 1, maxLength: 256, format: 'keel-cron' });
+export const image = (): JsonSchema => str({ minLength: 1, maxLength: 1024, format: 'keel-image' });
+export const dnsName = (): JsonSchema => str({ minLength: 1, maxLength: 253, format: 'keel-dns-name' });
+export const hostPattern = (): JsonSchema => str({ minLength: 1, maxLength: 255, format: 'keel-host-pattern' });
+
 export const readOnly = (schema: JsonSchema): JsonSchema => ({ ...schema, readOnly: true });
 export const immutable = (schema: JsonSchema): JsonSchema => ({ ...schema, 'x-immutable': true });
 
@@ -82,10 +91,18 @@ export const descriptionSchema = (): JsonSchema => str({ maxLength: 250 });
 export const tagsSchema = (): JsonSchema =>
   map({ type: ['string', 'number', 'boolean', 'null'], maxLength: 1024 } as JsonSchema, { maxProperties: 50 });
 
+/** Every kind's name, as policies target them and queries name them. */
+export const KIND_NAMES = [
+  'org', 'cloudaccount', 'policy', 'user', 'group', 'resource', 'task', 'permissions', 'serviceaccount', 'secret',
+  'location', 'gvc', 'workload', 'quota', 'identity', 'deployment', 'event', 'account', 'domain', 'image', 'ipset',
+  'resourcepolicy', 'accessreport', 'agent', 'auditctx', 'dbcluster', 'memcachecluster', 'spicedbcluster', 'tenant',
+  'mk8s', 'command', 'policymembership', 'primitive', 'foreign', 'link', 'imagesummary', 'volumeset',
+] as const;
+
 /** The query object of seed 2.3, as embedded in groups, policies and GVC placement. */
 export const querySchema = (): JsonSchema =>
   obj({
-    kind: str({ maxLength: 64 }),
+    kind: oneOf(KIND_NAMES),
     context: anyObject(),
     fetch: oneOf(['items', 'links']),
     spec: obj({
@@ -105,3 +122,21 @@ export const querySchema = (): JsonSchema =>
       sort: obj({ by: str({ maxLength: 256 }), order: oneOf(['asc', 'desc']) }),
     }),
   });
+
+const endpoint = () => str({ maxLength: 1024 });
+
+/** Tracing of an org or a GVC (public type Tracing): a sampling rate and one provider. */
+export const tracingSchema = (): JsonSchema =>
+  obj(
+    {
+      sampling: num({ minimum: 0, maximum: 100 }),
+      lightstep: obj({ endpoint: endpoint(), credentials: link() }, { required: ['endpoint'] }),
+      customTags: map(anyObject()),
+      provider: obj({
+        otel: obj({ endpoint: endpoint() }, { required: ['endpoint'] }),
+        lightstep: obj({ endpoint: endpoint(), credentials: link() }, { required: ['endpoint'] }),
+        controlplane: obj({}),
+      }),
+    },
+    { required: ['sampling'] },
+  );

@@ -26,7 +26,11 @@ export default defineKind({
   summary: 'A non-human principal that authenticates with keys; used by automation and CI.',
   fields: {
     keys: keyed(
-      obj({ name: str({ minLength: 1, maxLength: 64 }), created: readOnly(str({ maxLength: 64 })), description: str({ maxLength: 250 }) }, { required: ['name'] }),
+      // `key` is the secret that -addKey answers once; it is never stored, so a client's value is dropped.
+      obj(
+        { name: str({ minLength: 1, maxLength: 64 }), created: readOnly(str({ maxLength: 64 })), description: str({ maxLength: 250 }), key: readOnly(str()) },
+        { required: ['name'] },
+      ),
       'name',
       { maxItems: 100 },
     ),

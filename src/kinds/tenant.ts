@@ -1,13 +1,13 @@
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, readOnly } from './schema.js';
+import { anyObject, arr, obj, readOnly, str } from './schema.js';
 
-// No public schema: Keel stores any spec and reports any status.
+// Public types (tenant.ts): the orgs and clusters a tenant groups.
 export default defineKind({
   kind: 'tenant',
   scope: 'org',
   summary: 'A tenant grouping of orgs under one account.',
   fields: {
-    spec: anyObject(),
+    spec: obj({ orgs: arr(str({ maxLength: 512 }), { maxItems: 1000 }), clusters: arr(str({ maxLength: 512 }), { maxItems: 1000 }) }),
     status: readOnly(anyObject()),
   },
   permissions: standardPermissions('tenants'),

@@ -1,7 +1,6 @@
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, bool, immutable, keyed, map, num, obj, oneOf, readOnly, str } from './schema.js';
+import { anyObject, arr, bool, cpu, cronSchedule, immutable, keyed, map, memory, num, obj, oneOf, readOnly, str } from './schema.js';
 
-const quantity = () => str({ maxLength: 32 });
 
 const volume = obj({
   lifecycle: str(),
@@ -22,8 +21,9 @@ const volume = obj({
   zone: str(),
 });
 
-export const PERFORMANCE_CLASSES = ['general-purpose-ssd', 'high-throughput-ssd'] as const;
-export const FILE_SYSTEM_TYPES = ['ext4', 'xfs'] as const;
+// `shared`: a file system that several replicas mount at once (performance class and type together).
+export const PERFORMANCE_CLASSES = ['general-purpose-ssd', 'high-throughput-ssd', 'shared'] as const;
+export const FILE_SYSTEM_TYPES = ['ext4', 'xfs', 'shared'] as const;
 
 // Seed 2.5 and 4.2.
 export default defineKind({
@@ -40,7 +40,7 @@ export default defineKind({
       snapshots: obj({
         createFinalSnapshot: bool(),
         retentionDuration: str({ maxLength: 32, pattern: '^[0-9]+(\\.[0-9]+)?[dhm]$' }),
-        schedule: str({ maxLength: 128 }),
+        schedule: cronSchedule(),
       }),
       autoscaling: obj({
         maxCapacity: num({ minimum: 10, maximum: 65536 }),
@@ -56,7 +56,7 @@ export default defineKind({
         }),
       }),
       mountOptions: obj({
-        resources: obj({ maxCpu: quantity(), minCpu: quantity(), minMemory: quantity(), maxMemory: quantity() }),
+        resources: obj({ maxCpu: cpu(), minCpu: cpu(), minMemory: memory(), maxMemory: memory() }),
       }),
     }),
     status: readOnly(

@@ -1,26 +1,34 @@
-import { ApiError } from '../errors.js';
-import { parseSchedule } from './cron.js';
+import { ApiError, type FieldError } from '../errors.js';
+import { parseQuantity } from './formats.js';
 import { defineKind, standardPermissions } from './define.js';
-import { anyObject, arr, bool, immutable, int, keyed, link, num, obj, oneOf, readOnly, str, type JsonSchema } from './schema.js';
+import {
+  anyObject, arr, bool, cpu, cronSchedule, hostPattern, image, immutable, int, keyed, link, memory, num, obj, oneOf, readOnly, str, type JsonSchema,
+} from './schema.js';
 
 // Workload spec from the public types (types-ts workload.ts, workloadOptions.ts) and the
 // Terraform provider's documented defaults. Closed everywhere except envoy/keda/extras blocks.
 
-export const WORKLOAD_TYPES = ['standard', 'serverless', 'cron', 'stateful'] as const;
+export const WORKLOAD_TYPES = ['standard', 'serverless', 'cron', 'stateful', 'vm'] as const;
+
+const DISK_BUSES = ['virtio', 'sata', 'scsi'] as const;
+const bootOrder = () => int({ minimum: 1, maximum: 16 });
 
 const port = () => int({ minimum: 1, maximum: 65535 });
+/** Ports the service's own sidecars and agents listen on inside every replica. */
+export const RESERVED_PORTS = [8012, 8022, 9090, 9091, 15000, 15001, 15006, 15020, 15021, 15090, 41000];
+/** A port a container listens on or is reached at: 80 and up, none of the reserved ones. */
+const containerPort = (maximum = 65535) => int({ minimum: 80, maximum, not: { enum: RESERVED_PORTS } });
 const strings = (max = 100, len = 1024) => arr(str({ maxLength: len }), { maxItems: max });
-const quantity = () => str({ maxLength: 32 });
 const execAction = () => obj({ command: strings() });
 
 const probe = (): JsonSchema =>
   obj({
     exec: execAction(),
-    grpc: obj({ port: port() }),
-    tcpSocket: obj({ port: port() }),
+    grpc: obj({ port: containerPort() }),
+    tcpSocket: obj({ port: containerPort() }),
     httpGet: obj({
       path: str({ maxLength: 1024 }),
-      port: port(),
+      port: containerPort(),
       httpHeaders: arr(obj({ name: str({ maxLength: 256 }), value: str({ maxLength: 4096 }) }, { required: ['name', 'value'] }), {
         maxItems: 50,
       }),
@@ -36,18 +44,18 @@ const probe = (): JsonSchema =>
 const container = obj(
   {
     name: str({ minLength: 1, maxLength: 64 }),
-    image: str({ minLength: 1, maxLength: 1024 }),
+    image: image(),
     workingDir: str({ maxLength: 1024 }),
     metrics: obj(
-      { port: port(), path: str({ maxLength: 1024 }), dropMetrics: strings() },
+      { port: containerPort(), path: str({ maxLength: 1024 }), dropMetrics: strings() },
       { required: ['port', 'path'] },
     ),
-    port: port(),
-    ports: arr(obj({ protocol: oneOf(['http', 'http2', 'grpc', 'tcp']), number: port() }, { required: ['number'] }), { maxItems: 20 }),
-    cpu: quantity(),
-    memory: quantity(),
-    minCpu: quantity(),
-    minMemory: quantity(),
+    port: containerPort(),
+    ports: arr(obj({ protocol: oneOf(['http', 'http2', 'grpc', 'tcp']), number: containerPort() }, { required: ['number'] }), { maxItems: 20 }),
+    cpu: cpu(),
+    memory: memory(),
+    minCpu: cpu(),
+    minMemory: memory(),
     readinessProbe: probe(),
     livenessProbe: probe(),
     env: keyed(obj({ name: str({ minLength: 1, maxLength: 256 }), value: str({ maxLength: 65536 }) }, { required: ['name'] }), 'name', {
@@ -67,15 +75,73 @@ const container = obj(
           uri: str({ minLength: 1, maxLength: 1024 }),
           recoveryPolicy: oneOf(['retain', 'recycle']),
           path: str({ maxLength: 1024 }),
+          // A VM's disks: attached as block devices, named, on a bus, in a boot order.
           name: str({ maxLength: 64 }),
+          bus: oneOf(DISK_BUSES),
+          bootOrder: bootOrder(),
         },
         { required: ['uri'] },
       ),
       { maxItems: 20 },
     ),
   },
-  { required: ['name', 'image'] },
+  // A VM's container may leave out its image (the VM boots from spec.vm.bootDisk); check() requires it elsewhere.
+  { required: ['name'] },
 );
+
+const secretLinks = (max: number) => arr(link(), { maxItems: max });
+
+/** A virtual machine (type vm, run by KubeVirt on the hosted service): its disk, firmware and guest. */
+const vm = obj({
+  bootDisk: obj({
+    source: obj(
+      {
+        oci: obj({ image: image() }, { required: ['image'] }),
+        http: obj(
+          { url: str({ minLength: 1, maxLength: 2048, pattern: '^https?://' }), checksum: str({ maxLength: 160, pattern: '^sha(256|512):[0-9a-fA-F]+$' }) },
+          { required: ['url'] },
+        ),
+      },
+      { maxProperties: 1 },
+    ),
+    persist: obj({ volumeSet: str({ maxLength: 512, pattern: '^cpln://volumeset/[a-z][-a-z0-9]*$' }) }, { required: ['volumeSet'] }),
+    bus: oneOf(DISK_BUSES),
+    bootOrder: bootOrder(),
+  }),
+  cpu: obj({ sockets: int({ minimum: 1, maximum: 32 }), threads: int({ minimum: 1, maximum: 8 }) }),
+  firmware: obj({
+    bootloader: oneOf(['bios', 'efi']),
+    secureBoot: bool(),
+    uuid: str({ maxLength: 64 }),
+    serial: str({ maxLength: 256 }),
+    smbios: obj(Object.fromEntries(['manufacturer', 'product', 'version', 'sku', 'family'].map((f) => [f, str({ maxLength: 256 })]))),
+  }),
+  guestOS: oneOf(['linux', 'windows']),
+  networks: arr(obj({ name: str({ minLength: 1, maxLength: 63 }) }), { maxItems: 1 }),
+  cloudInit: obj(
+    {
+      userData: str({ maxLength: 65536 }),
+      userDataBase64: str({ maxLength: 87384, pattern: '^[A-Za-z0-9+/]*={0,2}$' }),
+      userDataSecret: link(),
+      sshPublicKeySecrets: secretLinks(8),
+    },
+  ),
+  accessCredentials: arr(
+    obj(
+      {
+        sshPublicKeySecret: link(),
+        users: arr(str({ minLength: 1, maxLength: 32, pattern: '^[a-z_][a-z0-9_-]*$' }), { minItems: 1, maxItems: 16 }),
+        deliveryMethod: oneOf(['qemuGuestAgent', 'configDrive']),
+      },
+      { required: ['sshPublicKeySecret', 'users'] },
+    ),
+    { maxItems: 8 },
+  ),
+  runStrategy: oneOf(['Always', 'RerunOnFailure', 'Manual', 'Halted']),
+  clock: obj({ timezone: str({ minLength: 1, maxLength: 64 }) }),
+  hostname: str({ maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' }),
+  subdomain: str({ maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' }),
+});
 
 const autoscaling = obj({
   metric: oneOf(['concurrency', 'cpu', 'memory', 'rps', 'latency', 'keda', 'disabled']),
@@ -101,7 +167,7 @@ const optionFields = {
 };
 
 const protocolPort = (protocols: readonly string[]) =>
-  obj({ protocol: oneOf(protocols), number: port() }, { required: ['protocol', 'number'] });
+  obj({ protocol: oneOf(protocols), number: containerPort(65000) }, { required: ['protocol', 'number'] });
 
 export default defineKind({
   kind: 'workload',
@@ -117,7 +183,7 @@ export default defineKind({
           external: obj({
             inboundAllowCIDR: strings(500, 64),
             inboundBlockedCIDR: strings(500, 64),
-            outboundAllowHostname: strings(500, 253),
+            outboundAllowHostname: arr(hostPattern(), { maxItems: 500 }),
             outboundAllowPort: arr(protocolPort(['http', 'https', 'tcp']), { maxItems: 100 }),
             outboundAllowCIDR: strings(500, 64),
             outboundBlockedCIDR: strings(500, 64),
@@ -139,7 +205,7 @@ export default defineKind({
         }),
         job: obj(
           {
-            schedule: str({ minLength: 1, maxLength: 256 }),
+            schedule: cronSchedule(),
             concurrencyPolicy: oneOf(['Forbid', 'Replace', 'Allow']),
             historyLimit: int({ minimum: 1, maximum: 10 }),
             restartPolicy: oneOf(['OnFailure', 'Never']),
@@ -167,7 +233,7 @@ export default defineKind({
                     externalPort: port(),
                     protocol: oneOf(['TCP', 'UDP']),
                     scheme: oneOf(['http', 'tcp', 'https', 'ws', 'wss']),
-                    containerPort: port(),
+                    containerPort: containerPort(),
                   },
                   { required: ['externalPort', 'protocol'] },
                 ),
@@ -190,6 +256,7 @@ export default defineKind({
         }),
         extras: anyObject(),
         requestRetryPolicy: obj({ attempts: int({ minimum: 0 }), retryOn: strings(20, 64) }),
+        vm,
       },
       { required: ['containers'] },
     ),
@@ -238,14 +305,20 @@ export default defineKind({
     if (spec.type === 'cron' && !spec.job) {
       throw ApiError.badRequest('a cron workload needs spec.job with a schedule', [{ path: 'spec.job', message: 'is required for cron workloads' }]);
     }
-    const schedule = (spec.job as { schedule?: unknown } | undefined)?.schedule;
-    if (typeof schedule === 'string') {
-      try {
-        parseSchedule(schedule);
-      } catch (err) {
-        throw ApiError.badRequest(`invalid spec.job.schedule: ${(err as Error).message}`, [{ path: 'spec.job.schedule', message: (err as Error).message }]);
-      }
+    if ((spec.type === 'vm') !== (spec.vm !== undefined)) {
+      const message = spec.type === 'vm' ? 'is required for vm workloads' : 'is only allowed for vm workloads';
+      throw ApiError.badRequest(`spec.vm ${message}`, [{ path: 'spec.vm', message }]);
     }
+    const containers = Array.isArray(spec.containers) ? (spec.containers as Array<Record<string, unknown>>) : [];
+    checkContainerShape(containers, spec.type === 'vm');
+    const cloudInit = (spec.vm as { cloudInit?: Record<string, unknown> } | undefined)?.cloudInit;
+    const userData = ['userData', 'userDataBase64', 'userDataSecret'].filter((f) => cloudInit?.[f] !== undefined);
+    if (userData.length > 1) {
+      throw ApiError.badRequest(`spec.vm.cloudInit: set only one of ${userData.join(', ')}`, [
+        { path: `spec.vm.cloudInit.${userData[1]}`, message: 'only one of userData, userDataBase64 and userDataSecret may be set' },
+      ]);
+    }
+    checkResources(containers, spec.type, (item.tags ?? {}) as Record<string, unknown>);
     const scaling = ((spec.defaultOptions ?? {}) as Record<string, unknown>).autoscaling as Record<string, unknown> | undefined;
     if (scaling && typeof scaling.minScale === 'number' && typeof scaling.maxScale === 'number' && scaling.minScale > scaling.maxScale) {
       throw ApiError.badRequest('spec.defaultOptions.autoscaling.minScale must not exceed maxScale', [
@@ -257,3 +330,68 @@ export default defineKind({
     return [{ rel: 'deployment', href: `${self}/deployment` }];
   },
 });
+
+// The hosted service's floors and ratios for container resources (Control Plane's published
+// workload validation rules), with its defaults (50m, 128Mi) where a container leaves them out.
+const CPU_FLOOR = 0.025;
+const MEMORY_FLOOR_MIB = 32;
+const RELAX_RATIO_TAG = 'cpln/relaxMemoryToCpuRatio';
+const MiB = 2 ** 20;
+
+function checkResources(containers: Array<Record<string, unknown>>, type: unknown, tags: Record<string, unknown>): void {
+  const errors: FieldError[] = [];
+  const maxRatio = tags[RELAX_RATIO_TAG] !== undefined && tags[RELAX_RATIO_TAG] !== false && tags[RELAX_RATIO_TAG] !== 'false' ? 32 : 8;
+  containers.forEach((c, i) => {
+    const at = (field: string) => `spec.containers[${i}].${field}`;
+    const read = (field: string) => (typeof c[field] === 'string' ? parseQuantity(c[field] as string) : undefined);
+    const cores = read('cpu') ?? 0.05;
+    const mib = (read('memory') ?? 128 * MiB) / MiB;
+    const minCores = read('minCpu');
+    const minMib = read('minMemory') === undefined ? undefined : read('minMemory')! / MiB;
+    for (const [field, value] of [['cpu', read('cpu')], ['minCpu', minCores]] as const) {
+      if (value !== undefined && value < CPU_FLOOR) errors.push({ path: at(field), message: 'must be at least 25m (25 millicores)' });
+    }
+    for (const [field, value] of [['memory', read('memory')], ['minMemory', read('minMemory')]] as const) {
+      if (value !== undefined && value / MiB < MEMORY_FLOOR_MIB) errors.push({ path: at(field), message: 'must be at least 32Mi' });
+    }
+    if (mib / (cores * 1000) > maxRatio) {
+      errors.push({
+        path: at('memory'),
+        message: `must be at most ${maxRatio}Mi per millicore of cpu: ${Math.round(mib)}Mi needs a cpu of at least ${Math.ceil(mib / maxRatio)}m${maxRatio === 8 ? ` (the tag ${RELAX_RATIO_TAG} allows 32Mi per millicore)` : ''}`,
+      });
+    }
+    if (minCores !== undefined && minCores > cores) errors.push({ path: at('minCpu'), message: 'must not be more than cpu' });
+    if (minMib !== undefined && minMib > mib) errors.push({ path: at('minMemory'), message: 'must not be more than memory' });
+    if (type === 'stateful') {
+      if (minCores !== undefined && (cores / minCores > 4 || cores - minCores > 4)) {
+        errors.push({ path: at('minCpu'), message: 'must be at least a quarter of cpu, and at most 4 cores below it, for a stateful workload' });
+      }
+      if (minMib !== undefined && (mib / minMib > 4 || mib - minMib > 4096)) {
+        errors.push({ path: at('minMemory'), message: 'must be at least a quarter of memory, and at most 4Gi below it, for a stateful workload' });
+      }
+    }
+  });
+  if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}
+
+/** VM workloads boot a disk and attach volumes as named block devices; other types run an image and mount volumes at paths. */
+function checkContainerShape(containers: Array<Record<string, unknown>>, vm: boolean): void {
+  const errors: FieldError[] = [];
+  containers.forEach((c, i) => {
+    if (!vm && c.image === undefined) errors.push({ path: `spec.containers[${i}].image`, message: 'is required (only a vm workload may leave it out)' });
+    const volumes = Array.isArray(c.volumes) ? (c.volumes as Array<Record<string, unknown>>) : [];
+    volumes.forEach((v, j) => {
+      const at = `spec.containers[${i}].volumes[${j}]`;
+      if (vm) {
+        if (v.name === undefined) errors.push({ path: `${at}.name`, message: 'is required for a vm workload' });
+        if (v.path !== undefined) errors.push({ path: `${at}.path`, message: 'is not allowed for a vm workload (its volumes are disks, not mounts)' });
+      } else {
+        if (v.path === undefined) errors.push({ path: `${at}.path`, message: 'is required' });
+        for (const field of ['name', 'bus', 'bootOrder']) {
+          if (v[field] !== undefined) errors.push({ path: `${at}.${field}`, message: 'is only allowed for vm workloads' });
+        }
+      }
+    });
+  });
+  if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}

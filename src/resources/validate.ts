@@ -2,14 +2,17 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { ApiError, type FieldError } from '../errors.js';
 import { resourceSchema } from '../kinds/derive.js';
+import { FORMATS } from '../kinds/formats.js';
 import type { KindDef } from '../kinds/types.js';
 
 // One ajv instance for every kind. coerceTypes turns the strings the CLI sends ("20", "false")
-// into the schema's numbers and booleans, in place.
-const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false, useDefaults: false });
+// into the schema's numbers and booleans, in place; verbose keeps the refused value on an error,
+// so that a format's message can say what was wrong with it.
+const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false, useDefaults: false, verbose: true });
 addFormats.default(ajv);
-// A path: no whitespace, and no query or fragment (a link names an item, nothing more).
-ajv.addFormat('keel-link', /^\/(\/|org\/)[^\s?#]*$/);
+for (const [name, format] of Object.entries(FORMATS)) {
+  ajv.addFormat(name, { type: 'string', validate: (value: string) => format.problem(value) === undefined });
+}
 ajv.addKeyword({ keyword: 'x-key' });
 ajv.addKeyword({ keyword: 'x-immutable' });
 
@@ -52,6 +55,11 @@ function fieldError(e: ErrorObject): FieldError {
     message = 'is required';
   } else if (e.keyword === 'enum') {
     message = `must be one of: ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+  } else if (e.keyword === 'not' && Array.isArray((e.schema as { enum?: unknown[] }).enum)) {
+    message = `must not be one of: ${(e.schema as { enum: unknown[] }).enum.join(', ')} (reserved)`;
+  } else if (e.keyword === 'format' && FORMATS[(e.params as { format: string }).format]) {
+    const format = FORMATS[(e.params as { format: string }).format];
+    message = `${format.problem(String(e.data))}: must be ${format.allowed}`;
   }
   return { path, message };
 }

@@ -16,13 +16,13 @@ forEachBackend('requests as the Terraform provider sends them', (backend) => {
 
   test('cpln_org_logging and cpln_org_tracing: $replace/logging, $replace/extraLogging, $replace/tracing', async () => {
     const set = await k.call('PATCH', '/org/acme/', {
-      spec: { '$replace/logging': datadog('a.example.com'), '$replace/extraLogging': [datadog('b.example.com'), datadog('c.example.com')] },
+      spec: { '$replace/logging': datadog('http-intake.logs.datadoghq.com'), '$replace/extraLogging': [datadog('http-intake.logs.us3.datadoghq.com'), datadog('http-intake.logs.datadoghq.eu')] },
     });
     assert.equal(set.status, 200);
-    assert.deepEqual(set.body.spec.logging, datadog('a.example.com'));
-    assert.deepEqual(set.body.spec.extraLogging, [datadog('b.example.com'), datadog('c.example.com')]);
+    assert.deepEqual(set.body.spec.logging, datadog('http-intake.logs.datadoghq.com'));
+    assert.deepEqual(set.body.spec.extraLogging, [datadog('http-intake.logs.us3.datadoghq.com'), datadog('http-intake.logs.datadoghq.eu')]);
     // One logging provider left: extraLogging replaced by an empty list, then removed with null.
-    const one = await k.call('PATCH', '/org/acme/', { spec: { '$replace/logging': datadog('a.example.com'), '$replace/extraLogging': [] } });
+    const one = await k.call('PATCH', '/org/acme/', { spec: { '$replace/logging': datadog('http-intake.logs.datadoghq.com'), '$replace/extraLogging': [] } });
     assert.deepEqual(one.body.spec.extraLogging, []);
     const none = await k.call('PATCH', '/org/acme/', { spec: { '$replace/logging': null, '$replace/extraLogging': null } });
     assert.equal(none.status, 200);

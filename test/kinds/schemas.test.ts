@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
+import { FORMATS } from '../../src/kinds/formats.js';
 import { KINDS, findKind, impliedPermissions, resourceSchema } from '../../src/kinds/index.js';
 import { LOCATIONS_CATALOG } from '../../src/kinds/locations-catalog.js';
 import type { HookContext, KindDef, Resource } from '../../src/kinds/types.js';
@@ -11,7 +12,7 @@ import { present } from '../../src/resources/present.js';
 
 const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false });
 addFormats.default(ajv);
-ajv.addFormat('keel-link', /.*/);
+for (const [name, format] of Object.entries(FORMATS)) ajv.addFormat(name, { type: 'string', validate: (v: string) => name === 'keel-link' || format.problem(v) === undefined });
 
 const compiled = new Map<string, ValidateFunction>();
 function validator(kind: string): ValidateFunction {
@@ -44,7 +45,7 @@ const container = { name: 'web', image: 'nginx:latest', cpu: '50m', memory: '128
 /** One valid and one invalid body per kind (invalid: an unknown field or a wrong type). */
 const EXAMPLES: Record<string, { valid: Record<string, unknown>; invalid: Record<string, unknown> }> = {
   org: {
-    valid: { name: 'acme', spec: { sessionTimeoutSeconds: 900, authConfig: { samlOnly: false }, logging: { s3: { bucket: 'b' } } } },
+    valid: { name: 'acme', spec: { sessionTimeoutSeconds: 900, authConfig: { samlOnly: false }, logging: { s3: { bucket: 'b', region: 'us-east-1', credentials: '//secret/aws' } } } },
     invalid: { name: 'acme', spec: { sessionTimeoutSeconds: 'soon' } },
   },
   cloudaccount: {

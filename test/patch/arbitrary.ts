@@ -2,6 +2,7 @@
 // patches that are valid for a given stored object (so their result must validate).
 import fc from 'fast-check';
 import { NAME_PATTERN, type JsonSchema } from '../../src/kinds/schema.js';
+import { FORMATS } from '../../src/kinds/formats.js';
 import { itemKey } from '../../src/patch/index.js';
 import { isReplaceable } from '../../src/patch/schema.js';
 
@@ -43,6 +44,8 @@ function stringArb(schema: JsonSchema): fc.Arbitrary<string> {
     // Full and relative forms: the server stores the full one either way.
     return fc.tuple(fc.constantFrom('user', 'group', 'serviceaccount', 'location'), word, fc.boolean()).map(([k, n, full]) => (full ? `/org/acme/${k}/${n}` : `//${k}/${n}`));
   }
+  const format = typeof schema.format === 'string' ? FORMATS[schema.format] : undefined;
+  if (format) return fc.constantFrom(...format.examples);
   if (schema.pattern === NAME_PATTERN) return name;
   if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern)).filter((s) => s.length >= min && s.length <= max);
   return fc.string({ minLength: min, maxLength: Math.max(min, Math.min(max, 12)) });

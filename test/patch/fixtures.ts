@@ -4,6 +4,7 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { ApiError } from '../../src/errors.js';
 import { resourceSchema } from '../../src/kinds/derive.js';
+import { FORMATS } from '../../src/kinds/formats.js';
 import groupDef from '../../src/kinds/group.js';
 import { arr, bool, immutable, int, keyed, link, nameSchema, obj, oneOf, readOnly, str, type JsonSchema } from '../../src/kinds/schema.js';
 import volumesetDef from '../../src/kinds/volumeset.js';
@@ -49,7 +50,7 @@ export const workloadSchema = resourceSchema({
 
 const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false });
 addFormats.default(ajv);
-ajv.addFormat('keel-link', { validate: () => true });
+for (const [name, format] of Object.entries(FORMATS)) ajv.addFormat(name, { type: 'string', validate: (v: string) => name === 'keel-link' || format.problem(v) === undefined });
 
 const validators = new Map<JsonSchema, ReturnType<typeof ajv.compile>>();
 
