@@ -70,6 +70,8 @@ export interface Config {
   init?: string;
   /** POST /-admin/reset and `keel reset` work (KEEL_ALLOW_RESET=on). */
   allowReset?: boolean;
+  /** Largest blob the registry accepts, in bytes (KEEL_REGISTRY_MAX_BLOB_BYTES). */
+  registryMaxBlobBytes: number;
   /** Fault injection: the /-admin/faults rules and their request hook (KEEL_FAULTS=on). */
   faults?: boolean;
   /** A JSON or YAML file of fault rules loaded at start (KEEL_FAULTS_FILE; needs KEEL_FAULTS=on). */
@@ -160,6 +162,7 @@ export const OPTIONS: Option[] = [
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
   option('allowReset', 'KEEL_ALLOW_RESET', '--allow-reset', onOff, 'on/off: allow keel reset and POST /-admin/reset'),
+  option('registryMaxBlobBytes', 'KEEL_REGISTRY_MAX_BLOB_BYTES', '--registry-max-blob-bytes', whole(1024, Number.MAX_SAFE_INTEGER), 'largest blob (image layer) the registry accepts, in bytes (413 SIZE_INVALID above)'),
   option('faults', 'KEEL_FAULTS', '--faults', onOff, 'on/off: fault injection (/-admin/faults)'),
   option('faultsFile', 'KEEL_FAULTS_FILE', '--faults-file', text, 'JSON or YAML file of fault rules loaded at start (with KEEL_FAULTS=on)'),
 ];
@@ -194,6 +197,7 @@ export const DEFAULTS: Config = {
   watchStreamsPerPrincipal: 100,
   watchReplaysPerPrincipal: 2,
   watchBufferBytes: 1024 * 1024,
+  registryMaxBlobBytes: 10 * 1024 * 1024 * 1024,
 };
 
 export interface ConfigSources {
