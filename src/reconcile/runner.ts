@@ -46,7 +46,7 @@ const RECONCILERS: Record<string, Reconciler> = {
 /** Kinds the periodic scan visits (commands only while they run: the scan filters them). */
 const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'command'];
 /** The kinds whose changes concern some reconciler. */
-const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain'];
+const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'image'];
 const FOLLOW_PAGE = 500;
 /** Events of this process kept for follow() per org, at most (past that, it reads them back). */
 const APPENDED_KEPT = 10_000;
@@ -293,6 +293,10 @@ export class ReconcileRunner {
       case 'mk8s':
       case 'domain':
         if (event.actionType !== 'delete') this.enqueue({ org, kind, gvc: '', name: event.resourceName });
+        break;
+      case 'image':
+        // A pushed image may be the one a workload waits to pull.
+        if (event.actionType !== 'delete') for (const w of await listAll(this.store, org, 'workload')) this.enqueue(w);
         break;
     }
   }
