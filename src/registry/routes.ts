@@ -299,7 +299,9 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
 
     async function putManifest(request: FastifyRequest, reply: FastifyReply, principal: Principal, org: string, repository: string, reference: string, byDigest: boolean) {
       const tag = byDigest ? undefined : reference;
-      await requireAny(principal, PUSH, targetFor(org, repository, tag));
+      // Decided before anything is stored: moving an existing tag needs edit, a new one create.
+      const existing = tag === undefined ? undefined : await store.get({ org, kind: 'image', gvc: '', name: `${repository}:${tag}` });
+      await requireAny(principal, tag === undefined ? PUSH : existing ? ['edit'] : ['create'], targetFor(org, repository, tag));
       const bytes = await readBody(request.raw, MAX_MANIFEST_BYTES);
       const digest = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
       if (byDigest && digest !== reference) throw new RegistryError('DIGEST_INVALID', `the manifest's digest is ${digest}, not ${reference}`, 400);
