@@ -101,7 +101,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
     });
     const open = { config: { public: true } };
 
-    registry.get('/v2', open, async (request) => {
+    registry.get('/v2', { ...open, schema: { summary: 'The registry answers (200 {}) once the caller is signed in; 401 with a Bearer challenge otherwise', tags: ['registry'] } }, async (request) => {
       await signIn(request);
       return {};
     });
@@ -117,15 +117,16 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
       await authenticate(withCredential(request, credential));
       return { token: credential, access_token: credential, expires_in: 3600, issued_at: new Date().toISOString() };
     };
-    registry.get('/v2/token', open, token);
-    registry.post('/v2/token', open, token);
+    const tokenRoute = { ...open, schema: { summary: 'Registry bearer token for a service-account key (Basic auth, or an OAuth2 form with refresh_token or password)', tags: ['registry'] } };
+    registry.get('/v2/token', tokenRoute, token);
+    registry.post('/v2/token', tokenRoute, token);
 
-    registry.route({
-      method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    const distribution = {
       url: '/v2/*',
       ...open,
+      // A HEAD of its own (not fastify's, which would answer Content-Length 0 for a body-less reply).
       exposeHeadRoute: false,
-      handler: async (request, reply) => {
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const rest = (request.params as { '*': string })['*'];
         const match = PATH.exec(rest);
         if (!match) throw new RegistryError('UNSUPPORTED', `no such registry path: ${request.method} /v2/${rest.slice(0, 300)}`, 404);
@@ -251,7 +252,10 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
           manifests: referrers.map((r) => ({ mediaType: r.mediaType, digest: r.digest, size: r.size, ...(r.artifactType ? { artifactType: r.artifactType } : {}) })),
         });
       },
-    });
+    };
+    registry.route({ ...distribution, method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'], schema: { summary: 'The OCI distribution API v1.1: blobs, uploads, manifests, tags, referrers (see docs/registry.md); errors are {"errors":[{code, message, detail}]}', tags: ['registry'] } });
+    // Undocumented like every HEAD route: it answers as GET does, without the body.
+    registry.route({ ...distribution, method: 'HEAD', schema: { hide: true } });
 
     async function startUpload(request: FastifyRequest, reply: FastifyReply, org: string, repository: string, base: string, query: Record<string, string | undefined>) {
       if (query.mount !== undefined) {
