@@ -318,6 +318,28 @@ forEachBackend('registry: the distribution API', (backend) => {
     assert.equal(await pull(keys.puller), 401);
   });
 
+  test('a Host of the form ORG.registry.<domain> names the org; a key that is no member of it is refused there', async () => {
+    const viaHost = (host: string, path: string) =>
+      new Promise<{ status: number; json: any }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port: Number(new URL(base).port), path, headers: { host, authorization: `Bearer ${keel.token}` } }, (res) => {
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode!, json: body ? JSON.parse(body) : undefined }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const config = await pushBlob('hosted/app', '{"hosted":true}');
+    assert.equal((await putManifest('hosted/app', 'v1', manifestOf(config, []))).status, 201);
+    const same = await viaHost('acme.registry.example.test', '/v2/hosted/app/tags/list');
+    assert.deepEqual(same.json, { name: 'hosted/app', tags: ['v1'] });
+    assert.equal((await keel.call('POST', '/org', { name: 'elsewhere' })).status, 201);
+    const stranger = await viaHost('nosuchorg.registry.example.test', '/v2/hosted/app/tags/list');
+    assert.ok(stranger.status === 403 || stranger.status === 404, JSON.stringify(stranger));
+    assert.ok(['DENIED', 'NAME_UNKNOWN'].includes(stranger.json.errors[0].code));
+    assert.deepEqual((await viaHost('elsewhere.registry.example.test', '/v2/hosted/app/tags/list')).json, { name: 'hosted/app', tags: [] }, "the other org's registry holds none of acme's tags");
+  });
+
   test('another org cannot read or mount this org\'s content', async () => {
     const secret = await pushBlob('private', 'org secret layer');
     const other = await keel.call('POST', '/org', { name: 'rival' });
@@ -341,9 +363,14 @@ forEachBackend('registry: the distribution API', (backend) => {
     assert.equal((await putManifest('gc/app', 'v1', manifestOf(config, [kept]))).status, 201);
     const orphan = await pushBlob('gc/app', 'orphan layer');
     const env = { ...process.env, KEEL_DATA_DIR: keel.config.dataDir, ...(keel.config.databaseUrl ? { KEEL_DATABASE_URL: keel.config.databaseUrl } : {}) };
-    const out = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', '..', 'src', 'cli.ts'), 'registry', 'gc', '--grace-minutes', '0'], { env }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))),
-    );
+    const gc = (...flags: string[]) =>
+      new Promise<string>((resolve, reject) =>
+        execFile(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', '..', 'src', 'cli.ts'), 'registry', 'gc', ...flags], { env }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))),
+      );
+    // Within the grace period a blob no manifest names yet may be about to be named: it stays.
+    await gc();
+    assert.equal((await reg('HEAD', `/v2/gc/app/blobs/${orphan.digest}`)).status, 200);
+    const out = await gc('--grace-minutes', '0');
     assert.match(out, /registry gc: removed \d+ unreferenced blobs/);
     assert.equal((await reg('HEAD', `/v2/gc/app/blobs/${orphan.digest}`)).status, 404);
     assert.equal((await reg('GET', `/v2/gc/app/blobs/${kept.digest}`)).raw.toString(), 'kept layer');
