@@ -136,8 +136,9 @@ export class FileBlobStore implements BlobStore {
 
 /** Rows of this size: a read holds one at a time, so memory stays bounded whatever the blob's size. */
 export const CHUNK_BYTES = 1024 * 1024;
-/** Chunks fetched per round trip while streaming a blob out. */
+/** Chunks fetched per round trip while streaming a blob out, and written per statement. */
 const CHUNKS_PER_READ = 4;
+const CHUNKS_PER_STATEMENT = 4;
 
 /** PostgreSQL mode: content as numbered bytea chunks, so any process on the database serves any blob. */
 export class PostgresBlobStore implements BlobStore {
@@ -193,14 +194,25 @@ export class PostgresBlobStore implements BlobStore {
       // A concurrent push of the same content waits here on the key, then finds it stored.
       const inserted = await client.query('INSERT INTO registry_blobs (digest, size, created) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING RETURNING digest', [digest, size, new Date().toISOString()]);
       if (inserted.rowCount) {
+        // The WAL is flushed by the commit of any later write (the manifest that names this blob):
+        // not waiting for it here costs no durability that a client relies on.
+        await client.query('SET LOCAL synchronous_commit = off');
         const handle = await open(file, 'r');
         try {
-          const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
-          for (let seq = 0; ; seq++) {
-            const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
-            if (bytesRead === 0 && seq > 0) break;
-            await client.query('INSERT INTO registry_chunks (digest, seq, data) VALUES ($1, $2, $3)', [digest, seq, buffer.subarray(0, bytesRead)]);
-            if (bytesRead < CHUNK_BYTES) break;
+          for (let seq = 0, done = false; !done; ) {
+            // Several chunks per statement: fewer round trips.
+            const values: unknown[] = [digest];
+            const rows: string[] = [];
+            for (let i = 0; i < CHUNKS_PER_STATEMENT && !done; i++, seq++) {
+              const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+              const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
+              if (bytesRead === 0 && seq > 0) break;
+              values.push(seq, buffer.subarray(0, bytesRead));
+              rows.push(`($1, $${values.length - 1}, $${values.length})`);
+              if (bytesRead < CHUNK_BYTES) done = true;
+            }
+            if (rows.length === 0) break;
+            await client.query(`INSERT INTO registry_chunks (digest, seq, data) VALUES ${rows.join(', ')}`, values);
           }
         } finally {
           await handle.close();
@@ -236,12 +248,17 @@ export class PostgresBlobStore implements BlobStore {
         if (!blob) throw new Error(`blob ${digest} is gone`);
         const last = Math.min(end ?? Number(blob.size) - 1, Number(blob.size) - 1);
         const lastSeq = Math.floor(last / CHUNK_BYTES);
+        const fetch = (from: number) => {
+          const batch = pool.query<{ data: Buffer }>('SELECT data FROM registry_chunks WHERE digest = $1 AND seq >= $2 AND seq < $3 ORDER BY seq', [digest, from, Math.min(from + CHUNKS_PER_READ, lastSeq + 1)]);
+          // A reader gone before it awaited this batch must not leave its failure unhandled.
+          batch.catch(() => {});
+          return batch;
+        };
+        // The next batch is on its way while this one is written out.
+        let next = fetch(Math.floor(start / CHUNK_BYTES));
         for (let from = Math.floor(start / CHUNK_BYTES); from <= lastSeq; from += CHUNKS_PER_READ) {
-          const { rows } = await pool.query<{ data: Buffer }>('SELECT data FROM registry_chunks WHERE digest = $1 AND seq >= $2 AND seq < $3 ORDER BY seq', [
-            digest,
-            from,
-            Math.min(from + CHUNKS_PER_READ, lastSeq + 1),
-          ]);
+          const { rows } = await next;
+          if (from + CHUNKS_PER_READ <= lastSeq) next = fetch(from + CHUNKS_PER_READ);
           if (rows.length !== Math.min(CHUNKS_PER_READ, lastSeq + 1 - from)) throw new Error(`blob ${digest} is missing chunks from ${from}`);
           for (const [i, row] of rows.entries()) {
             const base = (from + i) * CHUNK_BYTES;
