@@ -22,6 +22,7 @@ import type { BlobStore } from './blobs.js';
 import { RegistryError, sendRegistryError, toRegistryError } from './errors.js';
 import { checkDigest, checkRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
 import type { Uploads } from './uploads.js';
+import type { AuthFailures } from '../server/limits.js';
 
 export interface RegistryDeps {
   store: Store;
@@ -30,6 +31,8 @@ export interface RegistryDeps {
   bearer: BearerAuthenticator;
   blobs: BlobStore;
   uploads: Uploads;
+  /** Failed sign-ins per address, shared with the rest of the API (429 above its limit). */
+  failures: AuthFailures;
 }
 
 /** A tags/list page without `n` holds at most this many tags. */
@@ -42,15 +45,20 @@ const PATH = /^(.+?)\/(?:blobs\/uploads\/?([^/]*)|blobs\/([^/]+)|manifests\/([^/
 
 export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
   const def = findKind('image')!;
-  const { store, resources, auth, bearer, blobs, uploads } = deps;
+  const { store, resources, auth, bearer, blobs, uploads, failures } = deps;
 
   const authenticate = async (request: FastifyRequest): Promise<Principal> => {
     const token = credentialOf(request);
     if (!token) throw new RegistryError('UNAUTHORIZED', 'authentication required', 401);
+    const refused = failures.refusal(request.ip);
+    if (refused) throw refused;
     try {
       return await bearer.authenticate(token, hostOrg(request));
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'unauthorized') throw new RegistryError('UNAUTHORIZED', err.message, 401);
+      if (err instanceof ApiError && err.code === 'unauthorized') {
+        failures.failed(request.ip);
+        throw new RegistryError('UNAUTHORIZED', err.message, 401);
+      }
       throw err;
     }
   };

@@ -176,7 +176,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountClientRoutes(core, resources, store, config);
   const blobs = openBlobStore(config);
   const uploads = new Uploads(config.dataDir, config.registryMaxBlobBytes);
-  mountRegistry(core, { store, resources, auth, bearer, blobs, uploads });
+  mountRegistry(core, { store, resources, auth, bearer, blobs, uploads, failures });
   const collector = setInterval(() => void collectGarbage(store, blobs).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
   collector.unref();
   core.addHook('onClose', async () => {

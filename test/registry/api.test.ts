@@ -382,3 +382,24 @@ forEachBackend('registry: the distribution API', (backend) => {
     }
   });
 });
+
+forEachBackend(
+  'registry: guessing keys',
+  (backend) => {
+    test('failed sign-ins count against the address like the rest of the API: 429 TOOMANYREQUESTS with Retry-After', async () => {
+      const keel = await startKeel(backend, 'acme', { authFailureLimit: 3 });
+      try {
+        const base = await keel.listen();
+        const guess = (key: string) => fetch(`${base}/v2/`, { headers: { authorization: `Basic ${Buffer.from(`u:${key}`).toString('base64')}` } });
+        for (let i = 0; i < 3; i++) assert.equal((await guess(`wrong-${i}`)).status, 401);
+        const limited = await guess('wrong-again');
+        assert.equal(limited.status, 429);
+        assert.equal(((await limited.json()) as any).errors[0].code, 'TOOMANYREQUESTS');
+        assert.ok(Number(limited.headers.get('retry-after')) > 0);
+      } finally {
+        await keel.close();
+      }
+    });
+  },
+  ['sqlite'],
+);
