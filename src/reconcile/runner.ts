@@ -32,6 +32,8 @@ export interface RunnerOptions {
   onError?: (err: unknown, key?: ItemKey) => void;
   /** Fault injection's scenarios (see ReconcileContext.fault). */
   faults?: (scenario: string, key: ItemKey) => string | undefined;
+  /** The host:port references to this Keel's own registry use (beside `//image/…` and `ORG.registry.…`). */
+  registryHosts?: () => string[];
 }
 
 type Reconciler = (ctx: ReconcileContext, key: ItemKey) => Promise<Outcome>;
@@ -316,7 +318,7 @@ export class ReconcileRunner {
     try {
       outcome = await this.store.transaction(async (tx) => {
         if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
-        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [] };
+        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [], registryHosts: this.options.registryHosts?.() };
         const faults = this.options.faults;
         if (faults) ctx.fault = (scenario) => faults(scenario, key);
         appended = ctx.appended;

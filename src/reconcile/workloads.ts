@@ -205,7 +205,7 @@ async function pullImages(ctx: ReconcileContext, org: string, spec: Record<strin
   const images = [];
   for (const c of (spec.containers ?? []) as Array<{ image?: string }>) {
     const reference = String(c.image);
-    const own = registryImage(reference, org);
+    const own = registryImage(reference, org, ctx.registryHosts);
     let digest: string;
     let mediaType = 'application/vnd.oci.image.manifest.v1+json';
     if (own) {
@@ -224,14 +224,18 @@ async function pullImages(ctx: ReconcileContext, org: string, spec: Record<strin
   return { images, failure };
 }
 
-/** The org and item name (`REPO:TAG`) of a reference to an org's own registry, if it is one. */
-export function registryImage(reference: string, org: string): { org: string; name: string } | undefined {
+/**
+ * The org and item name (`REPO:TAG`) of a reference to an org's own registry, if it is one; at one of
+ * `hosts` (Keel's own address) the registry is the workload's org's.
+ */
+export function registryImage(reference: string, org: string, hosts: string[] = []): { org: string; name: string } | undefined {
   const m = /^(?:\/\/image\/|\/org\/([^/]+)\/image\/|([a-z][-a-z0-9]*[a-z0-9])\.registry\.[^/]+\/)(.+)$/.exec(reference);
-  if (!m) return undefined;
-  const path = m[3];
+  const host = m ? undefined : hosts.find((h) => reference.startsWith(`${h}/`));
+  if (!m && !host) return undefined;
+  const path = m ? m[3] : reference.slice(host!.length + 1);
   if (path.includes('@')) return undefined;
   const name = /:[^/]+$/.test(path) ? path : `${path}:latest`;
-  return { org: m[1] ?? m[2] ?? org, name };
+  return { org: m?.[1] ?? m?.[2] ?? org, name };
 }
 
 /** The direct load balancer's addresses: one per location and port, when it is enabled. */

@@ -136,9 +136,8 @@ export class FileBlobStore implements BlobStore {
 
 /** Rows of this size: a read holds one at a time, so memory stays bounded whatever the blob's size. */
 export const CHUNK_BYTES = 1024 * 1024;
-/** Chunks fetched per round trip while streaming a blob out, and written per statement. */
+/** Chunks fetched per round trip while streaming a blob out. */
 const CHUNKS_PER_READ = 4;
-const CHUNKS_PER_STATEMENT = 4;
 
 /** PostgreSQL mode: content as numbered bytea chunks, so any process on the database serves any blob. */
 export class PostgresBlobStore implements BlobStore {
@@ -199,20 +198,13 @@ export class PostgresBlobStore implements BlobStore {
         await client.query('SET LOCAL synchronous_commit = off');
         const handle = await open(file, 'r');
         try {
-          for (let seq = 0, done = false; !done; ) {
-            // Several chunks per statement: fewer round trips.
-            const values: unknown[] = [digest];
-            const rows: string[] = [];
-            for (let i = 0; i < CHUNKS_PER_STATEMENT && !done; i++, seq++) {
-              const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
-              const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
-              if (bytesRead === 0 && seq > 0) break;
-              values.push(seq, buffer.subarray(0, bytesRead));
-              rows.push(`($1, $${values.length - 1}, $${values.length})`);
-              if (bytesRead < CHUNK_BYTES) done = true;
-            }
-            if (rows.length === 0) break;
-            await client.query(`INSERT INTO registry_chunks (digest, seq, data) VALUES ${rows.join(', ')}`, values);
+          // One chunk per statement: a push holds one chunk (and its encoding) per layer in flight.
+          const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+          for (let seq = 0; ; seq++) {
+            const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
+            if (bytesRead === 0 && seq > 0) break;
+            await client.query('INSERT INTO registry_chunks (digest, seq, data) VALUES ($1, $2, $3)', [digest, seq, buffer.subarray(0, bytesRead)]);
+            if (bytesRead < CHUNK_BYTES) break;
           }
         } finally {
           await handle.close();

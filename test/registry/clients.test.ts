@@ -193,10 +193,11 @@ forEachBackend(
       assert.equal(pushed.code, 0, pushed.stderr);
       const workload = (name: string, ref: string) => `kind: workload\nname: ${name}\ngvc: web\nspec:\n  type: standard\n  containers:\n    - name: main\n      image: ${ref}\n      ports:\n        - number: 8080\n          protocol: http\n`;
       const file = join(root, 'workloads.yaml');
-      writeFileSync(file, [workload('present', '//image/runner:v1'), workload('hosted-form', `acme.registry.cpln.io/runner:v1`), workload('absent', '//image/ghost:v1')].join('---\n'));
+      // The last is the reference `cpln image build --push` and `stack deploy` write: Keel's own address.
+      writeFileSync(file, [workload('present', '//image/runner:v1'), workload('hosted-form', `acme.registry.cpln.io/runner:v1`), workload('absent', '//image/ghost:v1'), workload('keel-address', `${host}/runner:v1`)].join('---\n'));
       await run(['apply', '--file', file]);
       const status = (name: string) => keel.call('GET', `/org/acme/gvc/web/workload/${name}`).then((r) => r.body.status ?? {});
-      for (const name of ['present', 'hosted-form']) {
+      for (const name of ['present', 'hosted-form', 'keel-address']) {
         const ready = await waitFor(`${name} ready`, () => status(name), (s) => s.ready === true);
         assert.equal(ready.resolvedImages.images[0].digest, image.digest);
       }
