@@ -81,7 +81,6 @@ export class Uploads {
         }),
         createWriteStream(upload.file, { flags: 'r+', start: before }),
       );
-      if (!body.readableEnded && (body as { complete?: boolean }).complete === false) throw new RegistryError('BLOB_UPLOAD_INVALID', 'the upload was cut short', 400);
       if (expectedLength !== undefined && received !== expectedLength) {
         throw new RegistryError('SIZE_INVALID', `received ${received} bytes, but Content-Length said ${expectedLength}`, 400);
       }
@@ -89,7 +88,9 @@ export class Uploads {
       upload.hash = hash;
     } catch (err) {
       truncate(upload.file, before);
-      throw err;
+      // A client gone mid-body is the client's failure, not the server's.
+      const cutShort = !(err instanceof RegistryError) && (body as { complete?: boolean }).complete === false;
+      throw cutShort ? new RegistryError('BLOB_UPLOAD_INVALID', 'the upload was cut short', 400) : err;
     } finally {
       upload.busy = false;
       upload.touched = Date.now();
