@@ -24,6 +24,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   watch: () => import('./watch.js').then((m) => m.benchWatch()),
   reset: () => import('./admin.js').then((m) => m.benchReset()),
   faults: () => import('./admin.js').then((m) => m.benchFaults()),
+  registry: () => import('./registry.js').then((m) => m.benchRegistry()),
 };
 
 function postgresVersion(): string {

@@ -15,6 +15,8 @@ import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { documentsText, exportOrg } from './resources/transfer.js';
 import { serve } from './serve.js';
+import { openBlobStore } from './registry/blobs.js';
+import { collectGarbage, GC_GRACE_MS } from './registry/gc.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
 
@@ -101,6 +103,26 @@ const COMMANDS: Record<string, Command> = {
         const result = await resetStore(store, cfg);
         console.log(`reset: org '${result.org}' and ${result.seeded} seeded documents in ${Math.round(performance.now() - started)} ms`);
         if (result.token) console.log(`the bootstrap key was gone; a new one is in ${cfg.dataDir}/admin.token`);
+        return 0;
+      });
+    },
+  },
+  'registry gc': {
+    usage: 'keel registry gc [--grace-minutes N]',
+    summary: 'remove registry content no image of any org refers to (stored more than N minutes ago, default 60)',
+    flags: ['--grace-minutes'],
+    run: ({ flags, config }) => {
+      const grace = flags.get('--grace-minutes') ?? String(GC_GRACE_MS / 60_000);
+      if (!/^\d+$/.test(grace)) throw new UsageError(`--grace-minutes must be a whole number, got '${grace}'`);
+      const cfg = config();
+      return withStore(cfg, async (store) => {
+        const blobs = openBlobStore(cfg);
+        try {
+          const { removed, kept } = await collectGarbage(store, blobs, Number(grace) * 60_000);
+          console.log(`registry gc: removed ${removed} unreferenced blobs, kept ${kept}`);
+        } finally {
+          await blobs.close();
+        }
         return 0;
       });
     },

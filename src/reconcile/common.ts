@@ -24,6 +24,8 @@ export interface ReconcileContext {
   appended: AppendedEvent[];
   /** Fault injection's one hook (KEEL_FAULTS=on): the failure message when `scenario` applies to this object now. */
   fault?: (scenario: string) => string | undefined;
+  /** The host:port references to this Keel's own registry use. */
+  registryHosts?: string[];
 }
 
 /** What a pass left to do: `after` ms until the next transition of the object is due. */

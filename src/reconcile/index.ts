@@ -21,6 +21,12 @@ export function installLiving(core: FastifyInstance, store: Store, auth: Authori
     audit: config.audit,
     onError: (err, key) => core.log.error({ err, key }, 'reconcile failed'),
     faults,
+    // The host:port the CLI names this registry by (`cpln image build --push`, `stack deploy`).
+    registryHosts: () => {
+      const address = core.server.address();
+      if (!address || typeof address === 'string') return [];
+      return [...new Set([config.host, '127.0.0.1', 'localhost'])].map((host) => `${host}:${address.port}`);
+    },
   });
   core.addHook('onReady', async () => runner.start());
   core.addHook('onClose', async () => runner.stop());

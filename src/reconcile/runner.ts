@@ -32,6 +32,8 @@ export interface RunnerOptions {
   onError?: (err: unknown, key?: ItemKey) => void;
   /** Fault injection's scenarios (see ReconcileContext.fault). */
   faults?: (scenario: string, key: ItemKey) => string | undefined;
+  /** The host:port references to this Keel's own registry use (beside `//image/…` and `ORG.registry.…`). */
+  registryHosts?: () => string[];
 }
 
 type Reconciler = (ctx: ReconcileContext, key: ItemKey) => Promise<Outcome>;
@@ -46,7 +48,7 @@ const RECONCILERS: Record<string, Reconciler> = {
 /** Kinds the periodic scan visits (commands only while they run: the scan filters them). */
 const SCANNED = ['volumeset', 'workload', 'mk8s', 'domain', 'command'];
 /** The kinds whose changes concern some reconciler. */
-const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain'];
+const ROUTED = ['command', 'volumeset', 'workload', 'gvc', 'mk8s', 'domain', 'image'];
 const FOLLOW_PAGE = 500;
 /** Events of this process kept for follow() per org, at most (past that, it reads them back). */
 const APPENDED_KEPT = 10_000;
@@ -294,6 +296,10 @@ export class ReconcileRunner {
       case 'domain':
         if (event.actionType !== 'delete') this.enqueue({ org, kind, gvc: '', name: event.resourceName });
         break;
+      case 'image':
+        // A pushed image may be the one a workload waits to pull.
+        if (event.actionType !== 'delete') for (const w of await listAll(this.store, org, 'workload')) this.enqueue(w);
+        break;
     }
   }
 
@@ -312,7 +318,7 @@ export class ReconcileRunner {
     try {
       outcome = await this.store.transaction(async (tx) => {
         if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
-        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [] };
+        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [], registryHosts: this.options.registryHosts?.() };
         const faults = this.options.faults;
         if (faults) ctx.fault = (scenario) => faults(scenario, key);
         appended = ctx.appended;

@@ -45,6 +45,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const endpoint = `https://${key.name}-${alias}.cpln.app`;
   const spec = (workload.data.spec ?? {}) as Record<string, any>;
   let after: number | undefined;
+  const pulled = await pullImages(ctx, key.org, spec);
   const states: Array<{ ready: boolean; latest: boolean; replicas: string[]; paused: boolean }> = [];
 
   // Deployments of locations that left the GVC go away.
@@ -85,6 +86,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       if (!latest.ready && !suspended) {
         const syncFailed = ctx.fault?.('deploymentSyncFailed');
         if (syncFailed) latest.message = failure = `Sync failed: ${syncFailed}`;
+        else if (pulled.failure) latest.message = failure = pulled.failure;
         else if (ctx.fault?.('deploymentNeverReady')) {
           // stays deploying
         } else if (ctx.now >= due) {
@@ -154,7 +156,10 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     replicaInternalNames: spec.type === 'stateful' ? [...new Set(replicas)].map((r) => `${r}.${key.name}.${key.gvc}.cpln.local`) : [],
     currentReplicaCount: replicas.length,
     healthCheck: since(previous.healthCheck, healthCheck(spec, states.some((s) => s.ready)), 'lastChecked', iso(ctx.now)),
-    resolvedImages: previous.resolvedImages?.resolvedForVersion === workload.version ? previous.resolvedImages : resolvedImages(spec, workload.version, iso(ctx.now)),
+    resolvedImages:
+      previous.resolvedImages?.resolvedForVersion === workload.version && deepEqual(previous.resolvedImages.images, pulled.images)
+        ? previous.resolvedImages
+        : { resolvedForVersion: workload.version, resolvedAt: iso(ctx.now), images: pulled.images },
     loadBalancer: loadBalancers(spec, locations, `${key.name}-${alias}`),
     suspendedStatus: suspendedStatus(spec, states),
     ready,
@@ -189,18 +194,48 @@ function since(previous: Record<string, unknown> | undefined, next: Record<strin
 }
 
 /**
- * The images a workload version runs, resolved to digests. Keel pulls nothing: a digest stands
- * for the image reference (the same reference, the same digest), for linux/amd64.
+ * The images a workload runs, resolved to digests. An image of an org's registry (`//image/NAME:TAG`,
+ * `/org/ORG/image/NAME:TAG` or `ORG.registry.<domain>/NAME:TAG`) resolves to the digest pushed
+ * under that tag; while it is missing, the pull fails as on the hosted service and the deployment
+ * cannot become ready. Keel pulls no other image: a digest stands for the reference (the same
+ * reference, the same digest), for linux/amd64.
  */
-function resolvedImages(spec: Record<string, any>, version: number, at: string): Record<string, unknown> {
-  const images = ((spec.containers ?? []) as Array<{ image?: string }>).map((c) => {
-    const digest = `sha256:${createHash('sha256').update(String(c.image)).digest('hex')}`;
-    return {
-      digest,
-      manifests: [{ image: String(c.image), mediaType: 'application/vnd.oci.image.manifest.v1+json', digest, platform: { architecture: 'amd64', os: 'linux' } }],
-    };
-  });
-  return { resolvedForVersion: version, resolvedAt: at, images };
+async function pullImages(ctx: ReconcileContext, org: string, spec: Record<string, any>): Promise<{ images: unknown[]; failure?: string }> {
+  let failure: string | undefined;
+  const images = [];
+  for (const c of (spec.containers ?? []) as Array<{ image?: string }>) {
+    const reference = String(c.image);
+    const own = registryImage(reference, org, ctx.registryHosts);
+    let digest: string;
+    let mediaType = 'application/vnd.oci.image.manifest.v1+json';
+    if (own) {
+      const image = await ctx.tx.get({ org: own.org, kind: 'image', gvc: '', name: own.name });
+      if (!image) {
+        failure ??= `Failed to pull image "${reference}": rpc error: code = NotFound desc = failed to pull and unpack image "${reference}": not found (ErrImagePull)`;
+        continue;
+      }
+      digest = String(image.data.digest);
+      mediaType = String((image.data.manifest as { mediaType?: string } | undefined)?.mediaType ?? mediaType);
+    } else {
+      digest = `sha256:${createHash('sha256').update(reference).digest('hex')}`;
+    }
+    images.push({ digest, manifests: [{ image: reference, mediaType, digest, platform: { architecture: 'amd64', os: 'linux' } }] });
+  }
+  return { images, failure };
+}
+
+/**
+ * The org and item name (`REPO:TAG`) of a reference to an org's own registry, if it is one; at one of
+ * `hosts` (Keel's own address) the registry is the workload's org's.
+ */
+export function registryImage(reference: string, org: string, hosts: string[] = []): { org: string; name: string } | undefined {
+  const m = /^(?:\/\/image\/|\/org\/([^/]+)\/image\/|([a-z][-a-z0-9]*[a-z0-9])\.registry\.[^/]+\/)(.+)$/.exec(reference);
+  const host = m ? undefined : hosts.find((h) => reference.startsWith(`${h}/`));
+  if (!m && !host) return undefined;
+  const path = m ? m[3] : reference.slice(host!.length + 1);
+  if (path.includes('@')) return undefined;
+  const name = /:[^/]+$/.test(path) ? path : `${path}:latest`;
+  return { org: m?.[1] ?? m?.[2] ?? org, name };
 }
 
 /** The direct load balancer's addresses: one per location and port, when it is enabled. */

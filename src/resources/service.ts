@@ -218,6 +218,36 @@ export class Resources {
     return { resource: presented(def, item), created };
   }
 
+  /**
+   * Writes the server-owned (read-only) fields of an item on the caller's behalf, as a push to the
+   * registry records an image: creates the item (the caller needs `create`) or updates it (`edit`),
+   * in one transaction with its audit event. The kind's rules for client writes do not apply: the
+   * caller never wrote the item through the API, Keel did from what the caller pushed.
+   */
+  async record(principal: Principal, def: KindDef, place: Place, name: string, fields: Record<string, unknown>): Promise<{ resource: Resource; created: boolean }> {
+    await this.requireScope(principal, def, place);
+    let created = false;
+    const item = await this.write(principal, def, place, {}, async (tx, hooks) => {
+      const key = keyOf(def, place, name);
+      const current = await tx.get(key, 'update');
+      if (current) {
+        await this.auth.check(principal, 'edit', def, targetOf(current));
+        const next = { ...current.data, ...fields };
+        validateResource(def, next);
+        return this.update(tx, hooks, def, current, next);
+      }
+      const data: Record<string, unknown> = { name, description: name, tags: {}, ...fields };
+      await this.auth.check(principal, 'create', def, { org: place.org, gvc: place.gvc, name, fields: () => data });
+      validateResource(def, data);
+      const now = new Date().toISOString();
+      const inserted: StoredItem = { ...key, id: randomUUID(), version: 1, created: now, lastModified: now, data: stored(data) };
+      await tx.insert(inserted);
+      created = true;
+      return { item: inserted, action: 'create' };
+    });
+    return { resource: presented(def, item), created };
+  }
+
   async delete(principal: Principal, def: KindDef, place: Place, name: string): Promise<void> {
     assertAllowed(def, 'delete');
     await this.requireScope(principal, def, place);

@@ -29,6 +29,10 @@ import { installLiving } from '../reconcile/index.js';
 import { Faults, installFaults } from '../admin/faults.js';
 import { mountAdmin } from '../admin/routes.js';
 import { onReplaced } from '../store/snapshots.js';
+import { openBlobStore } from '../registry/blobs.js';
+import { collectGarbage } from '../registry/gc.js';
+import { mountRegistry } from '../registry/routes.js';
+import { Uploads } from '../registry/uploads.js';
 
 export interface App {
   core: FastifyInstance;
@@ -172,6 +176,16 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config);
+  const blobs = openBlobStore(config);
+  const uploads = new Uploads(config.dataDir, config.registryMaxBlobBytes);
+  mountRegistry(core, { store, resources, auth, bearer, blobs, uploads, failures });
+  const collector = setInterval(() => void collectGarbage(store, blobs).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
+  collector.unref();
+  core.addHook('onClose', async () => {
+    clearInterval(collector);
+    uploads.close();
+    await blobs.close();
+  });
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);
   mountConsole(core, config);
@@ -211,3 +225,5 @@ function repeatedKey(query: unknown): string | undefined {
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
+/** Unreferenced registry content is collected this often (and by `keel registry gc`). */
+const REGISTRY_GC_EVERY_MS = 60 * 60 * 1000;

@@ -98,7 +98,7 @@ const EXAMPLES: Record<string, { valid: Record<string, unknown>; invalid: Record
     },
     invalid: { name: 'example', spec: { dnsMode: 'mx' } },
   },
-  image: { valid: { name: 'app', repository: 'app', tag: 'v1', digest: 'sha256:00' }, invalid: { name: 'app', layers: [] } },
+  image: { valid: { name: 'app:v1', repository: 'app', tag: 'v1', digest: 'sha256:00' }, invalid: { name: 'app:v1', layers: [] } },
   ipset: {
     valid: { name: 'ips', spec: { link: '//gvc/prod/workload/api', locations: [{ name: '//location/aws-us-west-2', retentionPolicy: 'keep' }] } },
     invalid: { name: 'ips', spec: { locations: [{ name: '//location/aws-us-west-2', retentionPolicy: 'forever' }] } },
@@ -216,9 +216,11 @@ describe('seed limits (section 8)', () => {
     it(`${def.kind}: name <= 64, description <= 250, unknown top-level field rejected`, () => {
       const base = EXAMPLES[def.kind].valid;
       // Domains are DNS names: labels of at most 63 characters (issue 9), so their 64 characters have a dot.
-      const long = def.kind === 'domain' ? `${'a'.repeat(31)}.${'b'.repeat(32)}` : 'a'.repeat(64);
+      // Images are REPOSITORY:TAG, as long as the distribution spec lets those be together.
+      const long = def.kind === 'domain' ? `${'a'.repeat(31)}.${'b'.repeat(32)}` : def.kind === 'image' ? `${'a'.repeat(381)}:v1` : 'a'.repeat(64);
       accepts(def.kind, { ...base, name: long, description: 'd'.repeat(250), tags: { team: 'core' } });
-      rejects(def.kind, { ...base, name: 'a'.repeat(65) });
+      rejects(def.kind, { ...base, name: def.kind === 'image' ? `${'a'.repeat(382)}:v1` : 'a'.repeat(65) });
+      if (def.kind === 'image') rejects(def.kind, { ...base, name: 'app' });
       rejects(def.kind, { ...base, description: 'd'.repeat(251) });
       rejects(def.kind, { ...base, notAField: true });
     });

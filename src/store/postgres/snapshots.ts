@@ -12,10 +12,14 @@ import { pendingInsert } from './statements.js';
 const SETUP_LOCK = 0x6b65656d; // next to the migration lock
 const OWN_TABLES = ['keel_migrations', 'keel_snapshots', 'keel_snapshot_rows'];
 
-/** Keel's tables in the current schema (whatever the migrations made), snapshots' own excepted. */
+/**
+ * Keel's tables in the current schema (whatever the migrations made), snapshots' own excepted, and
+ * the registry's: its content is addressed by digest and kept apart from the items, as the files
+ * beside SQLite are (docs/registry.md, "Snapshots, reset, export and quotas").
+ */
 export async function keelTables(client: pg.PoolClient): Promise<string[]> {
   const { rows } = await client.query(
-    `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND NOT (table_name = ANY($1)) ORDER BY table_name`,
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND NOT (table_name = ANY($1)) AND table_name NOT LIKE 'registry\\_%' ORDER BY table_name`,
     [OWN_TABLES],
   );
   return rows.map((r) => r.table_name as string);
