@@ -262,7 +262,11 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         });
       },
     };
-    registry.route({ ...distribution, method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'], schema: { summary: 'The OCI distribution API v1.1: blobs, uploads, manifests, tags, referrers (see docs/registry.md); errors are {"errors":[{code, message, detail}]}', tags: ['registry'] } });
+    const summary = 'The OCI distribution API v1.1: blobs, uploads, manifests, tags, referrers (see docs/registry.md); errors are {"errors":[{code, message, detail}]}';
+    registry.route({ ...distribution, method: ['GET', 'DELETE'], schema: { summary, tags: ['registry'] } });
+    // Uploads and manifests are bytes, streamed as sent (a blob chunk, or a manifest's JSON).
+    const content = { type: 'string', description: 'a blob or chunk (application/octet-stream), or a manifest (its media type)' };
+    registry.route({ ...distribution, method: ['POST', 'PUT', 'PATCH'], schema: { summary, tags: ['registry'], body: content } });
     // Undocumented like every HEAD route: it answers as GET does, without the body.
     registry.route({ ...distribution, method: 'HEAD', schema: { hide: true } });
 
