@@ -37,10 +37,17 @@ export interface LoadResult {
 export function waitForOutput(child: ChildProcess, pattern: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
     let seen = '';
+    let found = false;
+    // Keeps reading after the match (the default configuration logs errors and slow requests), so
+    // the pipe never fills and blocks the server; only what comes before the match is kept.
     child.stdout!.on('data', (chunk: Buffer) => {
+      if (found) return;
       seen += chunk.toString();
       const m = pattern.exec(seen);
-      if (m) resolve(m[1] ?? m[0]);
+      if (m) {
+        found = true;
+        resolve(m[1] ?? m[0]);
+      }
     });
     child.once('exit', (code) => reject(new Error(`child exited (${code}) before it was ready: ${seen}`)));
   });
@@ -94,7 +101,6 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
       KEEL_PORT: String(port),
       KEEL_AUDIT_PORT: String(await freePort()),
       KEEL_DATA_DIR: dataDir,
-      KEEL_LOG_LEVEL: 'warn',
       KEEL_ORG: org,
       ...(options.databaseUrl ? { KEEL_DATABASE_URL: options.databaseUrl } : {}),
       ...(options.env ?? {}),
@@ -103,7 +109,10 @@ export async function startKeel(options: { databaseUrl?: string; env?: Record<st
   });
   const base = `http://127.0.0.1:${port}`;
   // A restart on an existing store prints nothing: wait for /about instead.
-  if (options.dataDir) await waitForAbout(base, child);
+  if (options.dataDir) {
+    child.stdout!.resume();
+    await waitForAbout(base, child);
+  }
   else await waitForOutput(child, /cpln profile update/);
   const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
   return {
