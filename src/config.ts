@@ -293,14 +293,17 @@ function readConfigFile(file: string): Record<string, unknown> {
   return parsed as Record<string, unknown>;
 }
 
+/** A URL with its password, if any, replaced by ****. */
+export function maskedUrl(text: string): string {
+  const url = new URL(text);
+  if (url.password) url.password = '****';
+  return url.toString();
+}
+
 /** The configuration as `keel serve --print-config` shows it: secrets in URLs masked. */
 export function printableConfig(config: Config): Record<string, unknown> {
   const out: Record<string, unknown> = { ...config };
-  if (config.databaseUrl) {
-    const url = new URL(config.databaseUrl);
-    if (url.password) url.password = '****';
-    out.databaseUrl = url.toString();
-  }
+  if (config.databaseUrl) out.databaseUrl = maskedUrl(config.databaseUrl);
   if (config.adminKey) out.adminKey = `${config.adminKey.split('.')[0]}.****`;
   return out;
 }

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { maskedUrl } from '../config.js';
 import { PostgresStore } from './postgres/store.js';
 import { SqliteStore } from './sqlite/store.js';
 import type { Store } from './types.js';
@@ -13,10 +14,7 @@ export function storeLocation(options: { databaseUrl?: string; dataDir: string }
 
 /** The location as a person reads it: the SQLite file, or the PostgreSQL URL without its password. */
 export function describeStore(location: StoreLocation): string {
-  if (location.dialect === 'sqlite') return `SQLite ${location.file}`;
-  const url = new URL(location.url);
-  if (url.password) url.password = '****';
-  return `PostgreSQL ${url.toString()}`;
+  return location.dialect === 'sqlite' ? `SQLite ${location.file}` : `PostgreSQL ${maskedUrl(location.url)}`;
 }
 
 export async function openStore(options: { databaseUrl?: string; dataDir: string }): Promise<Store> {
