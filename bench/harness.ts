@@ -32,6 +32,7 @@ export interface LoadResult {
   p50: number;
   p99: number;
   non2xx: number;
+  cpuMicrosPerRequest?: number;
 }
 
 export function waitForOutput(child: ChildProcess, pattern: RegExp): Promise<string> {
@@ -67,10 +68,27 @@ async function waitForAbout(base: string, child: ChildProcess): Promise<void> {
   }
 }
 
-export async function load(name: string, options: autocannon.Options): Promise<LoadResult> {
+/** CPU time (user + system) a process has used so far, in microseconds; undefined where /proc is missing. */
+function cpuMicros(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * (1_000_000 / 100); // clock ticks of 1/100 s
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * With `pid`, also the server's CPU time per request: other work on a shared machine takes turns
+ * on the cores and so lowers requests/s, but adds little to what each request costs the server.
+ */
+export async function load(name: string, options: autocannon.Options, pid?: number): Promise<LoadResult> {
   await autocannon({ connections: CONNECTIONS, ...options, duration: 1 }); // warm-up
+  const before = pid === undefined ? undefined : cpuMicros(pid);
   const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...options });
-  return { name, requestsPerSecond: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx };
+  const after = pid === undefined ? undefined : cpuMicros(pid);
+  const cpuMicrosPerRequest = before !== undefined && after !== undefined && r.requests.total > 0 ? (after - before) / r.requests.total : undefined;
+  return { name, requestsPerSecond: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, cpuMicrosPerRequest };
 }
 
 export function loadTable(results: LoadResult[]): string[] {
