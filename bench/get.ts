@@ -10,7 +10,7 @@ async function keelGet(label: string, databaseUrl?: string): Promise<LoadResult>
   try {
     const created = await keel.call('POST', `/org/${keel.org}/gvc`, { name: 'bench' });
     if (created.status !== 201) throw new Error(`could not create the benchmark gvc: ${created.status}`);
-    return await load(`Keel GET /org/bench/gvc/bench (${label}, key auth)`, { url: `${keel.base}/org/${keel.org}/gvc/bench`, headers: { authorization: `Bearer ${keel.token}` } });
+    return await load(`Keel GET /org/bench/gvc/bench (${label}, key auth)`, { url: `${keel.base}/org/${keel.org}/gvc/bench`, headers: { authorization: `Bearer ${keel.token}` } }, keel.pid);
   } finally {
     await keel.stop();
   }
@@ -20,11 +20,12 @@ export async function benchGet(): Promise<Section> {
   const raw = spawn(process.execPath, [join(BENCH_DIR, 'raw-server.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     const rawPort = Number(await waitForOutput(raw, /^(\d+)\n/));
-    const baseline = await load('raw node:http hello', { url: `http://127.0.0.1:${rawPort}/` });
+    const baseline = await load('raw node:http hello', { url: `http://127.0.0.1:${rawPort}/` }, raw.pid);
     const get = await keelGet('SQLite');
     const pgGet = await withBenchSchema(PG_URL, async (url) => keelGet('PostgreSQL', await url()));
     const ratio = get.requestsPerSecond / baseline.requestsPerSecond;
     const pgRatio = pgGet.requestsPerSecond / baseline.requestsPerSecond;
+    const cpuRatio = baseline.cpuMicrosPerRequest && get.cpuMicrosPerRequest ? baseline.cpuMicrosPerRequest / get.cpuMicrosPerRequest : undefined;
     return {
       title: 'GET throughput against raw node:http',
       lines: [
@@ -32,8 +33,21 @@ export async function benchGet(): Promise<Section> {
         '',
         `Ratio Keel / raw node:http: SQLite **${ratio.toFixed(2)}**, PostgreSQL **${pgRatio.toFixed(2)}** (goal ≥ 0.5).`,
         'The raw server answers a constant 60-byte JSON; Keel authenticates the key, authorizes, reads the GVC and serializes it.',
+        ...(cpuRatio === undefined
+          ? []
+          : [
+              '',
+              `Server CPU time per request: raw node:http ${baseline.cpuMicrosPerRequest!.toFixed(1)} µs, Keel on SQLite ${get.cpuMicrosPerRequest!.toFixed(1)} µs; ratio **${cpuRatio.toFixed(2)}** (the throughput ratio where the server has a core to itself; other work on the machine changes it little).`,
+            ]),
       ],
-      figures: { getRequestsPerSecond: get.requestsPerSecond, getPostgresRequestsPerSecond: pgGet.requestsPerSecond, rawRequestsPerSecond: baseline.requestsPerSecond, getVsRawRatio: ratio, getPostgresVsRawRatio: pgRatio },
+      figures: {
+        getRequestsPerSecond: get.requestsPerSecond,
+        getPostgresRequestsPerSecond: pgGet.requestsPerSecond,
+        rawRequestsPerSecond: baseline.requestsPerSecond,
+        getVsRawRatio: ratio,
+        getPostgresVsRawRatio: pgRatio,
+        ...(cpuRatio === undefined ? {} : { rawCpuMicrosPerRequest: baseline.cpuMicrosPerRequest!, getCpuMicrosPerRequest: get.cpuMicrosPerRequest!, getVsRawCpuRatio: cpuRatio }),
+      },
       charts: [
         {
           file: 'get-throughput.svg',

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { KEEL_ACTOR } from './audit/events.js';
 import { addAdminKey } from './admin/keys.js';
 import { resetStore } from './admin/reset.js';
@@ -9,7 +9,7 @@ import { checkSnapshotName } from './store/snapshots.js';
 import { verifyChain } from './audit/verify.js';
 import { SYSTEM_PRINCIPAL, SystemAuthorizer } from './auth/system.js';
 import { mintKey } from './auth/keys.js';
-import { loadConfig, optionsHelp, printableConfig, type Config } from './config.js';
+import { loadConfig, optionsHelp, printableConfig, storeNamed, type Config } from './config.js';
 import { findKind } from './kinds/index.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
@@ -17,7 +17,7 @@ import { documentsText, exportOrg } from './resources/transfer.js';
 import { serve } from './serve.js';
 import { openBlobStore } from './registry/blobs.js';
 import { collectGarbage, GC_GRACE_MS } from './registry/gc.js';
-import { openStore } from './store/open.js';
+import { describeStore, openStore, storeLocation } from './store/open.js';
 import type { Store } from './store/types.js';
 
 interface Command {
@@ -40,7 +40,9 @@ const COMMANDS: Record<string, Command> = {
         console.log(JSON.stringify(printableConfig(config()), null, 2));
         return 0;
       }
-      await serve(config());
+      const cfg = config();
+      console.error(`keel: store ${describeStore(storeLocation(cfg))}`);
+      await serve(cfg);
       return -1; // keeps running until a signal
     },
   },
@@ -55,6 +57,7 @@ const COMMANDS: Record<string, Command> = {
       return withStore(cfg, async (store) => {
         const { token } = await createOrg(store, { name, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(cfg.org), adminServiceAccount: 'admin' });
         console.log(token);
+        console.error(`keel: created org '${name}'; above is a superuser key of it (service account 'admin'), shown once`);
         return 0;
       });
     },
@@ -78,6 +81,7 @@ const COMMANDS: Record<string, Command> = {
         const key = mintKey(org, 'admin');
         await addAdminKey(store, org, key, 'created by keel key create');
         console.log(key.token);
+        console.error(`keel: added a key to service account 'admin' of org '${org}'; above is the key, shown once`);
         return 0;
       }),
   },
@@ -89,6 +93,7 @@ const COMMANDS: Record<string, Command> = {
       const org = required(flags.get('--org'), '--org ORG');
       if (!/^[a-z]([-a-z0-9])*[a-z0-9]$/.test(org) || org.length > 64) throw new UsageError(`'${org}' is not a valid org name`);
       console.log(mintKey(org, 'admin').token);
+      console.error(`keel: a key for service account 'admin' of org '${org}', stored nowhere (no store used): give it to keel serve as KEEL_ADMIN_KEY`);
       return 0;
     },
   },
@@ -263,7 +268,20 @@ function snapshotsAllowed(config: Config): Config {
   return config;
 }
 
+/** Configurations whose store the user named (KEEL_DATA_DIR, KEEL_DATABASE_URL, a flag or the config file). */
+const named = new WeakSet<Config>();
+
+/**
+ * Opens the store for an admin command, saying which on stderr. A store left to the default
+ * (./data) must exist already: run from the wrong folder, a command would otherwise create an
+ * empty store there and report on it, or write to it, as if it were the server's.
+ */
 async function withStore(config: Config, fn: (store: Store, config: Config) => Promise<number>): Promise<number> {
+  const location = storeLocation(config);
+  if (location.dialect === 'sqlite' && !named.has(config) && !existsSync(location.file)) {
+    throw new Error(`no Keel store at ${location.file} (the default, ./data); name one with KEEL_DATA_DIR or KEEL_DATABASE_URL (or --data-dir, --database-url), or run this where 'keel serve' keeps its data`);
+  }
+  console.error(`keel: store ${describeStore(location)}`);
   const store = await openStore(config);
   try {
     return await fn(store, config);
@@ -311,7 +329,12 @@ async function main(argv: string[]): Promise<number> {
     else if (command.flags?.includes(flag)) own.set(flag, inline ?? required(rest[++i], `a value for ${flag}`));
     else settings.push(arg, ...(inline === undefined && rest[i + 1] !== undefined && !rest[i + 1].startsWith('--') ? [rest[++i]] : []));
   }
-  return command.run({ positional, flags: own, config: () => loadConfig({ argv: settings }) });
+  const config = () => {
+    const loaded = loadConfig({ argv: settings });
+    if (storeNamed({ argv: settings })) named.add(loaded);
+    return loaded;
+  };
+  return command.run({ positional, flags: own, config });
 }
 
 main(process.argv.slice(2)).then(

@@ -15,6 +15,10 @@ export interface Config {
   /** The org created on first start. */
   org: string;
   logLevel: string;
+  /** Which requests get a log line: `errors` (answers of 400 and above, and slow ones), `all` or `off`. */
+  accessLog: 'errors' | 'all' | 'off';
+  /** With accessLog `errors`, a request answered after this many milliseconds is logged too. */
+  slowRequestMs: number;
   /** Largest accepted request body, in bytes. */
   bodyLimit: number;
   /** Largest `?limit=` a list, query or audit page accepts. */
@@ -157,6 +161,8 @@ export const OPTIONS: Option[] = [
   option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
   option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),
   option('logLevel', 'KEEL_LOG_LEVEL', '--log-level', oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'log level (JSON lines on stdout)'),
+  option('accessLog', 'KEEL_ACCESS_LOG', '--access-log', oneOf(['errors', 'all', 'off']) as Parser<Config['accessLog']>, 'request lines: errors (status >= 400, and slow requests), all, or off'),
+  option('slowRequestMs', 'KEEL_SLOW_REQUEST_MS', '--slow-request-ms', whole(1, 3_600_000), 'with --access-log errors, requests slower than this are logged too'),
   option('bodyLimit', 'KEEL_BODY_LIMIT', '--body-limit', whole(1024, 64 * 1024 * 1024), 'largest request body in bytes (413 above)'),
   option('maxPageSize', 'KEEL_MAX_PAGE_SIZE', '--max-page-size', whole(1, 10_000), 'largest ?limit= of a page'),
   option('rateLimit', 'KEEL_RATE_LIMIT', '--rate-limit', whole(0, 1_000_000), 'requests per second per key (0 = unlimited; 429 above)'),
@@ -200,6 +206,8 @@ export const DEFAULTS: Config = {
   dataDir: './data',
   org: 'default',
   logLevel: 'info',
+  accessLog: 'errors',
+  slowRequestMs: 1000,
   bodyLimit: 1024 * 1024,
   maxPageSize: 1000,
   rateLimit: 0,
@@ -264,6 +272,20 @@ export function loadConfig(sources: ConfigSources = {}): Config {
   return config;
 }
 
+/**
+ * Whether the sources name a store (KEEL_DATA_DIR, KEEL_DATABASE_URL, their flags or a config
+ * file's dataDir/databaseUrl) rather than leaving it to the default ./data.
+ */
+export function storeNamed(sources: ConfigSources = {}): boolean {
+  const env = sources.env ?? process.env;
+  const flags = parseFlags(sources.argv ?? []);
+  if (flags.has('--data-dir') || flags.has('--database-url') || env.KEEL_DATA_DIR || env.KEEL_DATABASE_URL) return true;
+  const file = flags.get('--config') ?? env.KEEL_CONFIG;
+  if (!file) return false;
+  const values = readConfigFile(file);
+  return Boolean(values.dataDir || values.databaseUrl);
+}
+
 /** Kept for callers that only read the environment. */
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
   return loadConfig({ env });
@@ -303,14 +325,17 @@ function readConfigFile(file: string): Record<string, unknown> {
   return parsed as Record<string, unknown>;
 }
 
+/** A URL with its password, if any, replaced by ****. */
+export function maskedUrl(text: string): string {
+  const url = new URL(text);
+  if (url.password) url.password = '****';
+  return url.toString();
+}
+
 /** The configuration as `keel serve --print-config` shows it: secrets in URLs masked. */
 export function printableConfig(config: Config): Record<string, unknown> {
   const out: Record<string, unknown> = { ...config };
-  if (config.databaseUrl) {
-    const url = new URL(config.databaseUrl);
-    if (url.password) url.password = '****';
-    out.databaseUrl = url.toString();
-  }
+  if (config.databaseUrl) out.databaseUrl = maskedUrl(config.databaseUrl);
   if (config.adminKey) out.adminKey = `${config.adminKey.split('.')[0]}.****`;
   return out;
 }

@@ -99,6 +99,21 @@ export async function serve(config: Config): Promise<void> {
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  // Run through npm (`npx keel serve`, `npm run`), Keel's parent can be the shell npm started: npm
+  // passes a stop signal to that shell only, which does not pass it on. So Keel stops too when the
+  // parent it was started by goes away.
+  if (process.env.npm_command) {
+    const parent = process.ppid; // fixed at start: Node does not update it
+    const parentGone = () => {
+      try {
+        process.kill(parent, 0);
+        return false;
+      } catch (err) {
+        return (err as NodeJS.ErrnoException).code === 'ESRCH';
+      }
+    };
+    setInterval(() => parentGone() && void shutdown('parent exited'), 500).unref();
+  }
 }
 
 const RETENTION_EVERY_MS = 60_000;

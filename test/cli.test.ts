@@ -1,7 +1,7 @@
 // The keel command line, run as a user runs it, on a fresh data directory.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -179,4 +179,66 @@ test('export writes documents that import loads into another org unchanged', asy
   const unknown = keel('import', '--org', 'target-org', broken);
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /document 2: kind: 'nosuchkind' is not a kind/);
+});
+
+/** The keel command run in `cwd` with only the given KEEL_* settings (none from this test run). */
+function keelIn(cwd: string, env: Record<string, string>, ...args: string[]) {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KEEL_')));
+  const result = spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), CLI, ...args], { cwd, env: { ...clean, ...env }, encoding: 'utf8' });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+test('a command left to the default store refuses to create ./data there; named, it says which store it uses', () => {
+  const elsewhere = mkdtempSync(join(tmpdir(), 'keel-cwd-'));
+  try {
+    for (const command of [['org', 'list'], ['org', 'create', 'acme'], ['key', 'create', '--org', 'default'], ['migrate'], ['audit', 'verify', '--org', 'default']]) {
+      const refused = keelIn(elsewhere, {}, ...command);
+      assert.equal(refused.code, 1, command.join(' '));
+      assert.equal(refused.stdout, '', 'no listing, no key');
+      assert.match(refused.stderr, /no Keel store at .*data\/keel\.db.*KEEL_DATA_DIR/);
+    }
+    assert.deepEqual(readdirSync(elsewhere), [], 'nothing was created');
+    // Named by KEEL_DATA_DIR, --data-dir or a config file, the store is used (and made when new).
+    const byEnv = keelIn(elsewhere, { KEEL_DATA_DIR: dataDir }, 'org', 'list');
+    assert.equal(byEnv.code, 0, byEnv.stderr);
+    assert.equal(byEnv.stderr.trim(), `keel: store SQLite ${join(dataDir, 'keel.db')}`);
+    const fresh = join(elsewhere, 'fresh');
+    const byFlag = keelIn(elsewhere, {}, 'migrate', '--data-dir', fresh);
+    assert.equal(byFlag.code, 0, byFlag.stderr);
+    assert.match(byFlag.stderr, new RegExp(`store SQLite ${fresh}/keel\\.db`));
+    const config = join(elsewhere, 'keel.yaml');
+    writeFileSync(config, `dataDir: ${fresh}\n`);
+    assert.equal(keelIn(elsewhere, {}, 'org', 'list', '--config', config).code, 0);
+    // A store that exists where the default points is the server's: it is used.
+    const served = keelIn(elsewhere, {}, 'org', 'create', 'here', '--data-dir', join(elsewhere, 'data'));
+    assert.equal(served.code, 0, served.stderr);
+    const byDefault = keelIn(elsewhere, {}, 'org', 'list');
+    assert.equal(byDefault.code, 0, byDefault.stderr);
+    assert.equal(byDefault.stdout, 'here\n');
+    // PostgreSQL is always named; its password is not shown.
+    const pg = keelIn(elsewhere, { KEEL_DATABASE_URL: 'postgres://keel:hunter2@127.0.0.1:1/nothing' }, 'org', 'list');
+    assert.equal(pg.code, 1);
+    assert.match(pg.stderr, /keel: store PostgreSQL postgres:\/\/keel:\*\*\*\*@127\.0\.0\.1:1\/nothing/);
+    assert.doesNotMatch(pg.stderr, /hunter2/);
+  } finally {
+    rmSync(elsewhere, { recursive: true, force: true });
+  }
+});
+
+test('script-facing commands print only their value on stdout and their notes on stderr', () => {
+  const generated = keelIn(dataDir, {}, 'key', 'generate', '--org', 'default');
+  assert.equal(generated.code, 0, generated.stderr);
+  assert.match(generated.stdout, /^[a-z0-9]{16}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}\n$/);
+  assert.match(generated.stderr, /stored nowhere/);
+  const created = keelIn(dataDir, { KEEL_DATA_DIR: dataDir }, 'org', 'create', 'script-org');
+  assert.equal(created.code, 0, created.stderr);
+  assert.match(created.stdout, /^[a-z0-9]{16}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}\n$/);
+  assert.match(created.stderr, /store SQLite[\s\S]*created org 'script-org'/);
+  const key = keelIn(dataDir, { KEEL_DATA_DIR: dataDir }, 'key', 'create', '--org', 'script-org');
+  assert.equal(key.code, 0, key.stderr);
+  assert.match(key.stdout, /^[a-z0-9]{16}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}\n$/);
+  // A failure leaves stdout empty, so $(…) captures nothing rather than a message.
+  const failed = keelIn(dataDir, { KEEL_DATA_DIR: dataDir }, 'key', 'create', '--org', 'no-such-org');
+  assert.equal(failed.code, 1);
+  assert.equal(failed.stdout, '');
 });

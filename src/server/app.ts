@@ -33,6 +33,7 @@ import { openBlobStore } from '../registry/blobs.js';
 import { collectGarbage } from '../registry/gc.js';
 import { mountRegistry } from '../registry/routes.js';
 import { Uploads } from '../registry/uploads.js';
+import { AccessLog } from './access-log.js';
 
 export interface App {
   core: FastifyInstance;
@@ -88,9 +89,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
       ...connectionOptions(config),
-      // A child logger per request costs more than some requests; below info no request line is
-      // written, so requests share the server's logger (the few warnings and errors name reqId).
-      childLoggerFactory: (logger, bindings, opts) => ((logger as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.('info') === false ? logger : logger.child(bindings, opts)),
+      // Fastify's two lines per request are replaced by AccessLog's; a child logger per request
+      // costs more than some requests, so requests share the server's logger (their lines name reqId).
+      logController: new AccessLog(config),
+      childLoggerFactory: (logger) => logger,
       // The router's own refusals (a path segment that is not valid percent-encoding, or longer than
       // maxParamLength) leave as the API's error object too, not fastify's default body or a 414.
       frameworkErrors: (error, request, reply) =>

@@ -1,10 +1,23 @@
 import { join } from 'node:path';
+import { maskedUrl } from '../config.js';
 import { PostgresStore } from './postgres/store.js';
 import { SqliteStore } from './sqlite/store.js';
 import type { Store } from './types.js';
 
+export type StoreLocation = { dialect: 'postgres'; url: string } | { dialect: 'sqlite'; file: string };
+
 /** A postgres:// URL selects PostgreSQL; otherwise an SQLite file in the data directory. */
+export function storeLocation(options: { databaseUrl?: string; dataDir: string }): StoreLocation {
+  if (options.databaseUrl && /^postgres(ql)?:\/\//.test(options.databaseUrl)) return { dialect: 'postgres', url: options.databaseUrl };
+  return { dialect: 'sqlite', file: options.databaseUrl && options.databaseUrl !== '' ? options.databaseUrl : join(options.dataDir, 'keel.db') };
+}
+
+/** The location as a person reads it: the SQLite file, or the PostgreSQL URL without its password. */
+export function describeStore(location: StoreLocation): string {
+  return location.dialect === 'sqlite' ? `SQLite ${location.file}` : `PostgreSQL ${maskedUrl(location.url)}`;
+}
+
 export async function openStore(options: { databaseUrl?: string; dataDir: string }): Promise<Store> {
-  if (options.databaseUrl && /^postgres(ql)?:\/\//.test(options.databaseUrl)) return PostgresStore.open(options.databaseUrl);
-  return new SqliteStore(options.databaseUrl && options.databaseUrl !== '' ? options.databaseUrl : join(options.dataDir, 'keel.db'));
+  const location = storeLocation(options);
+  return location.dialect === 'postgres' ? PostgresStore.open(location.url) : new SqliteStore(location.file);
 }

@@ -1,7 +1,10 @@
 // What operators rely on: the OpenAPI document, health endpoints, request ids in logs, and limits.
 import { Validator } from '@seriousme/openapi-schema-validator';
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS, type Config } from '../../src/config.js';
@@ -128,11 +131,41 @@ describe('health, logs and limits', () => {
       const id = res.json().id;
       const mine = lines.map((l) => JSON.parse(l)).filter((l) => l.reqId === id);
       assert.ok(mine.length >= 1, 'the request is logged under its id');
-      assert.ok(mine.some((l) => l.res?.statusCode === 404));
+      assert.ok(mine.some((l) => l.msg === 'request' && l.statusCode === 404 && l.principal === '/org/acme/serviceaccount/admin'));
       assert.ok(!lines.join('\n').includes(k.token.split('.')[2]), 'no key material in logs');
     } finally {
       await close();
     }
+  });
+
+  test('request lines: by default only errors and slow requests, one line each; all and off as set', async () => {
+    const faultsFile = join(mkdtempSync(join(tmpdir(), 'keel-faults-')), 'faults.json');
+    writeFileSync(faultsFile, JSON.stringify({ rules: [{ name: 'slow-list', kind: 'gvc', operation: 'list', latencyMs: 1200 }] }));
+    const requestLines = async (settings: Partial<Config>) => {
+      const lines: string[] = [];
+      const stream = new Writable({
+        write(chunk, _enc, done) {
+          lines.push(...chunk.toString().split('\n').filter(Boolean));
+          done();
+        },
+      });
+      const { k, app, close } = await appWith({ logLevel: 'info', faults: true, faultsFile, slowRequestMs: 1000, ...settings }, { logger: true, logStream: stream });
+      try {
+        const get = async (url: string) => (await app.core.inject({ method: 'GET', url, headers: { authorization: `Bearer ${k.token}` } })).statusCode;
+        assert.equal(await get('/org/acme/secret'), 200); // the first request warms the app up
+        assert.equal(await get('/org/acme/secret'), 200); // fast
+        assert.equal(await get('/org/acme/gvc'), 200); // slow: 1200 ms of injected latency
+        assert.equal(await get('/org/acme/gvc/missing'), 404);
+        assert.equal((await app.core.inject({ method: 'GET', url: '/org/acme/gvc' })).statusCode, 401);
+        return lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request').map((l) => `${l.statusCode} ${l.url}`);
+      } finally {
+        await close();
+      }
+    };
+    assert.deepEqual(await requestLines({}), ['200 /org/acme/gvc', '404 /org/acme/gvc/missing', '401 /org/acme/gvc']);
+    assert.deepEqual(await requestLines({ accessLog: 'all' }), ['200 /org/acme/secret', '200 /org/acme/secret', '200 /org/acme/gvc', '404 /org/acme/gvc/missing', '401 /org/acme/gvc']);
+    assert.deepEqual(await requestLines({ accessLog: 'off' }), []);
+    assert.deepEqual(await requestLines({ accessLog: 'all', logLevel: 'warn' }), [], 'request lines are info lines');
   });
 
   test('a key over its rate limit gets 429 rate_limited with Retry-After, not a quota error', async () => {
