@@ -16,7 +16,6 @@ import { announce, type AppendedEvent } from '../audit/changes.js';
 import { createOrg, requireOrgCreator, type OrgCreationRule } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
-import { Turns } from './turns.js';
 import { deepEqual, setOwn } from '../json.js';
 
 export interface WriteOptions {
@@ -43,8 +42,6 @@ export interface ResourceSettings {
   audit: boolean;
   /** Longest a list or query may run in the database (unbounded when absent). */
   queryBudgetMs?: number;
-  /** Lists and queries one caller may run in the database at once (unbounded when absent); up to QUERIES_WAITING more wait their turn. */
-  queriesPerPrincipal?: number;
   /** Who may create orgs through the API (anyone authenticated when absent). */
   orgCreation?: OrgCreationRule;
   /** The billing account that owns the orgs created through the API (see billing.ts). */
@@ -60,9 +57,6 @@ const MAX_TERM_TEXT = 16 * 1024;
 class DryRun {
   constructor(readonly item: StoredItem) {}
 }
-
-/** Lists and queries of one caller that may wait for a turn (see Turns); more are refused with 429. */
-const QUERIES_WAITING = 32;
 
 /** Audit events read per round trip while collecting an item's history. */
 const HISTORY_BATCH = 1000;
@@ -80,12 +74,7 @@ export class Resources {
     /** Told when a write may change who is who or who may do what in an org. */
     private readonly onAccessChange: (org: string) => void = (org) => auth.invalidate(org),
     private readonly settings: ResourceSettings,
-  ) {
-    this.turns = new Turns(settings.queriesPerPrincipal ?? Infinity, QUERIES_WAITING);
-  }
-
-  /** Whose lists and queries run in the database now, and whose wait (see Turns). */
-  private readonly turns: Turns;
+  ) {}
 
   /** An item as the caller may see it; presented once per stored state (see presented()), unless revealed. */
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
@@ -117,7 +106,7 @@ export class Resources {
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
-    const { value: rows, seq } = await this.turns.run(principal, () => this.store.listAt({
+    const { value: rows, seq } = await this.store.listAt({
       budgetMs: this.settings.queryBudgetMs,
       org: place.org,
       kind: def.kind,
@@ -130,7 +119,7 @@ export class Resources {
         const where = filter ? `(${compiled.where}) AND (${filter.where})` : compiled.where;
         return { where, orderBy: compiled.orderBy, join: compiled.join ?? filter?.join };
       },
-    }));
+    });
     const more = rows.length > page.limit;
     const items = more ? rows.slice(0, page.limit) : rows;
     const last = items[items.length - 1];

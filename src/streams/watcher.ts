@@ -48,6 +48,8 @@ export interface WatcherOptions {
   onEnd(watcher: Watcher): void;
   /** Told of a failure that ended the stream (a store read, a permission check). */
   onError(err: unknown): void;
+  /** Runs a read of stored history in its turn among the server's long reads. */
+  longRead<T>(read: () => Promise<T>): Promise<T>;
   /** Told when the watcher starts and stops reading history from the store. */
   onReplay(watcher: Watcher, replaying: boolean): void;
 }
@@ -217,7 +219,7 @@ export class Watcher implements FeedSubscriber {
     const through = narrowed ? Math.min(this.o.feed.position, this.last + SPAN) : this.o.feed.position;
     let records: Awaited<ReturnType<Store['audit']>> = [];
     if (narrowed) {
-      records = await this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed });
+      records = await this.o.longRead(() => this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed }));
     }
     for (const record of records) {
       if (!this.open || this.paused) return;

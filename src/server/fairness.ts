@@ -1,0 +1,267 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Principal } from '../auth/principal.js';
+import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import { sendError } from './errors.js';
+import { identityOf, whenRequestEnds } from './limits.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's place in the scheduler: its level and principal, then its seat (see installFairness). */
+    admission?: Admission;
+  }
+  interface FastifyContextConfig {
+    /** A list, query, history, audit or log read: it runs in the longReads level. */
+    longRead?: boolean;
+  }
+}
+
+interface Admission {
+  level: Level;
+  who: string;
+  release?: Release;
+  withdraw?: () => void;
+  over: boolean;
+}
+
+/**
+ * What a piece of work is, for sharing the server among callers (in the spirit of Kubernetes' API
+ * Priority and Fairness). `exempt` work (the first org's superusers, health checks) is never held;
+ * each other level has its own seats, so a flood of one kind of work cannot take the seats of another.
+ */
+export type Level = 'mutations' | 'reads' | 'longReads';
+
+export interface LevelLimits {
+  /** Pieces of work of the level running at once, server-wide (this process). */
+  seats: number;
+  /** Pieces of work one principal may have waiting for a seat; more are refused with 429. */
+  queued: number;
+  /** The setting names an operator changes, for the refusal's message. */
+  seatsSetting: string;
+  queuedSetting: string;
+}
+
+/** Retry-After, in seconds, of a refusal for a full queue. */
+export const RETRY_AFTER_S = 1;
+
+/** A held seat: give it back exactly once, when the work is over. */
+export type Release = () => void;
+
+interface Waiting {
+  flow: Flow;
+  start: (release: Release) => void;
+}
+
+/** One principal's work at one level. */
+interface Flow {
+  who: string;
+  queue: Waiting[];
+  running: number;
+  /** Seat-milliseconds this principal has been given, in the level's virtual time (see PriorityLevel). */
+  finish: number;
+}
+
+/**
+ * One priority level: `seats` pieces of work at once; when they are taken, work waits in its
+ * principal's queue and each freed seat goes to the waiting principal that has had the least
+ * seat-time. That is start-time fair queuing with virtual time in seat-milliseconds: a principal is
+ * charged for how long its work actually held a seat, so one whose heavy queries each hold a seat for
+ * a quarter second has spent far more than a caller whose list took two milliseconds, and that caller's
+ * next request goes first. A lone caller gets every seat; N busy callers get about a 1/N share each,
+ * however many requests each sends; a caller that starts asking is placed at the current virtual time,
+ * so neither idle time banks credit nor a swarm's backlog pushes it back.
+ */
+export class PriorityLevel {
+  private running = 0;
+  private waiting = 0;
+  private readonly flows = new Map<string, Flow>();
+  /** The start tag of the work dispatched last: where a caller that starts asking is placed. */
+  private virtualTime = 0;
+  /** What a piece of work is charged when it starts, before its real time is known: a moving average. */
+  private estimateMs = 1;
+
+  constructor(
+    readonly name: Level,
+    private readonly limits: LevelLimits,
+  ) {}
+
+  /**
+   * Takes a seat for `who`'s work: the release at once when a seat is free and nobody waits, else
+   * a promise of it. Over the principal's queue, an ApiError 429 is thrown, unless `mustWait` (work
+   * already under way that cannot be refused, such as the next chunk of an open watch's replay).
+   * `cancelled` is given a function that withdraws the work from its queue (its client is gone).
+   */
+  acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
+    let flow = this.flows.get(who);
+    if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: this.virtualTime }));
+    if (this.waiting === 0 && this.running < this.limits.seats) return this.dispatch(flow);
+    if (!options.mustWait && flow.queue.length >= this.limits.queued) {
+      this.forgetIfIdle(flow);
+      throw this.refusal(flow);
+    }
+    const queuedFlow = flow;
+    return new Promise<Release>((start) => {
+      const entry: Waiting = { flow: queuedFlow, start };
+      queuedFlow.queue.push(entry);
+      this.waiting++;
+      options.onQueued?.(() => {
+        const at = queuedFlow.queue.indexOf(entry);
+        if (at < 0) return;
+        queuedFlow.queue.splice(at, 1);
+        this.waiting--;
+        this.forgetIfIdle(queuedFlow);
+      });
+    });
+  }
+
+  /** Whether `who` could not queue one more piece of work now (checked before a body is read, so a refused caller sends none). */
+  full(who: string): boolean {
+    return this.running >= this.limits.seats && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
+  }
+
+  /** The 429 a principal whose queue is full gets. */
+  refusal(flow?: Flow): ApiError {
+    const queued = flow?.queue.length ?? this.limits.queued;
+    return new ApiError(
+      'rate_limited',
+      `the server's ${this.limits.seats} seats for ${LEVEL_WORDS[this.name]} are taken and this caller already has ${queued} waiting (${this.limits.seatsSetting}, ${this.limits.queuedSetting}); retry after ${RETRY_AFTER_S} s`,
+      { retryAfter: RETRY_AFTER_S },
+    );
+  }
+
+  private dispatch(flow: Flow): Release {
+    const startTag = Math.max(flow.finish, this.virtualTime);
+    this.virtualTime = startTag;
+    const charged = this.estimateMs;
+    flow.finish = startTag + charged;
+    flow.running++;
+    this.running++;
+    const began = performance.now();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const spent = performance.now() - began;
+      // Charged for the seat-time the work really took.
+      flow.finish += spent - charged;
+      this.estimateMs = Math.max(1, this.estimateMs * 0.9 + spent * 0.1);
+      flow.running--;
+      this.running--;
+      this.forgetIfIdle(flow);
+      this.next();
+    };
+  }
+
+  /** Gives free seats to the waiting principals that have had the least seat-time. */
+  private next(): void {
+    while (this.waiting > 0 && this.running < this.limits.seats) {
+      let chosen: Flow | undefined;
+      for (const flow of this.flows.values()) {
+        if (flow.queue.length > 0 && (!chosen || flow.finish < chosen.finish)) chosen = flow;
+      }
+      if (!chosen) return;
+      const entry = chosen.queue.shift()!;
+      this.waiting--;
+      entry.start(this.dispatch(chosen));
+    }
+  }
+
+  /** A principal with nothing running or waiting is forgotten (memory stays bounded by the active ones). */
+  private forgetIfIdle(flow: Flow): void {
+    if (flow.running === 0 && flow.queue.length === 0) this.flows.delete(flow.who);
+  }
+}
+
+const LEVEL_WORDS: Record<Level, string> = { mutations: 'changes', reads: 'reads', longReads: 'lists, queries, history and log reads' };
+
+/** Every priority level of this process; one scheduler shared by both APIs and the watch. */
+export class Scheduler {
+  readonly levels: Record<Level, PriorityLevel>;
+
+  constructor(limits: Record<Level, LevelLimits>) {
+    this.levels = {
+      mutations: new PriorityLevel('mutations', limits.mutations),
+      reads: new PriorityLevel('reads', limits.reads),
+      longReads: new PriorityLevel('longReads', limits.longReads),
+    };
+  }
+
+  /** Runs `work` in a seat of `level` for `who`, waiting its fair turn (see PriorityLevel.acquire). */
+  async run<T>(level: Level, who: string, work: () => Promise<T>, options: { mustWait?: boolean } = {}): Promise<T> {
+    const seat = this.levels[level].acquire(who, options);
+    const release = seat instanceof Promise ? await seat : seat;
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  }
+}
+
+/** The levels' seats and queues from the settings. */
+export function schedulerOf(config: Config): Scheduler {
+  return new Scheduler({
+    mutations: { seats: config.maxMutationsInFlight, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
+    reads: { seats: config.maxReadsInFlight, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
+    longReads: { seats: config.maxLongReadsInFlight, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
+  });
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+/**
+ * Every request (but streams, which schedule their own reads) waits for a seat of its level before
+ * its handler runs. The level is chosen once the caller is known: public routes (/about, /discovery,
+ * the console) and `exempt` principals (the first org's superusers) are never held; a caller whose
+ * queue at that level is already full is refused at once, before its body is read. The seat itself
+ * is taken only once the body has arrived, so a client that sends its body slowly holds no seat that
+ * another caller's work needs; it is given back when the response is done or the client goes away.
+ */
+export function installFairness(app: FastifyInstance, scheduler: Scheduler, exempt: (principal: Principal) => boolean | Promise<boolean>): void {
+  app.decorateRequest('admission');
+  app.addHook('onRequest', (request, reply, done) => {
+    const route = request.routeConfig;
+    const principal = request.principal;
+    // Not counted: a stream. No principal: a public route (or one refused before it runs).
+    if (!request.counted || route?.public || !principal) return done();
+    const level: Level = route?.longRead ? 'longReads' : READ_METHODS.has(request.method) ? 'reads' : 'mutations';
+    const decide = (isExempt: boolean) => {
+      if (isExempt) return done();
+      const who = identityOf(principal, request.ip);
+      if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());
+      request.admission = { level, who, over: false };
+      done();
+    };
+    const answer = exempt(principal);
+    if (answer instanceof Promise) answer.then(decide, done);
+    else decide(answer);
+  });
+  app.addHook('preValidation', (request, _reply, done) => {
+    const admission = request.admission;
+    if (!admission) return done();
+    let seat: Release | Promise<Release>;
+    try {
+      seat = scheduler.levels[admission.level].acquire(admission.who, { onQueued: (withdraw) => (admission.withdraw = withdraw) });
+    } catch (err) {
+      return done(err as ApiError);
+    }
+    if (!(seat instanceof Promise)) {
+      admission.release = seat;
+      return done();
+    }
+    seat.then((release) => {
+      admission.withdraw = undefined;
+      // Its client went away (or it timed out) as the seat came: the seat goes to the next at once.
+      if (admission.over) return release();
+      admission.release = release;
+      done();
+    });
+  });
+  whenRequestEnds(app, (request: FastifyRequest) => {
+    const admission = request.admission;
+    if (!admission || admission.over) return;
+    admission.over = true;
+    admission.withdraw?.();
+    admission.release?.();
+  });
+}
