@@ -57,28 +57,35 @@ interface Flow {
   who: string;
   queue: Waiting[];
   running: number;
-  /** Seat-milliseconds this principal has been given, in the level's virtual time (see PriorityLevel). */
+  /** Where this principal's next piece of work starts, in the level's virtual time: the seat-time it has been given so far. */
   finish: number;
 }
 
+/** Principals whose typical cost a level remembers after they go idle (the least recently seen are forgotten first). */
+const REMEMBERED_COSTS = 10_000;
+
 /**
  * One priority level: `seats` pieces of work at once; when they are taken, work waits in its
- * principal's queue and each freed seat goes to the waiting principal that has had the least
- * seat-time. That is start-time fair queuing with virtual time in seat-milliseconds: a principal is
- * charged for how long its work actually held a seat, so one whose heavy queries each hold a seat for
- * a quarter second has spent far more than a caller whose list took two milliseconds, and that caller's
- * next request goes first. A lone caller gets every seat; N busy callers get about a 1/N share each,
- * however many requests each sends; a caller that starts asking is placed at the current virtual time,
- * so neither idle time banks credit nor a swarm's backlog pushes it back.
+ * principal's queue, and each freed seat goes by weighted fair queuing, with virtual time in
+ * seat-milliseconds. A principal's next piece of work is tagged to finish at (where it stands) + (what
+ * its work usually costs), and the smallest tag goes first; when it ends, the principal is charged what
+ * it really held. So N busy principals each get about 1/N of the seat-time however many requests each
+ * sends or however heavy they are, a lone caller gets every seat, and between two principals that
+ * stand level, a caller whose lists take two milliseconds goes before one whose queries hold a seat for
+ * a quarter second. A principal that starts asking is placed at the current virtual time: idle time
+ * banks no credit, and a swarm's backlog does not push it back. One whose cost is not known yet is
+ * assumed to cost what the level's work costs on average, so fresh keys earn no head start.
  */
 export class PriorityLevel {
   private running = 0;
   private waiting = 0;
   private readonly flows = new Map<string, Flow>();
-  /** The start tag of the work dispatched last: where a caller that starts asking is placed. */
+  /** The start tag of the work dispatched last. */
   private virtualTime = 0;
-  /** What a piece of work is charged when it starts, before its real time is known: a moving average. */
-  private estimateMs = 1;
+  /** What the level's work costs on average (ms, a moving average). */
+  private averageMs = 1;
+  /** What each recently seen principal's work costs (ms, a moving average), in least recently seen order. */
+  private readonly costs = new Map<string, number>();
 
   constructor(
     readonly name: Level,
@@ -89,7 +96,7 @@ export class PriorityLevel {
    * Takes a seat for `who`'s work: the release at once when a seat is free and nobody waits, else
    * a promise of it. Over the principal's queue, an ApiError 429 is thrown, unless `mustWait` (work
    * already under way that cannot be refused, such as the next chunk of an open watch's replay).
-   * `cancelled` is given a function that withdraws the work from its queue (its client is gone).
+   * `onQueued` is given a function that withdraws the work from its queue (its client went away).
    */
   acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
     let flow = this.flows.get(who);
@@ -129,10 +136,14 @@ export class PriorityLevel {
     );
   }
 
+  private costOf(who: string): number {
+    return this.costs.get(who) ?? this.averageMs;
+  }
+
   private dispatch(flow: Flow): Release {
     const startTag = Math.max(flow.finish, this.virtualTime);
     this.virtualTime = startTag;
-    const charged = this.estimateMs;
+    const charged = this.costOf(flow.who);
     flow.finish = startTag + charged;
     flow.running++;
     this.running++;
@@ -141,10 +152,10 @@ export class PriorityLevel {
     return () => {
       if (released) return;
       released = true;
-      const spent = performance.now() - began;
-      // Charged for the seat-time the work really took.
+      const spent = Math.max(0.1, performance.now() - began);
       flow.finish += spent - charged;
-      this.estimateMs = Math.max(1, this.estimateMs * 0.9 + spent * 0.1);
+      this.averageMs = this.averageMs * 0.9 + spent * 0.1;
+      this.remember(flow.who, spent);
       flow.running--;
       this.running--;
       this.forgetIfIdle(flow);
@@ -152,12 +163,25 @@ export class PriorityLevel {
     };
   }
 
-  /** Gives free seats to the waiting principals that have had the least seat-time. */
+  private remember(who: string, spent: number): void {
+    const known = this.costs.get(who);
+    this.costs.delete(who);
+    this.costs.set(who, known === undefined ? spent : (known + spent) / 2);
+    if (this.costs.size > REMEMBERED_COSTS) this.costs.delete(this.costs.keys().next().value!);
+  }
+
+  /** Gives free seats to the waiting work with the smallest finish tags. */
   private next(): void {
     while (this.waiting > 0 && this.running < this.limits.seats) {
       let chosen: Flow | undefined;
+      let chosenTag = Infinity;
       for (const flow of this.flows.values()) {
-        if (flow.queue.length > 0 && (!chosen || flow.finish < chosen.finish)) chosen = flow;
+        if (flow.queue.length === 0) continue;
+        const tag = Math.max(flow.finish, this.virtualTime) + this.costOf(flow.who);
+        if (tag < chosenTag) {
+          chosen = flow;
+          chosenTag = tag;
+        }
       }
       if (!chosen) return;
       const entry = chosen.queue.shift()!;
@@ -166,7 +190,7 @@ export class PriorityLevel {
     }
   }
 
-  /** A principal with nothing running or waiting is forgotten (memory stays bounded by the active ones). */
+  /** A principal with nothing running or waiting is forgotten but for its typical cost (memory stays bounded by the active ones). */
   private forgetIfIdle(flow: Flow): void {
     if (flow.running === 0 && flow.queue.length === 0) this.flows.delete(flow.who);
   }
