@@ -195,7 +195,7 @@ export const DEFAULTS: Config = {
   mutationsQueuedPerPrincipal: 32,
   maxReadsInFlight: 512,
   readsQueuedPerPrincipal: 32,
-  maxLongReadsInFlight: 4,
+  maxLongReadsInFlight: 2,
   longReadsQueuedPerPrincipal: 32,
   authFailureLimit: 120,
   orgCreators: ['superusers'],

@@ -260,15 +260,20 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler, exem
     if (answer instanceof Promise) answer.then(decide, done);
     else decide(answer);
   });
-  app.addHook('preValidation', (request, _reply, done) => {
+  app.addHook('preValidation', (request, reply, done) => {
     const admission = request.admission;
     if (!admission) return done();
+    // Its client went away before it got here (an abort seen before the admission was made is not
+    // seen again): there is nothing to run for it, and a seat taken now might never be given back.
+    if (admission.over || request.raw.socket?.destroyed) return;
     let seat: Release | Promise<Release>;
     try {
       seat = scheduler.levels[admission.level].acquire(admission.who, { onQueued: (withdraw) => (admission.withdraw = withdraw) });
     } catch (err) {
       return done(err as ApiError);
     }
+    // However the response ends (answered, or its connection closed under it), the seat comes back.
+    reply.raw.once('close', () => end(request));
     if (!(seat instanceof Promise)) {
       admission.release = seat;
       return done();
@@ -281,11 +286,12 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler, exem
       done();
     });
   });
-  whenRequestEnds(app, (request: FastifyRequest) => {
+  const end = (request: FastifyRequest) => {
     const admission = request.admission;
     if (!admission || admission.over) return;
     admission.over = true;
     admission.withdraw?.();
     admission.release?.();
-  });
+  };
+  whenRequestEnds(app, end);
 }
