@@ -42,7 +42,7 @@ export interface LevelLimits {
 }
 
 /** Retry-After, in seconds, of a refusal for a full queue. */
-export const RETRY_AFTER_S = 1;
+const RETRY_AFTER_S = 1;
 
 /** A held seat: give it back exactly once, when the work is over. */
 export type Release = () => void;
