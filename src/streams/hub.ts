@@ -66,7 +66,7 @@ export class WatchHub {
     private readonly auth: Authorizer,
     private readonly limits: HubLimits,
     private readonly onError: (err: unknown) => void,
-    /** Each chunk of a replay read from the store waits its fair turn among long reads. */
+    /** Each chunk of a replay (its read from the store and its sending) waits its fair turn among long reads. */
     private readonly scheduler: Scheduler,
   ) {
     changes.on('change', this.onChange);

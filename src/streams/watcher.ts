@@ -48,7 +48,7 @@ export interface WatcherOptions {
   onEnd(watcher: Watcher): void;
   /** Told of a failure that ended the stream (a store read, a permission check). */
   onError(err: unknown): void;
-  /** Runs a read of stored history in its turn among the server's long reads. */
+  /** Runs a chunk of a replay (reading stored history and sending it) in its turn among the server's long reads. */
   longRead<T>(read: () => Promise<T>): Promise<T>;
   /** Told when the watcher starts and stops reading history from the store. */
   onReplay(watcher: Watcher, replaying: boolean): void;
