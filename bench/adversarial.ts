@@ -177,6 +177,17 @@ async function attack(keel: RunningKeel, kind: string, keys: string[]): Promise<
   };
 }
 
+/** Waits until the server answers /about again after an attack (refused or reset connections meanwhile are expected). */
+async function settled(keel: RunningKeel): Promise<void> {
+  const until = Date.now() + PROBE_WAIT_MS;
+  while (Date.now() < until) {
+    const ok = await fetch(`${keel.base}/about`, { signal: AbortSignal.timeout(10_000) }).then((res) => res.ok, () => false);
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+}
+
 async function run(backend: string, databaseUrl?: string): Promise<Phase[]> {
   const dir = mkdtempSync(join(tmpdir(), 'keel-bench-lag-'));
   const dataDir = join(dir, 'data');
@@ -202,8 +213,7 @@ async function run(backend: string, databaseUrl?: string): Promise<Phase[]> {
         phases.push({ attack: kind, principals, lag, ...measured, answers });
         process.stderr.write(`bench adversarial: ${backend} ${kind} × ${principals}: lag p99 ${lag.p99.toFixed(1)} ms, GET p99 ${measured.get.p99} ms, list p99 ${measured.list.p99} ms\n`);
         // What the attack left running (a statement, a stream) ends before the next phase.
-        await fetch(`${keel.base}/about`);
-        await new Promise((r) => setTimeout(r, 1000));
+        await settled(keel);
       }
     }
     return phases;
