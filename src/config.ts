@@ -27,7 +27,7 @@ export interface Config {
   rateLimit: number;
   /** How many requests above the rate a principal may burst. */
   rateBurst: number;
-  /** Requests handled at once; more are refused with 503 until some finish. */
+  /** Requests open at once (receiving their body, waiting for a seat or running); more are refused with 503 until some finish. */
   maxInFlight: number;
   /** A request still unanswered after this long gets 503. */
   requestTimeoutMs: number;
@@ -39,8 +39,13 @@ export interface Config {
   maxInFlightPerPrincipal: number;
   /** Longest a list or query may run in the database before it is refused (400). */
   queryBudgetMs: number;
-  /** Lists and queries one caller may run in the database at once; the next wait their turn. */
-  queriesPerPrincipal: number;
+  /** Seats of each priority level (changes; item reads; lists, queries, history and log reads), server-wide, and what one principal may have waiting for one (see server/fairness.ts). */
+  maxMutationsInFlight: number;
+  mutationsQueuedPerPrincipal: number;
+  maxReadsInFlight: number;
+  readsQueuedPerPrincipal: number;
+  maxLongReadsInFlight: number;
+  longReadsQueuedPerPrincipal: number;
   /** Failed authentications per minute each source address may make (429 above); 0 turns it off. */
   authFailureLimit: number;
   /** Who may create orgs through the API: `superusers` (of the first org), `anyone`, principal links and emails. */
@@ -167,13 +172,18 @@ export const OPTIONS: Option[] = [
   option('maxPageSize', 'KEEL_MAX_PAGE_SIZE', '--max-page-size', whole(1, 10_000), 'largest ?limit= of a page'),
   option('rateLimit', 'KEEL_RATE_LIMIT', '--rate-limit', whole(0, 1_000_000), 'requests per second per key (0 = unlimited; 429 above)'),
   option('rateBurst', 'KEEL_RATE_BURST', '--rate-burst', whole(0, 10_000_000), 'requests a key may make at once above its rate'),
-  option('maxInFlight', 'KEEL_MAX_IN_FLIGHT', '--max-in-flight', whole(1, 1_000_000), 'requests handled at once (503 above)'),
+  option('maxInFlight', 'KEEL_MAX_IN_FLIGHT', '--max-in-flight', whole(1, 1_000_000), 'requests open at once, receiving their body, queued or running (503 above)'),
   option('requestTimeoutMs', 'KEEL_REQUEST_TIMEOUT_MS', '--request-timeout-ms', whole(100, 3_600_000), 'a request unanswered after this gets 503'),
   option('shutdownTimeoutMs', 'KEEL_SHUTDOWN_TIMEOUT_MS', '--shutdown-timeout-ms', whole(0, 600_000), 'on SIGTERM, time given to in-flight requests'),
   option('bodyTimeoutMs', 'KEEL_BODY_TIMEOUT_MS', '--body-timeout-ms', whole(100, 3_600_000), 'a request whose headers and body take longer to arrive gets 408'),
   option('maxInFlightPerPrincipal', 'KEEL_MAX_IN_FLIGHT_PER_PRINCIPAL', '--max-in-flight-per-principal', whole(1, 1_000_000), 'requests one key, user or address may have in flight (503 above)'),
   option('queryBudgetMs', 'KEEL_QUERY_BUDGET_MS', '--query-budget-ms', whole(10, 3_600_000), 'a list or query running longer in the database is refused (400)'),
-  option('queriesPerPrincipal', 'KEEL_QUERIES_PER_PRINCIPAL', '--queries-per-principal', whole(1, 10_000), 'lists and queries one key or user may run in the database at once (more wait in line; 429 beyond 32 waiting)'),
+  option('maxMutationsInFlight', 'KEEL_MAX_MUTATIONS_IN_FLIGHT', '--max-mutations-in-flight', whole(1, 1_000_000), 'creates, changes and deletes running at once; more wait, shared fairly among principals'),
+  option('mutationsQueuedPerPrincipal', 'KEEL_MUTATIONS_QUEUED_PER_PRINCIPAL', '--mutations-queued-per-principal', whole(0, 1_000_000), 'changes one principal may have waiting for a seat (429 above)'),
+  option('maxReadsInFlight', 'KEEL_MAX_READS_IN_FLIGHT', '--max-reads-in-flight', whole(1, 1_000_000), 'item reads running at once; more wait, shared fairly among principals'),
+  option('readsQueuedPerPrincipal', 'KEEL_READS_QUEUED_PER_PRINCIPAL', '--reads-queued-per-principal', whole(0, 1_000_000), 'item reads one principal may have waiting for a seat (429 above)'),
+  option('maxLongReadsInFlight', 'KEEL_MAX_LONG_READS_IN_FLIGHT', '--max-long-reads-in-flight', whole(1, 10_000), 'lists, queries, history, audit and log reads and watch replay reads running at once; more wait, shared fairly among principals'),
+  option('longReadsQueuedPerPrincipal', 'KEEL_LONG_READS_QUEUED_PER_PRINCIPAL', '--long-reads-queued-per-principal', whole(0, 1_000_000), 'long reads one principal may have waiting for a seat (429 above)'),
   option('authFailureLimit', 'KEEL_AUTH_FAILURE_LIMIT', '--auth-failure-limit', whole(0, 1_000_000), 'failed authentications per minute per address (0 = unlimited; 429 above)'),
   option('orgCreators', 'KEEL_ORG_CREATORS', '--org-creators', creators, 'who may POST /org: superusers (of the first org), anyone, principal links, emails'),
   option('maxOrgsPerPrincipal', 'KEEL_MAX_ORGS_PER_PRINCIPAL', '--max-orgs-per-principal', whole(0, 1_000_000), 'a principal superuser of this many orgs may create no more (0 = no limit)'),
@@ -212,13 +222,18 @@ export const DEFAULTS: Config = {
   maxPageSize: 1000,
   rateLimit: 0,
   rateBurst: 0,
-  maxInFlight: 1024,
+  maxInFlight: 4096,
   requestTimeoutMs: 30_000,
   shutdownTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,
   maxInFlightPerPrincipal: 64,
   queryBudgetMs: 250,
-  queriesPerPrincipal: 2,
+  maxMutationsInFlight: 256,
+  mutationsQueuedPerPrincipal: 32,
+  maxReadsInFlight: 512,
+  readsQueuedPerPrincipal: 32,
+  maxLongReadsInFlight: 2,
+  longReadsQueuedPerPrincipal: 32,
   authFailureLimit: 120,
   orgCreators: ['superusers'],
   maxOrgsPerPrincipal: 20,

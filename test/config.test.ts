@@ -70,13 +70,17 @@ test('the limits against hostile callers are settings with defaults, checked lik
   assert.deepEqual(defaults.orgCreators, ['superusers']);
   assert.ok(defaults.queryBudgetMs > 0 && defaults.bodyTimeoutMs > 0 && defaults.maxInFlightPerPrincipal < defaults.maxInFlight && defaults.authFailureLimit > 0);
   const set = loadConfig({
-    env: { KEEL_ORG_CREATORS: 'superusers, /org/acme/serviceaccount/ci,alice@example.com', KEEL_QUERY_BUDGET_MS: '500', KEEL_QUERIES_PER_PRINCIPAL: '3' },
-    argv: ['--max-orgs-per-principal', '3', '--body-timeout-ms=2000', '--auth-failure-limit', '0', '--max-in-flight-per-principal', '8'],
+    env: { KEEL_ORG_CREATORS: 'superusers, /org/acme/serviceaccount/ci,alice@example.com', KEEL_QUERY_BUDGET_MS: '500', KEEL_MAX_LONG_READS_IN_FLIGHT: '3', KEEL_READS_QUEUED_PER_PRINCIPAL: '0' },
+    argv: ['--max-orgs-per-principal', '3', '--body-timeout-ms=2000', '--auth-failure-limit', '0', '--max-in-flight-per-principal', '8', '--mutations-queued-per-principal', '5'],
   });
   assert.deepEqual(set.orgCreators, ['superusers', '/org/acme/serviceaccount/ci', 'alice@example.com']);
-  assert.deepEqual([set.queryBudgetMs, set.maxOrgsPerPrincipal, set.bodyTimeoutMs, set.authFailureLimit, set.maxInFlightPerPrincipal, set.queriesPerPrincipal], [500, 3, 2000, 0, 8, 3]);
-  assert.equal(defaults.queriesPerPrincipal, 2);
-  assert.throws(() => loadConfig({ env: { KEEL_QUERIES_PER_PRINCIPAL: '0' } }), /KEEL_QUERIES_PER_PRINCIPAL must be a whole number from 1/);
+  assert.deepEqual(
+    [set.queryBudgetMs, set.maxOrgsPerPrincipal, set.bodyTimeoutMs, set.authFailureLimit, set.maxInFlightPerPrincipal, set.maxLongReadsInFlight, set.readsQueuedPerPrincipal, set.mutationsQueuedPerPrincipal],
+    [500, 3, 2000, 0, 8, 3, 0, 5],
+  );
+  assert.ok(defaults.maxLongReadsInFlight < defaults.maxMutationsInFlight && defaults.maxMutationsInFlight < defaults.maxReadsInFlight && defaults.maxReadsInFlight < defaults.maxInFlight);
+  assert.throws(() => loadConfig({ env: { KEEL_MAX_LONG_READS_IN_FLIGHT: '0' } }), /KEEL_MAX_LONG_READS_IN_FLIGHT must be a whole number from 1/);
+  assert.throws(() => loadConfig({ env: {}, argv: ['--config', file('old.json', '{"queriesPerPrincipal": 2}')] }), /unknown setting\(s\) queriesPerPrincipal/);
   assert.deepEqual(loadConfig({ env: {}, argv: ['--config', file('creators.json', '{"orgCreators": ["anyone"]}')] }).orgCreators, ['anyone']);
   assert.throws(() => loadConfig({ env: { KEEL_ORG_CREATORS: 'everybody' } }), /KEEL_ORG_CREATORS must list superusers, anyone, principal links .* got 'everybody'/);
   assert.throws(() => loadConfig({ env: { KEEL_QUERY_BUDGET_MS: '5' } }), /KEEL_QUERY_BUDGET_MS must be a whole number from 10/);

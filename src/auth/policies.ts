@@ -100,6 +100,13 @@ export class PolicyAuthorizer implements Authorizer {
     this.requireMemberOf(principal, org, access);
   }
 
+  /** Whether the org's group `group` has the principal as a member (decided at once from what is loaded, as requireMember is). */
+  inGroup(principal: Principal, org: string, group: string): boolean | Promise<boolean> {
+    const access = this.access(org);
+    if (access instanceof Promise) return access.then((loaded) => this.principalLinks(principal, loaded).has(`/org/${org}/group/${group}`));
+    return this.principalLinks(principal, access).has(`/org/${org}/group/${group}`);
+  }
+
   private requireMemberOf(principal: Principal, org: string, access: OrgAccess): void {
     // A service account belongs to its org; a JWT user of the org must have been added to it.
     const own = principal.org === org && (principal.kind === 'serviceaccount' || access.users.has(principal.link));

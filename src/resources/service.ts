@@ -16,7 +16,6 @@ import { announce, type AppendedEvent } from '../audit/changes.js';
 import { createOrg, requireOrgCreator, type OrgCreationRule } from './orgs.js';
 import { mintKey } from '../auth/keys.js';
 import { validateResource } from './validate.js';
-import { Turns } from './turns.js';
 import { deepEqual, setOwn } from '../json.js';
 
 export interface WriteOptions {
@@ -43,8 +42,6 @@ export interface ResourceSettings {
   audit: boolean;
   /** Longest a list or query may run in the database (unbounded when absent). */
   queryBudgetMs?: number;
-  /** Lists and queries one caller may run in the database at once (unbounded when absent); up to QUERIES_WAITING more wait their turn. */
-  queriesPerPrincipal?: number;
   /** Who may create orgs through the API (anyone authenticated when absent). */
   orgCreation?: OrgCreationRule;
   /** The billing account that owns the orgs created through the API (see billing.ts). */
@@ -61,8 +58,6 @@ class DryRun {
   constructor(readonly item: StoredItem) {}
 }
 
-/** Lists and queries of one caller that may wait for a turn (see Turns); more are refused with 429. */
-const QUERIES_WAITING = 32;
 
 const isGvcScoped = (kind: string) => findKind(kind)?.scope === 'gvc';
 
@@ -77,12 +72,7 @@ export class Resources {
     /** Told when a write may change who is who or who may do what in an org. */
     private readonly onAccessChange: (org: string) => void = (org) => auth.invalidate(org),
     private readonly settings: ResourceSettings,
-  ) {
-    this.turns = new Turns(settings.queriesPerPrincipal ?? Infinity, QUERIES_WAITING);
-  }
-
-  /** Whose lists and queries run in the database now, and whose wait (see Turns). */
-  private readonly turns: Turns;
+  ) {}
 
   /** An item as the caller may see it; presented once per stored state (see presented()), unless revealed. */
   async get(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): Promise<Resource> {
@@ -114,7 +104,7 @@ export class Resources {
     await this.auth.requireMember(principal, place.org);
     await this.requireGvc(def, place);
     const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
-    const { value: rows, seq } = await this.turns.run(principal, () => this.store.listAt({
+    const { value: rows, seq } = await this.store.listAt({
       budgetMs: this.settings.queryBudgetMs,
       org: place.org,
       kind: def.kind,
@@ -127,7 +117,7 @@ export class Resources {
         const where = filter ? `(${compiled.where}) AND (${filter.where})` : compiled.where;
         return { where, orderBy: compiled.orderBy, join: compiled.join ?? filter?.join };
       },
-    }));
+    });
     const more = rows.length > page.limit;
     const items = more ? rows.slice(0, page.limit) : rows;
     const last = items[items.length - 1];
@@ -275,7 +265,7 @@ export class Resources {
   /**
    * An item's versions from its audit events (its -history), newest first, for a caller who may view
    * the item; `before` pages on by event sequence. One page is read, newest first on the item's
-   * index, taking a turn like a list (see Turns). Hidden fields (secret data) are not in the
+   * index (its route waits its turn among long reads, see server/fairness.ts). Hidden fields (secret data) are not in the
    * recorded snapshots; the kind's hidden() runs again so history can never show them. Status that
    * Keel's reconcilers record is left out: it makes no version.
    */
@@ -285,17 +275,15 @@ export class Resources {
     const item = await this.store.get(keyOf(def, place, name));
     if (!item) throw notFound(def, place, name);
     await this.auth.check(principal, 'view', def, targetOf(item));
-    const records = await this.turns.run(principal, () =>
-      this.store.audit({
-        org: item.org,
-        context: PLATFORM_CONTEXT,
-        resourceId: item.id,
-        exceptActionType: 'status',
-        throughSeq: page.before === undefined ? undefined : page.before - 1,
-        newestFirst: true,
-        limit: page.limit + 1,
-      }),
-    );
+    const records = await this.store.audit({
+      org: item.org,
+      context: PLATFORM_CONTEXT,
+      resourceId: item.id,
+      exceptActionType: 'status',
+      throughSeq: page.before === undefined ? undefined : page.before - 1,
+      newestFirst: true,
+      limit: page.limit + 1,
+    });
     const more = records.length > page.limit;
     const items = (more ? records.slice(0, page.limit) : records).map((record) => historyEntry(def, record));
     return { items, next: more ? records[page.limit - 1].seq : undefined };

@@ -17,6 +17,7 @@ import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
 import { installPaging } from './paging.js';
 import { AuthFailures, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
+import { installFairness, schedulerOf } from './fairness.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
 import { mountClientRoutes } from './client-routes.js';
@@ -68,12 +69,14 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     {
       audit: config.audit,
       queryBudgetMs: config.queryBudgetMs,
-      queriesPerPrincipal: config.queriesPerPrincipal,
       orgCreation: { creators: config.orgCreators, firstOrg: config.org, maxPerPrincipal: config.maxOrgsPerPrincipal },
       accountLink: accountLinkOf(config.org),
     },
   );
   const failures = new AuthFailures(config.authFailureLimit);
+  // One scheduler for both APIs and the watch: the seats are this process's.
+  const scheduler = schedulerOf(config);
+  const exempt = (principal: Principal) => auth.inGroup(principal, config.org, 'superusers');
   // A restore or reset replaced what these remember (in this process or, on PostgreSQL, another).
   const stopForgetting = onReplaced(store, () => {
     auth.invalidateAll();
@@ -163,6 +166,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       if (member) member.then(() => done(), done);
       else done();
     });
+    installFairness(app, scheduler, exempt);
     if (faults && api === 'core') installFaults(app, faults);
     mountMeta(app, config, store);
     return app;
@@ -170,7 +174,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
 
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
   mountRoutes(core, resources);
-  mountWatch(core, store, auth, config);
+  mountWatch(core, store, auth, config, scheduler);
   installLiving(core, store, auth, config, faults?.scenario);
   mountAccessRoutes(core, resources, store, auth);
   mountLogs(core, store, auth, config);

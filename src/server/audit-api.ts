@@ -66,10 +66,12 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
     return { kind: 'queryresult', itemKind: 'auditevent', items: page.map(eventView), query: Object.fromEntries(Object.entries(echo).filter(([, v]) => v !== undefined)), links };
   };
 
-  app.get('/audit/org/:org', (request) => query(request, {}));
-  app.get('/audit/org/:org/resource/id/:id', (request) => query(request, { resourceId: (request.params as Params).id }));
-  app.get('/audit/org/:org/resource/name/:name', (request) => query(request, { resourceName: (request.params as Params).name }));
-  app.get('/audit/org/:org/subject/email/:email', (request) => query(request, { subjectName: (request.params as Params).email }));
+  // Pages of audit events wait and run among the long reads (see fairness.ts).
+  const longRead = { config: { longRead: true } };
+  app.get('/audit/org/:org', longRead, (request) => query(request, {}));
+  app.get('/audit/org/:org/resource/id/:id', longRead, (request) => query(request, { resourceId: (request.params as Params).id }));
+  app.get('/audit/org/:org/resource/name/:name', longRead, (request) => query(request, { resourceName: (request.params as Params).name }));
+  app.get('/audit/org/:org/subject/email/:email', longRead, (request) => query(request, { subjectName: (request.params as Params).email }));
   app.get('/audit/org/:org/id/:id', async (request) => {
     const { org, id } = request.params as Params;
     await auth.requireMember(request.principal, org);

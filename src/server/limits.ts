@@ -259,7 +259,7 @@ export function connectionOptions(config: Config): Pick<FastifyServerOptions, 'r
 const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 
 /** Runs `release` once a request is over: answered, or abandoned by its client. */
-function whenRequestEnds(app: FastifyInstance, release: (request: FastifyRequest) => void): void {
+export function whenRequestEnds(app: FastifyInstance, release: (request: FastifyRequest) => void): void {
   app.addHook('onResponse', (request, _reply, done) => {
     release(request);
     done();

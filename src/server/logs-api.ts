@@ -232,10 +232,12 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       const lines = await readLines(store, query, { org, ...range, backward, limit }, readBudget);
       return success({ resultType: 'streams', result: toStreams(lines), stats: { summary: { totalEntriesReturned: lines.length } } });
     };
-    logs.get(`${BASE}/query_range`, (request) => rangeRead(request, false));
-    logs.get(`${BASE}/query`, (request) => rangeRead(request, true));
+    // Reads of stored lines wait and run among the long reads (see fairness.ts).
+    const longRead = { config: { longRead: true } };
+    logs.get(`${BASE}/query_range`, longRead, (request) => rangeRead(request, false));
+    logs.get(`${BASE}/query`, longRead, (request) => rangeRead(request, true));
 
-    logs.get(`${BASE}/labels`, async (request) => {
+    logs.get(`${BASE}/labels`, longRead, async (request) => {
       const { org } = request.params as { org: string };
       await allowed(request.principal, org);
       const { from, to } = rangeOf(request.query as Query, Date.now());
@@ -244,7 +246,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       return success(present);
     });
 
-    logs.get(`${BASE}/label/:name/values`, async (request) => {
+    logs.get(`${BASE}/label/:name/values`, longRead, async (request) => {
       const { org, name } = request.params as { org: string; name: string };
       await allowed(request.principal, org);
       const q = request.query as Query;

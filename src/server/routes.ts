@@ -18,9 +18,15 @@ type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown
 type Params = Record<string, string>;
 type QueryString = Record<string, string | undefined>;
 
-/** Mounts `handlers` on `url` and answers 405 with the error object for every other method. */
-export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>): void {
-  for (const [method, handler] of Object.entries(handlers)) app.route({ method: method as HTTPMethods, url, handler: handler! });
+/**
+ * Mounts `handlers` on `url` and answers 405 with the error object for every other method. The
+ * methods in `longReads` are lists, queries or history reads: they wait and run in the scheduler's
+ * longReads level (see fairness.ts).
+ */
+export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>, longReads: HTTPMethods[] = []): void {
+  for (const [method, handler] of Object.entries(handlers)) {
+    app.route({ method: method as HTTPMethods, url, handler: handler!, config: longReads.includes(method as HTTPMethods) ? { longRead: true } : {} });
+  }
   const others = ALL_METHODS.filter((m) => !(m in handlers));
   if (others.length === 0) return;
   const allowed = Object.keys(handlers).join(', ');
@@ -54,7 +60,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         if (result.created) reply.code(201).header('location', selfOf(result.resource));
         return sendResource(reply, result.resource);
       },
-    });
+    }, ['GET']);
     mount(app, item, {
       GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
@@ -68,9 +74,9 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         return reply.code(202).type('application/json').send();
       },
     });
-    mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) });
-    mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) });
-    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) });
+    mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) }, ['GET']);
+    mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) }, ['GET']);
+    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) }, ['GET']);
     mountKindWide(app, resources, def);
   }
   mountOrgs(app, resources);
@@ -92,7 +98,7 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
         const sent = (emptyToUndefined(request.body) ?? {}) as Record<string, unknown>;
         return { kind: 'queryresult', itemKind: 'org', items, links: [{ rel: 'self', href: '/org/-query' }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
       },
-    });
+    }, ['POST']);
   } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
   if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
   mount(app, `${base}/-schema/permissions`, {
@@ -119,7 +125,7 @@ function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, ur
       const query = parseQuery(token.query, def);
       return queryPage(resources, def, place, request, reply, query, token.echo, token.after, token.limit);
     },
-  });
+  }, ['POST', 'GET']);
 }
 
 function mountOrgs(app: FastifyInstance, resources: Resources): void {
@@ -130,7 +136,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
       const created = await resources.createOrg(request.principal, request.body);
       return reply.code(201).header('location', selfOf(created)).send(created);
     },
-  });
+  }, ['GET']);
   mount(app, '/org/:org', {
     GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
@@ -146,8 +152,8 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
       return { kind: 'queryresult', itemKind: 'org', items: matchesQuery(query, item) ? [item] : [], links: [{ rel: 'self', href: self }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
     },
   });
-  mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) });
-  mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) });
+  mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) }, ['GET']);
+  mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) }, ['GET']);
   mountKindWide(app, resources, org);
 }
 

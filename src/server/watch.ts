@@ -12,6 +12,7 @@ import { tokenOf } from './authenticate.js';
 import { coreBase } from './public-url.js';
 import { onReplaced } from '../store/snapshots.js';
 import { RESTORE_ACTION } from '../audit/events.js';
+import type { Scheduler } from './fairness.js';
 
 const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
 const MAX_NAMES = 100;
@@ -23,7 +24,7 @@ const MAX_NAMES = 100;
  * once, in commit order, whichever Keel process made it. Narrowed by ?kind=, ?gvc=, ?name=a,b and
  * ?query=<a -query body as JSON>. See docs/streams.md.
  */
-export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer, config: Config): void {
+export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer, config: Config, scheduler: Scheduler): void {
   const hub = new WatchHub(
     store,
     auth,
@@ -35,6 +36,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
       bufferTotalBytes: config.watchBufferTotalBytes,
     },
     (err) => app.log.error({ err }, 'watch'),
+    scheduler,
   );
   // Streams end when the server closes, so a graceful shutdown is not held up by watchers.
   app.addHook('preClose', async () => hub.close());

@@ -1,12 +1,13 @@
 import { changes, type AppendedEvent } from '../audit/changes.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import { parseKey } from '../auth/keys.js';
-import type { Principal } from '../auth/principal.js';
+import { identity, type Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { ACCESS_KINDS, OrgFeed, type FeedHooks } from './feed.js';
 import { HeldBytes } from './held.js';
 import { Watcher, type WatcherOptions } from './watcher.js';
+import type { Scheduler } from '../server/fairness.js';
 
 /** How often every open stream's credentials and membership are checked again (revocations made through another org or process). */
 const RECHECK_MS = 1000;
@@ -70,6 +71,8 @@ export class WatchHub {
     private readonly auth: Authorizer,
     private readonly limits: HubLimits,
     private readonly onError: (err: unknown) => void,
+    /** Each chunk of a replay (its read from the store and its sending) waits its fair turn among long reads. */
+    private readonly scheduler: Scheduler,
   ) {
     this.heldBytes = new HeldBytes(limits.bufferTotalBytes);
     changes.on('change', this.onChange);
@@ -148,8 +151,9 @@ export class WatchHub {
   }
 
   /** Starts a stream (already admitted) on the org's feed. */
-  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'held' | 'store' | 'auth'>, token: string | undefined): Watcher {
+  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'held' | 'store' | 'auth' | 'longRead'>, token: string | undefined): Watcher {
     const link = options.principal.link;
+    const who = identity(options.principal);
     const watcher = new Watcher({
       ...options,
       store: this.store,
@@ -159,6 +163,8 @@ export class WatchHub {
       onEnd: (w) => this.release(w),
       onError: this.onError,
       onReplay: (w, replaying) => count(this.replays, w.principal.link, replaying ? 1 : -1),
+      // An open stream's next chunk cannot be refused: it waits (one at a time per stream).
+      longRead: (read) => this.scheduler.run('longReads', who, read, { mustWait: true }),
     });
     this.held.set(watcher, {
       watcher,

@@ -51,6 +51,8 @@ export interface WatcherOptions {
   onEnd(watcher: Watcher): void;
   /** Told of a failure that ended the stream (a store read, a permission check). */
   onError(err: unknown): void;
+  /** Runs a chunk of a replay (reading stored history and sending it) in its turn among the server's long reads. */
+  longRead<T>(read: () => Promise<T>): Promise<T>;
   /** Told when the watcher starts and stops reading history from the store. */
   onReplay(watcher: Watcher, replaying: boolean): void;
 }
@@ -230,10 +232,16 @@ export class Watcher implements FeedSubscriber {
     if (!this.open || this.paused) return;
     // Nothing the principal may view is selected: nothing to read up to the feed.
     const through = narrowed ? Math.min(this.o.feed.position, this.last + SPAN) : this.o.feed.position;
-    let records: Awaited<ReturnType<Store['audit']>> = [];
-    if (narrowed) {
-      records = await this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed });
-    }
+    if (!narrowed) this.last = Math.max(this.last, through);
+    // The read and the sending of what it read hold a long-read seat together: the scheduler then
+    // counts what a replay really costs the request thread.
+    else await this.o.longRead(() => this.sendChunk(narrowed, through));
+    await yieldTurn();
+  }
+
+  /** Reads the next stored events after the cursor up to `through` and sends those the stream wants. */
+  private async sendChunk(narrowed: { resourceTypes: string[]; resourceNames?: string[] }, through: number): Promise<void> {
+    const records = await this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed });
     for (const record of records) {
       if (!this.open || this.paused) return;
       if (CHANGE_ACTIONS.has(record.actionType) && this.passes(record.resourceType, record.resourceName)) {
@@ -253,7 +261,6 @@ export class Watcher implements FeedSubscriber {
       this.last = record.seq;
     }
     if (records.length < CHUNK) this.last = Math.max(this.last, through);
-    await yieldTurn();
   }
 
   /** The SQL narrowing of a replay: undefined when the principal may view nothing the filter selects. */

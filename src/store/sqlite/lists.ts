@@ -58,12 +58,43 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
-export class ListWorker {
+/**
+ * List worker threads: as many as the scheduler's default long-read seats (maxLongReadsInFlight), so
+ * that the lists it lets run at once run side by side, each on its own thread, rather than one behind
+ * another in a single thread's line (where a light list would wait out a heavy query's whole budget).
+ */
+const LIST_THREADS = 2;
+
+/** The list worker threads; each statement goes to the one with the least to do. Threads start when first needed. */
+export class ListWorkers {
+  private readonly workers: ListWorker[];
+
+  constructor(file: string) {
+    this.workers = Array.from({ length: LIST_THREADS }, () => new ListWorker(file));
+  }
+
+  all(sql: string, values: unknown[], budgetMs: number): Promise<ResourceRow[]> {
+    let idlest = this.workers[0];
+    for (const worker of this.workers) if (worker.waiting < idlest.waiting) idlest = worker;
+    return idlest.all(sql, values, budgetMs);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((worker) => worker.close()));
+  }
+}
+
+class ListWorker {
   private worker?: Worker;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
   constructor(private readonly file: string) {}
+
+  /** Statements given to this thread and not answered yet. */
+  get waiting(): number {
+    return this.pending.size;
+  }
 
   /** The rows of a list statement (whose WHERE calls keel_within_budget()), or overBudget() past `budgetMs`. */
   all(sql: string, values: unknown[], budgetMs: number): Promise<ResourceRow[]> {

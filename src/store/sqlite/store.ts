@@ -6,7 +6,7 @@ import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, itemsOf, Mutex, positionedList, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
-import { ListWorker } from './lists.js';
+import { ListWorkers } from './lists.js';
 import { auditLayout, LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } from './lookup.js';
 import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
@@ -84,7 +84,7 @@ export class SqliteStore implements Store {
   private appendedRows: unknown[] = [];
   private versionChecked = false;
   /** Where lists with a budget run (an in-memory database has no file a second connection could open: they run on the reader). */
-  private readonly lists?: ListWorker;
+  private readonly lists?: ListWorkers;
   /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
   private deadline = 0;
   private budgetMs = Infinity;
@@ -110,7 +110,7 @@ export class SqliteStore implements Store {
       // Detached again: a write transaction of a connection locks every database attached to it.
       this.writer.exec('DETACH lookup');
       this.reader = new Database(file, { readonly: true });
-      this.lists = new ListWorker(file);
+      this.lists = new ListWorkers(file);
       this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
     }
     this.reader.pragma('busy_timeout = 5000');

@@ -1,0 +1,299 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Principal } from '../auth/principal.js';
+import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import { sendError } from './errors.js';
+import { identityOf, whenRequestEnds } from './limits.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's place in the scheduler: its level and principal, then its seat (see installFairness). */
+    admission?: Admission;
+  }
+  interface FastifyContextConfig {
+    /** A list, query, history, audit or log read: it runs in the longReads level. */
+    longRead?: boolean;
+  }
+}
+
+interface Admission {
+  level: Level;
+  who: string;
+  release?: Release;
+  withdraw?: () => void;
+  over: boolean;
+}
+
+/**
+ * What a piece of work is, for sharing the server among callers (in the spirit of Kubernetes' API
+ * Priority and Fairness). `exempt` work (the first org's superusers, health checks) is never held;
+ * each other level has its own seats, so a flood of one kind of work cannot take the seats of another.
+ */
+export type Level = 'mutations' | 'reads' | 'longReads';
+
+export interface LevelLimits {
+  /** Pieces of work of the level running at once, server-wide (this process). */
+  seats: number;
+  /** Pieces of work one principal may have waiting for a seat; more are refused with 429. */
+  queued: number;
+  /** The setting names an operator changes, for the refusal's message. */
+  seatsSetting: string;
+  queuedSetting: string;
+}
+
+/** Retry-After, in seconds, of a refusal for a full queue. */
+const RETRY_AFTER_S = 1;
+
+/** A held seat: give it back exactly once, when the work is over. */
+export type Release = () => void;
+
+interface Waiting {
+  flow: Flow;
+  start: (release: Release) => void;
+}
+
+/** One principal's work at one level. */
+interface Flow {
+  who: string;
+  queue: Waiting[];
+  running: number;
+  /** Where this principal's next piece of work starts, in the level's virtual time: the seat-time it has been given so far. */
+  finish: number;
+}
+
+/** Principals whose typical cost a level remembers after they go idle (the least recently seen are forgotten first). */
+const REMEMBERED_COSTS = 10_000;
+
+/**
+ * One priority level: `seats` pieces of work at once; when they are taken, work waits in its
+ * principal's queue, and each freed seat goes by weighted fair queuing, with virtual time in
+ * seat-milliseconds. A principal's next piece of work is tagged to finish at (where it stands) + (what
+ * its work usually costs), and the smallest tag goes first; when it ends, the principal is charged what
+ * it really held. So N busy principals each get about 1/N of the seat-time however many requests each
+ * sends or however heavy they are, a lone caller gets every seat, and between two principals that
+ * stand level, a caller whose lists take two milliseconds goes before one whose queries hold a seat for
+ * a quarter second. A principal that starts asking is placed at the current virtual time: idle time
+ * banks no credit, and a swarm's backlog does not push it back. One whose cost is not known yet is
+ * assumed to cost what the level's work costs on average, so fresh keys earn no head start.
+ */
+export class PriorityLevel {
+  private running = 0;
+  private waiting = 0;
+  private readonly flows = new Map<string, Flow>();
+  /** The start tag of the work dispatched last. */
+  private virtualTime = 0;
+  /** What the level's work costs on average (ms, a moving average). */
+  private averageMs = 1;
+  /** What each recently seen principal's work costs (ms, a moving average), in least recently seen order. */
+  private readonly costs = new Map<string, number>();
+
+  constructor(
+    readonly name: Level,
+    private readonly limits: LevelLimits,
+  ) {}
+
+  /**
+   * Takes a seat for `who`'s work: the release at once when a seat is free and nobody waits, else
+   * a promise of it. Over the principal's queue, an ApiError 429 is thrown, unless `mustWait` (work
+   * already under way that cannot be refused, such as the next chunk of an open watch's replay).
+   * `onQueued` is given a function that withdraws the work from its queue (its client went away).
+   */
+  acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
+    let flow = this.flows.get(who);
+    if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: this.virtualTime }));
+    if (this.waiting === 0 && this.running < this.limits.seats) return this.dispatch(flow);
+    if (!options.mustWait && flow.queue.length >= this.limits.queued) {
+      this.forgetIfIdle(flow);
+      throw this.refusal(flow);
+    }
+    const queuedFlow = flow;
+    return new Promise<Release>((start) => {
+      const entry: Waiting = { flow: queuedFlow, start };
+      queuedFlow.queue.push(entry);
+      this.waiting++;
+      options.onQueued?.(() => {
+        const at = queuedFlow.queue.indexOf(entry);
+        if (at < 0) return;
+        queuedFlow.queue.splice(at, 1);
+        this.waiting--;
+        this.forgetIfIdle(queuedFlow);
+      });
+    });
+  }
+
+  /** Whether `who` could not queue one more piece of work now (checked before a body is read, so a refused caller sends none). */
+  full(who: string): boolean {
+    return this.running >= this.limits.seats && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
+  }
+
+  /** The 429 a principal whose queue is full gets. */
+  refusal(flow?: Flow): ApiError {
+    const queued = flow?.queue.length ?? this.limits.queued;
+    return new ApiError(
+      'rate_limited',
+      `the server's ${this.limits.seats} seats for ${LEVEL_WORDS[this.name]} are taken and this caller already has ${queued} waiting (${this.limits.seatsSetting}, ${this.limits.queuedSetting}); retry after ${RETRY_AFTER_S} s`,
+      { retryAfter: RETRY_AFTER_S },
+    );
+  }
+
+  private costOf(who: string): number {
+    return this.costs.get(who) ?? this.averageMs;
+  }
+
+  private dispatch(flow: Flow): Release {
+    const startTag = Math.max(flow.finish, this.virtualTime);
+    this.virtualTime = startTag;
+    const charged = this.costOf(flow.who);
+    flow.finish = startTag + charged;
+    flow.running++;
+    this.running++;
+    const began = performance.now();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const spent = Math.max(0.1, performance.now() - began);
+      flow.finish += spent - charged;
+      this.averageMs = this.averageMs * 0.9 + spent * 0.1;
+      this.remember(flow.who, spent);
+      flow.running--;
+      this.running--;
+      this.forgetIfIdle(flow);
+      this.next();
+    };
+  }
+
+  private remember(who: string, spent: number): void {
+    const known = this.costs.get(who);
+    this.costs.delete(who);
+    this.costs.set(who, known === undefined ? spent : (known + spent) / 2);
+    if (this.costs.size > REMEMBERED_COSTS) this.costs.delete(this.costs.keys().next().value!);
+  }
+
+  /** Gives free seats to the waiting work with the smallest finish tags. */
+  private next(): void {
+    while (this.waiting > 0 && this.running < this.limits.seats) {
+      let chosen: Flow | undefined;
+      let chosenTag = Infinity;
+      for (const flow of this.flows.values()) {
+        if (flow.queue.length === 0) continue;
+        const tag = Math.max(flow.finish, this.virtualTime) + this.costOf(flow.who);
+        if (tag < chosenTag) {
+          chosen = flow;
+          chosenTag = tag;
+        }
+      }
+      if (!chosen) return;
+      const entry = chosen.queue.shift()!;
+      this.waiting--;
+      // Started on a later turn of the event loop: seats handed on one after another in promise
+      // continuations would run every waiting piece of work in this one turn, ahead of all I/O.
+      setImmediate(entry.start, this.dispatch(chosen));
+    }
+  }
+
+  /** A principal with nothing running or waiting is forgotten but for its typical cost (memory stays bounded by the active ones). */
+  private forgetIfIdle(flow: Flow): void {
+    if (flow.running === 0 && flow.queue.length === 0) this.flows.delete(flow.who);
+  }
+}
+
+const LEVEL_WORDS: Record<Level, string> = { mutations: 'changes', reads: 'reads', longReads: 'lists, queries, history and log reads' };
+
+/** Every priority level of this process; one scheduler shared by both APIs and the watch. */
+export class Scheduler {
+  readonly levels: Record<Level, PriorityLevel>;
+
+  constructor(limits: Record<Level, LevelLimits>) {
+    this.levels = {
+      mutations: new PriorityLevel('mutations', limits.mutations),
+      reads: new PriorityLevel('reads', limits.reads),
+      longReads: new PriorityLevel('longReads', limits.longReads),
+    };
+  }
+
+  /** Runs `work` in a seat of `level` for `who`, waiting its fair turn (see PriorityLevel.acquire). */
+  async run<T>(level: Level, who: string, work: () => Promise<T>, options: { mustWait?: boolean } = {}): Promise<T> {
+    const seat = this.levels[level].acquire(who, options);
+    const release = seat instanceof Promise ? await seat : seat;
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  }
+}
+
+/** The levels' seats and queues from the settings. */
+export function schedulerOf(config: Config): Scheduler {
+  return new Scheduler({
+    mutations: { seats: config.maxMutationsInFlight, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
+    reads: { seats: config.maxReadsInFlight, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
+    longReads: { seats: config.maxLongReadsInFlight, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
+  });
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+/**
+ * Every request (but streams, which schedule their own reads) waits for a seat of its level before
+ * its handler runs. The level is chosen once the caller is known: public routes (/about, /discovery,
+ * the console) and `exempt` principals (the first org's superusers) are never held; a caller whose
+ * queue at that level is already full is refused at once, before its body is read. The seat itself
+ * is taken only once the body has arrived, so a client that sends its body slowly holds no seat that
+ * another caller's work needs; it is given back when the response is done or the client goes away.
+ */
+export function installFairness(app: FastifyInstance, scheduler: Scheduler, exempt: (principal: Principal) => boolean | Promise<boolean>): void {
+  app.decorateRequest('admission');
+  app.addHook('onRequest', (request, reply, done) => {
+    const route = request.routeConfig;
+    const principal = request.principal;
+    // Not counted: a stream. No principal: a public route (or one refused before it runs).
+    if (!request.counted || route?.public || !principal) return done();
+    const level: Level = route?.longRead ? 'longReads' : READ_METHODS.has(request.method) ? 'reads' : 'mutations';
+    const decide = (isExempt: boolean) => {
+      if (isExempt) return done();
+      const who = identityOf(principal, request.ip);
+      if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());
+      request.admission = { level, who, over: false };
+      done();
+    };
+    const answer = exempt(principal);
+    if (answer instanceof Promise) answer.then(decide, done);
+    else decide(answer);
+  });
+  app.addHook('preValidation', (request, reply, done) => {
+    const admission = request.admission;
+    if (!admission) return done();
+    // Its client went away before it got here (an abort seen before the admission was made is not
+    // seen again): there is nothing to run for it, and a seat taken now might never be given back.
+    if (admission.over || request.raw.socket?.destroyed) return;
+    let seat: Release | Promise<Release>;
+    try {
+      seat = scheduler.levels[admission.level].acquire(admission.who, { onQueued: (withdraw) => (admission.withdraw = withdraw) });
+    } catch (err) {
+      return done(err as ApiError);
+    }
+    // However the response ends (answered, or its connection closed under it), the seat comes back.
+    reply.raw.once('close', () => end(request));
+    if (!(seat instanceof Promise)) {
+      admission.release = seat;
+      return done();
+    }
+    seat.then((release) => {
+      admission.withdraw = undefined;
+      // Its client went away (or it timed out) as the seat came: the seat goes to the next at once.
+      if (admission.over) return release();
+      admission.release = release;
+      done();
+    });
+  });
+  const end = (request: FastifyRequest) => {
+    const admission = request.admission;
+    if (!admission || admission.over) return;
+    admission.over = true;
+    admission.withdraw?.();
+    admission.release?.();
+  };
+  whenRequestEnds(app, end);
+}
