@@ -1,8 +1,10 @@
 // The console is just another client of the public API: every call carries the signed-in
-// principal's key, kept in sessionStorage for this tab only.
+// principal's key, kept in sessionStorage for this tab only, or, when the person asks the console to
+// remember it on this machine, in localStorage (every tab of this origin, until Sign out).
 import type { Link, Resource } from '../../src/kinds/types';
 
-const KEY = 'keel.key';
+/** The storage entry of the key (the storage event tells other tabs when a remembered key goes). */
+export const KEY = 'keel.key';
 
 export class Problem extends Error {
   constructor(
@@ -31,10 +33,18 @@ export interface ListBody<T = Item> {
 }
 
 export const session = {
-  key: (): string | null => sessionStorage.getItem(KEY),
-  signIn: (key: string) => sessionStorage.setItem(KEY, key.trim()),
+  key: (): string | null => sessionStorage.getItem(KEY) ?? localStorage.getItem(KEY),
+  remembered: (): boolean => localStorage.getItem(KEY) !== null,
+  /** A remembered key is kept in localStorage alone, so signing out in any tab signs every tab out. */
+  signIn: (key: string, remember = false) => {
+    sessionStorage.removeItem(KEY);
+    localStorage.removeItem(KEY);
+    (remember ? localStorage : sessionStorage).setItem(KEY, key.trim());
+  },
+  /** Forgets the key in this tab and on this machine; other tabs that read it from localStorage lose it too. */
   signOut: () => {
     sessionStorage.clear();
+    localStorage.removeItem(KEY);
   },
   /** The org a Keel service-account key names (its middle part is base64url of org.sa.keyName). */
   orgOfKey(key: string): string | undefined {
@@ -48,6 +58,9 @@ export const session = {
     }
   },
 };
+
+/** Fired when the API refuses the signed-in key (revoked, expired, or another tab signed out). */
+export const KEY_REFUSED = 'keel-key-refused';
 
 export interface CallOptions {
   base?: string;
@@ -79,6 +92,7 @@ export async function callAt<T = any>(method: string, path: string, body?: unkno
   } catch {
     parsed = text;
   }
+  if (res.status === 401 && key) dispatchEvent(new CustomEvent(KEY_REFUSED));
   if (!res.ok) {
     const message = parsed && typeof parsed === 'object' && typeof parsed.message === 'string' ? parsed.message : `${res.status} ${res.statusText}`;
     throw new Problem(res.status, message, parsed?.code ?? 'error', parsed);
@@ -192,11 +206,6 @@ let kindList: Promise<KindInfo[]> | undefined;
 export function kinds(): Promise<KindInfo[]> {
   kindList ??= call<ListBody<KindInfo>>('GET', '/-kinds').then((b) => b.items);
   return kindList;
-}
-
-/** Kinds a person browses: those clients may create or change (computed kinds live under their parents). */
-export function browsable(list: KindInfo[]): KindInfo[] {
-  return list.filter((k) => k.kind !== 'org' && (k.operations.create || k.operations.update || k.operations.delete));
 }
 
 /**
