@@ -28,11 +28,11 @@ const FILTERS: Filter[] = [
 /** The actions Keel records in the platform context (custom contexts may hold others). */
 const ACTIONS = ['create', 'edit', 'delete', 'status', 'addKey'];
 
-/** An ISO instant as a datetime-local input shows it (local time, to the second). */
+/** An ISO instant as a datetime-local input shows it (local time, to the millisecond, as the Audit API keeps it). */
 function toLocalInput(iso: string): string {
   const t = new Date(iso);
   if (Number.isNaN(t.getTime())) return iso;
-  return new Date(t.getTime() - t.getTimezoneOffset() * 60_000).toISOString().slice(0, 19);
+  return new Date(t.getTime() - t.getTimezoneOffset() * 60_000).toISOString().slice(0, 23);
 }
 
 interface AuditEvent {
@@ -123,7 +123,7 @@ export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: 
             <input
               name={f.param}
               type={f.time ? 'datetime-local' : 'text'}
-              step={f.time ? 1 : undefined}
+              step={f.time ? 0.001 : undefined}
               list={f.suggest}
               value={form[f.param]}
               onInput={(e) => setForm({ ...form, [f.param]: (e.target as HTMLInputElement).value })}

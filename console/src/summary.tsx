@@ -6,13 +6,20 @@ import { useEffect } from 'preact/hooks';
 import { call, selfOf, type Item, type ListBody, type WatchEvent } from './api';
 import { useLoad } from './widgets';
 
+/** How a value is shown: a link by its name or by its kind and name, an object by its keys. */
+const FORMATS = {
+  name: (v: unknown) => [String(v).split('/').pop() ?? ''],
+  ref: (v: unknown) => [String(v).split('/').slice(-2).join('/')],
+  keys: (v: unknown) => (v !== null && typeof v === 'object' ? Object.keys(v) : [text(v)]),
+};
+type Format = keyof typeof FORMATS;
+
 interface Field {
   label: string;
   path: string;
-  /** The sub-path's values for each value ('{number}/{protocol}'; '{}' is the value itself). */
+  /** Each value as a template of its sub-paths ('{number}/{protocol}', '{links[]|ref}'; '{}' is the value itself). */
   show?: string;
-  /** 'name': the values are links, shown by the name at their end; 'keys': an object, shown by its keys. */
-  as?: 'name' | 'keys';
+  as?: Format;
   /** A list under the item (GET <item>/<from>) that `path` reads instead of the item. */
   from?: string;
 }
@@ -49,10 +56,10 @@ const SUMMARY: Record<string, Field[]> = {
     { label: 'Target kind', path: 'targetKind' },
     { label: 'Target', path: 'target' },
     { label: 'Targets', path: 'targetLinks[]', as: 'name' },
-    { label: 'Bindings', path: 'bindings[]', show: '{permissions[]} → {principalLinks[]}' },
+    { label: 'Bindings', path: 'bindings[]', show: '{permissions[]} → {principalLinks[]|ref}' },
   ],
   serviceaccount: [{ label: 'Keys', path: 'keys[].name' }],
-  group: [{ label: 'Members', path: 'memberLinks[]' }],
+  group: [{ label: 'Members', path: 'memberLinks[]', as: 'ref' }],
   user: [{ label: 'Email', path: 'email' }],
   domain: [
     { label: 'DNS mode', path: 'spec.dnsMode' },
@@ -118,9 +125,15 @@ function valuesAt(value: unknown, path: string): unknown[] {
 const text = (value: unknown): string => (value !== null && typeof value === 'object' ? JSON.stringify(value) : String(value));
 
 function shown(field: Field, value: unknown): string[] {
-  if (field.as === 'keys') return value !== null && typeof value === 'object' ? Object.keys(value) : [text(value)];
-  if (field.as === 'name') return [String(value).split('/').pop() ?? ''];
-  if (field.show) return [field.show.replace(/\{([^}]*)\}/g, (_, sub: string) => valuesAt(value, sub).map(text).join(', '))];
+  if (field.as) return FORMATS[field.as](value);
+  if (field.show)
+    return [
+      field.show.replace(/\{([^}|]*)(?:\|(\w+))?\}/g, (_, sub: string, as?: Format) =>
+        valuesAt(value, sub)
+          .flatMap((v) => (as && as in FORMATS ? FORMATS[as](v) : [text(v)]))
+          .join(', '),
+      ),
+    ];
   return [text(value)];
 }
 
