@@ -141,6 +141,27 @@ describe('console navigation', { skip: available ? false : 'Chromium is not inst
     await page.getByRole('heading', { name: 'Org acme' }).waitFor({ timeout: WAIT });
   });
 
+  test('a mangled or foreign link shows a message or the org home, never a blank page or another site', async () => {
+    const cases: Array<[string, (page: Page) => ReturnType<Page['getByRole']>]> = [
+      ['/console/#/org/acme/secret/%E0%A4%A', (p) => p.getByRole('alert').filter({ hasText: /404|400/ })],
+      ['/console/#/org/acme/nosuchkind', (p) => p.getByRole('alert').filter({ hasText: "Unknown kind 'nosuchkind'." })],
+      ['/console/#/org/not-my-org/secret', (p) => p.getByRole('alert').filter({ hasText: /403|404/ })],
+      ['/console/#//evil.example.com/steal', (p) => p.getByRole('heading', { name: 'Org acme' })],
+      ['/console/#/org/acme/-audit?fromEvent=%ZZ', (p) => p.getByRole('alert').filter({ hasText: 'fromEvent must be an ISO 8601 time' })],
+    ];
+    for (const [url, shows] of cases) {
+      await page.goto(`${base}${url}`);
+      await shows(page).waitFor({ timeout: WAIT });
+      assert.equal(await page.getByRole('navigation', { name: 'Kinds' }).count(), 1, url);
+    }
+    // Signed out, a link to another site's address is no place to go after sign-in: the org home is.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.goto(`${base}/console/#//evil.example.com/steal`);
+    await signInHere(page, c.k.token);
+    await page.getByRole('heading', { name: 'Org acme' }).waitFor({ timeout: WAIT });
+    assert.ok(page.url().startsWith(`${base}/console/#/org/acme`), page.url());
+  });
+
   test('a key is per tab unless remembered: a new tab asks again; a remembered key opens any route in a new tab until sign-out', async () => {
     const context = page.context();
     // Signed in above without remembering: nothing on this machine, and a new tab asks for the key.

@@ -18,10 +18,19 @@ function pathAsHash(): void {
   if (rest && !location.hash) history.replaceState(history.state, '', `/console/#/${rest}${location.search}`);
 }
 
+/** A path segment as its name; a malformed escape (a mangled link) stays as typed, for the API to refuse. */
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
 function read(): Route {
   const raw = location.hash.replace(/^#/, '') || '/';
   const [path, search] = raw.split('?');
-  return { raw, path, segments: path.split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(search ?? '') };
+  return { raw, path, segments: path.split('/').filter(Boolean).map(decoded), query: new URLSearchParams(search ?? '') };
 }
 
 pathAsHash();
