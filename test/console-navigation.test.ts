@@ -180,6 +180,14 @@ describe('console navigation', { skip: available ? false : 'Chromium is not inst
       await renders(tab, screen);
       await tab.close();
     }
+    // A mistyped key on the sign-in page of another tab changes nothing for the tabs using the remembered one.
+    const typo = await context.newPage();
+    await typo.goto(`${base}/console/#/signin`);
+    await typo.locator('#key').fill('not-a-key');
+    await typo.getByRole('button', { name: 'Sign in' }).click();
+    await typo.getByRole('alert').waitFor({ timeout: WAIT });
+    assert.equal(await typo.evaluate(() => (globalThis as any).localStorage.getItem('keel.key')), c.k.token);
+    await typo.close();
     // Sign-out in one tab forgets the key on this machine, and the other tabs show the sign-in page at once.
     const other = await context.newPage();
     await renders(other, SCREENS.find((s) => s.url.endsWith('/workload/web'))!);

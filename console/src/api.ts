@@ -35,10 +35,12 @@ export interface ListBody<T = Item> {
 export const session = {
   key: (): string | null => sessionStorage.getItem(KEY) ?? localStorage.getItem(KEY),
   remembered: (): boolean => localStorage.getItem(KEY) !== null,
-  /** A remembered key is kept in localStorage alone, so signing out in any tab signs every tab out. */
+  /**
+   * A remembered key is kept in localStorage alone, so signing out in any tab signs every tab that
+   * uses it out; a key for this tab only leaves a remembered one to the other tabs.
+   */
   signIn: (key: string, remember = false) => {
     sessionStorage.removeItem(KEY);
-    localStorage.removeItem(KEY);
     (remember ? localStorage : sessionStorage).setItem(KEY, key.trim());
   },
   /** Forgets the key in this tab and on this machine; other tabs that read it from localStorage lose it too. */
@@ -65,6 +67,8 @@ export const KEY_REFUSED = 'keel-key-refused';
 export interface CallOptions {
   base?: string;
   signal?: AbortSignal;
+  /** A key to try instead of the signed-in one (sign-in checks a key before keeping it). */
+  key?: string;
 }
 
 /** One API call; a 4xx/5xx is thrown as a Problem carrying the API's error message. */
@@ -74,7 +78,7 @@ export async function call<T = any>(method: string, path: string, body?: unknown
 
 /** A call and the change-stream position its answer reflects (a read's Keel-Seq header): a watch from there misses nothing. */
 export async function callAt<T = any>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<{ body: T; seq?: string }> {
-  const key = session.key();
+  const key = options.key ?? session.key();
   const headers: Record<string, string> = { accept: 'application/json' };
   if (key) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -92,7 +96,7 @@ export async function callAt<T = any>(method: string, path: string, body?: unkno
   } catch {
     parsed = text;
   }
-  if (res.status === 401 && key) dispatchEvent(new CustomEvent(KEY_REFUSED));
+  if (res.status === 401 && key && key === session.key()) dispatchEvent(new CustomEvent(KEY_REFUSED));
   if (!res.ok) {
     const message = parsed && typeof parsed === 'object' && typeof parsed.message === 'string' ? parsed.message : `${res.status} ${res.statusText}`;
     throw new Problem(res.status, message, parsed?.code ?? 'error', parsed);

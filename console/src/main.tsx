@@ -20,16 +20,16 @@ function SignIn(props: { route: Route; notice?: string; onSignedIn: () => void }
   const [error, setError] = useState<string>();
   const submit = async (e: Event) => {
     e.preventDefault();
-    session.signIn(key, remember);
-    const org = session.orgOfKey(key.trim());
+    const candidate = key.trim();
+    const org = session.orgOfKey(candidate);
     try {
       // A key is good when it can read something: its org, or the list of orgs it belongs to.
-      if (org) await call('GET', `/org/${encodeURIComponent(org)}/gvc?limit=1`);
-      else await call('GET', '/org');
+      if (org) await call('GET', `/org/${encodeURIComponent(org)}/gvc?limit=1`, undefined, { key: candidate });
+      else await call('GET', '/org', undefined, { key: candidate });
+      session.signIn(candidate, remember);
       props.onSignedIn();
       if (!isDeepLink(props.route)) replace(org ? `/org/${org}` : '/');
     } catch (err) {
-      session.signOut();
       setError((err as Error).message);
     }
   };
