@@ -39,7 +39,7 @@ describe('console pages', { skip: available ? false : 'Chromium is not installed
         type: 'standard',
         containers: [
           { name: 'app', image: 'nginx:1.27', ports: [{ number: 80, protocol: 'http' }] },
-          { name: 'sidecar', image: 'busybox:1.36', ports: [{ number: 9090, protocol: 'grpc' }] },
+          { name: 'sidecar', image: 'busybox:1.36', ports: [{ number: 9100, protocol: 'grpc' }] },
         ],
       },
     });
@@ -213,7 +213,7 @@ describe('console pages', { skip: available ? false : 'Chromium is not installed
     };
     await expect(
       '/org/acme/gvc/shop/workload/web',
-      { Type: 'standard', Images: 'nginx:1.27, busybox:1.36', Ports: '80/http; 9090/grpc', Locations: 'aws-us-east-2, gcp-us-east1' },
+      { Type: 'standard', Images: 'nginx:1.27, busybox:1.36', Ports: '80/http; 9100/grpc', Locations: 'aws-us-east-2, gcp-us-east1' },
       'summary-workload',
     );
     await expect('/org/acme/gvc/shop/workload/nightly', { Type: 'cron', Images: 'busybox:1.36', Schedule: '0 3 * * *', Locations: 'aws-us-east-2, gcp-us-east1' });
