@@ -1,8 +1,10 @@
 // The console is just another client of the public API: every call carries the signed-in
-// principal's key, kept in sessionStorage for this tab only.
+// principal's key, kept in sessionStorage for this tab only, or, when the person asks the console to
+// remember it on this machine, in localStorage (every tab of this origin, until Sign out).
 import type { Link, Resource } from '../../src/kinds/types';
 
-const KEY = 'keel.key';
+/** The storage entry of the key (the storage event tells other tabs when a remembered key goes). */
+export const KEY = 'keel.key';
 
 export class Problem extends Error {
   constructor(
@@ -31,10 +33,20 @@ export interface ListBody<T = Item> {
 }
 
 export const session = {
-  key: (): string | null => sessionStorage.getItem(KEY),
-  signIn: (key: string) => sessionStorage.setItem(KEY, key.trim()),
+  key: (): string | null => sessionStorage.getItem(KEY) ?? localStorage.getItem(KEY),
+  remembered: (): boolean => localStorage.getItem(KEY) !== null,
+  /**
+   * A remembered key is kept in localStorage alone, so signing out in any tab signs every tab that
+   * uses it out; a key for this tab only leaves a remembered one to the other tabs.
+   */
+  signIn: (key: string, remember = false) => {
+    sessionStorage.removeItem(KEY);
+    (remember ? localStorage : sessionStorage).setItem(KEY, key.trim());
+  },
+  /** Forgets the key in this tab and on this machine; other tabs that read it from localStorage lose it too. */
   signOut: () => {
     sessionStorage.clear();
+    localStorage.removeItem(KEY);
   },
   /** The org a Keel service-account key names (its middle part is base64url of org.sa.keyName). */
   orgOfKey(key: string): string | undefined {
@@ -49,9 +61,14 @@ export const session = {
   },
 };
 
+/** Fired when the API refuses the signed-in key (revoked, expired, or another tab signed out). */
+export const KEY_REFUSED = 'keel-key-refused';
+
 export interface CallOptions {
   base?: string;
   signal?: AbortSignal;
+  /** A key to try instead of the signed-in one (sign-in checks a key before keeping it). */
+  key?: string;
 }
 
 /** One API call; a 4xx/5xx is thrown as a Problem carrying the API's error message. */
@@ -61,7 +78,7 @@ export async function call<T = any>(method: string, path: string, body?: unknown
 
 /** A call and the change-stream position its answer reflects (a read's Keel-Seq header): a watch from there misses nothing. */
 export async function callAt<T = any>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<{ body: T; seq?: string }> {
-  const key = session.key();
+  const key = options.key ?? session.key();
   const headers: Record<string, string> = { accept: 'application/json' };
   if (key) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -79,6 +96,7 @@ export async function callAt<T = any>(method: string, path: string, body?: unkno
   } catch {
     parsed = text;
   }
+  if (res.status === 401 && key && key === session.key()) dispatchEvent(new CustomEvent(KEY_REFUSED));
   if (!res.ok) {
     const message = parsed && typeof parsed === 'object' && typeof parsed.message === 'string' ? parsed.message : `${res.status} ${res.statusText}`;
     throw new Problem(res.status, message, parsed?.code ?? 'error', parsed);
@@ -192,11 +210,6 @@ let kindList: Promise<KindInfo[]> | undefined;
 export function kinds(): Promise<KindInfo[]> {
   kindList ??= call<ListBody<KindInfo>>('GET', '/-kinds').then((b) => b.items);
   return kindList;
-}
-
-/** Kinds a person browses: those clients may create or change (computed kinds live under their parents). */
-export function browsable(list: KindInfo[]): KindInfo[] {
-  return list.filter((k) => k.kind !== 'org' && (k.operations.create || k.operations.update || k.operations.delete));
 }
 
 /**

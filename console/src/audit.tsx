@@ -1,18 +1,39 @@
-// The audit trail: the Audit API (on its own port, found through /discovery) with its filters.
-import { useEffect, useState } from 'preact/hooks';
-import { auditApi, call, explain } from './api';
-import { ErrorBox, go, Grid } from './widgets';
+// The audit trail: the Audit API (on its own port, found through /discovery) with its filters. The
+// filters are the route's query, so a filtered trail is a link like any other page.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { auditApi, call, explain, type KindInfo } from './api';
+import { go } from './route';
+import { ErrorBox, Grid } from './widgets';
 
-const FILTERS: Array<[string, string]> = [
-  ['resourceType', 'Kind'],
-  ['resourceName', 'Name'],
-  ['resourceId', 'Id'],
-  ['subjectName', 'Subject'],
-  ['actionType', 'Action'],
-  ['fromEvent', 'From (ISO time)'],
-  ['toEvent', 'To (ISO time)'],
-  ['contextName', 'Context'],
+interface Filter {
+  param: string;
+  label: string;
+  /** A time: typed in the browser's local time, sent as an ISO 8601 instant. */
+  time?: boolean;
+  /** Values offered while typing (any other value may still be typed). */
+  suggest?: string;
+}
+
+const FILTERS: Filter[] = [
+  { param: 'resourceType', label: 'Kind', suggest: 'audit-kinds' },
+  { param: 'resourceName', label: 'Name' },
+  { param: 'resourceId', label: 'Id' },
+  { param: 'subjectName', label: 'Subject' },
+  { param: 'actionType', label: 'Action', suggest: 'audit-actions' },
+  { param: 'fromEvent', label: 'From', time: true },
+  { param: 'toEvent', label: 'To', time: true },
+  { param: 'contextName', label: 'Context' },
 ];
+
+/** The actions Keel records in the platform context (custom contexts may hold others). */
+const ACTIONS = ['create', 'edit', 'delete', 'status', 'addKey'];
+
+/** An ISO instant as a datetime-local input shows it (local time, to the millisecond, as the Audit API keeps it). */
+function toLocalInput(iso: string): string {
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) return iso;
+  return new Date(t.getTime() - t.getTimezoneOffset() * 60_000).toISOString().slice(0, 23);
+}
 
 interface AuditEvent {
   id: string;
@@ -24,63 +45,116 @@ interface AuditEvent {
   [k: string]: unknown;
 }
 
-export function AuditTrail(props: { org: string; query: URLSearchParams }) {
-  const initial = Object.fromEntries(FILTERS.map(([k]) => [k, props.query.get(k) ?? '']));
-  const [form, setForm] = useState<Record<string, string>>(initial);
+export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: KindInfo[] }) {
+  const qs = props.query.toString();
+  const applied = () => Object.fromEntries(FILTERS.map((f) => [f.param, props.query.get(f.param) ?? '']));
+  const inputsOf = (values: Record<string, string>) => Object.fromEntries(FILTERS.map((f) => [f.param, f.time && values[f.param] ? toLocalInput(values[f.param]) : values[f.param]]));
+  const [form, setForm] = useState<Record<string, string>>(() => inputsOf(applied()));
   const [events, setEvents] = useState<AuditEvent[]>([]);
   const [next, setNext] = useState<string>();
   const [error, setError] = useState<string>();
-  const [loading, setLoading] = useState(false);
-  const qs = props.query.toString();
+  const [loading, setLoading] = useState(true);
+  // The filters a page belongs to: pages of filters no longer shown are dropped.
+  const shown = useRef<AbortController>(undefined);
 
-  const load = async (href?: string) => {
-    setLoading(true);
+  const fetchPage = async (href: string, signal: AbortSignal) =>
+    call<{ items: AuditEvent[]; links: { rel: string; href: string }[] }>('GET', href, undefined, { base: await auditApi(), signal });
+
+  // The first page of the filters in the route.
+  useEffect(() => {
+    const values = applied();
+    setForm(inputsOf(values));
+    setEvents([]);
+    setNext(undefined);
     setError(undefined);
+    setLoading(true);
+    const ctl = new AbortController();
+    shown.current = ctl;
+    const params = new URLSearchParams(Object.entries(values).filter(([, v]) => v));
+    params.set('limit', '50');
+    fetchPage(`/audit/org/${encodeURIComponent(props.org)}?${params}`, ctl.signal).then(
+      (page) => {
+        if (ctl.signal.aborted) return;
+        setEvents(page.items);
+        setNext(page.links.find((l) => l.rel === 'next')?.href);
+        setLoading(false);
+      },
+      (err) => {
+        if (ctl.signal.aborted) return;
+        setError(explain(err));
+        setLoading(false);
+      },
+    );
+    return () => ctl.abort();
+  }, [props.org, qs]);
+
+  const loadMore = async (href: string) => {
+    const ctl = shown.current!;
+    setLoading(true);
     try {
-      const base = await auditApi();
-      const params = new URLSearchParams();
-      for (const [k] of FILTERS) if (initial[k]) params.set(k, initial[k]);
-      params.set('limit', '50');
-      const page = await call<{ items: AuditEvent[]; links: { rel: string; href: string }[] }>('GET', href ?? `/audit/org/${props.org}?${params}`, undefined, { base });
-      setEvents((current) => (href ? [...current, ...page.items] : page.items));
+      const page = await fetchPage(href, ctl.signal);
+      if (ctl.signal.aborted) return;
+      setEvents((current) => [...current, ...page.items]);
       setNext(page.links.find((l) => l.rel === 'next')?.href);
     } catch (err) {
-      setError(explain(err));
+      if (!ctl.signal.aborted) setError(explain(err));
     } finally {
-      setLoading(false);
+      if (!ctl.signal.aborted) setLoading(false);
     }
   };
-  useEffect(() => {
-    setForm(initial);
-    void load();
-  }, [props.org, qs]);
+
+  const apply = (e: Event) => {
+    e.preventDefault();
+    const params = new URLSearchParams();
+    for (const f of FILTERS) {
+      const value = form[f.param]?.trim();
+      if (value) params.set(f.param, f.time ? new Date(value).toISOString() : value);
+    }
+    go(`/org/${props.org}/-audit?${params}`);
+  };
 
   return (
     <section>
       <h1>Audit trail</h1>
-      <form
-        class="filters wrap"
-        onSubmit={(e) => {
-          e.preventDefault();
-          const params = new URLSearchParams(Object.entries(form).filter(([, v]) => v));
-          go(`/org/${props.org}/-audit?${params}`);
-        }}
-      >
-        {FILTERS.map(([k, label]) => (
-          <label key={k}>
-            {label} <input name={k} value={form[k]} onInput={(e) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value })} />
+      <form class="filters wrap" onSubmit={apply}>
+        {FILTERS.map((f) => (
+          <label key={f.param}>
+            {f.label}{' '}
+            <input
+              name={f.param}
+              type={f.time ? 'datetime-local' : 'text'}
+              step={f.time ? 0.001 : undefined}
+              list={f.suggest}
+              value={form[f.param]}
+              onInput={(e) => setForm({ ...form, [f.param]: (e.target as HTMLInputElement).value })}
+            />
           </label>
         ))}
+        <datalist id="audit-kinds">
+          {props.kinds.map((k) => (
+            <option key={k.kind} value={k.kind} />
+          ))}
+        </datalist>
+        <datalist id="audit-actions">
+          {ACTIONS.map((a) => (
+            <option key={a} value={a} />
+          ))}
+        </datalist>
         <button type="submit">Apply filters</button>
+        {qs ? (
+          <a href={`#/org/${props.org}/-audit`} class="clear">
+            Clear filters
+          </a>
+        ) : null}
       </form>
       <ErrorBox error={error} />
       <Grid label="Audit events" columns={['Time', 'Subject', 'Action', 'Resource', 'Event']}>
         {events.map((e) => (
           <tr key={e.id} data-testid="audit-row">
-            <td>{e.eventTime}</td>
+            <td data-testid="audit-time">{e.eventTime}</td>
             <td data-testid="audit-subject">{e.subject?.name}</td>
-            <td>{e.action?.type}</td>
-            <td>
+            <td data-testid="audit-action">{e.action?.type}</td>
+            <td data-testid="audit-resource">
               {e.resource?.link ? <a href={`#${e.resource.link}`}>{`${e.resource.type}/${e.resource.name}`}</a> : `${e.resource?.type ?? ''}/${e.resource?.name ?? ''}`}
             </td>
             <td>
@@ -92,9 +166,9 @@ export function AuditTrail(props: { org: string; query: URLSearchParams }) {
           </tr>
         ))}
       </Grid>
-      {!events.length && !loading ? <p class="muted">No events match.</p> : null}
+      {loading ? <p class="muted">Loading…</p> : !events.length && !error ? <p class="muted" data-testid="audit-empty">No events match.</p> : null}
       {next ? (
-        <button type="button" onClick={() => load(next)} disabled={loading}>
+        <button type="button" onClick={() => loadMore(next)} disabled={loading}>
           Load more
         </button>
       ) : null}

@@ -5,8 +5,10 @@ import { parse, stringify } from 'yaml';
 import { call, callAt, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
 import { KindPanel } from './panels';
 import { SecretForm } from './secret-form';
+import { SpecSummary } from './summary';
 import { templateOf } from './templates';
-import { CodeEditor, Diff, ErrorBox, ago, go, statusSummary, useLoad, Grid } from './widgets';
+import { go } from './route';
+import { CodeEditor, Diff, ErrorBox, ago, statusSummary, useLoad, Grid } from './widgets';
 
 const READ_ONLY = ['id', 'created', 'lastModified', 'links', 'status'];
 
@@ -20,6 +22,9 @@ export function editable(item: Item): Record<string, unknown> {
 export const toYaml = (value: unknown) => stringify(value, { lineWidth: 0 });
 
 const TABS = ['overview', 'yaml', 'json', 'history', 'access'] as const;
+
+/** Kinds whose items act (their name is the subject of the audit events of what they change). */
+const PRINCIPALS = ['serviceaccount', 'user'];
 
 export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; path: string; tab: string; query: URLSearchParams }) {
   const { kind, org, path, tab } = props;
@@ -75,6 +80,7 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
         </span>
         {canEdit && kind.operations.delete ? <DeleteButton path={path} name={item.name} after={() => go(path.split('/').slice(0, -1).join('/'))} /> : null}
       </div>
+      <SpecSummary kind={kind.kind} item={item} path={path} />
       <nav class="tabs" aria-label="Item views">
         {TABS.map((t) => (
           <a key={t} href={tabLink(t)} aria-current={tab === t ? 'page' : undefined}>
@@ -82,6 +88,7 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
           </a>
         ))}
         <a href={`#/org/${org}/-audit?resourceId=${encodeURIComponent(item.id)}`}>Audit trail</a>
+        {PRINCIPALS.includes(kind.kind) ? <a href={`#/org/${org}/-audit?subjectName=${encodeURIComponent(item.name)}`}>Changes by {item.name}</a> : null}
       </nav>
       {tab === 'overview' ? <Overview item={item} kind={kind} org={org} path={path} canEdit={canEdit} onChange={loaded.setData} /> : null}
       {tab === 'yaml' ? <YamlEdit item={item} path={path} canEdit={canEdit && kind.operations.update} onSaved={loaded.setData} changedMeanwhile={changedMeanwhile} /> : null}
@@ -213,13 +220,19 @@ function DeleteButton(props: { path: string; name: string; after: () => void }) 
 
 /** Edit in YAML: the server's dry run shows what would be saved; the save carries the version it started from. */
 function YamlEdit(props: { item: Item; path: string; canEdit: boolean; onSaved: (i: Item) => void; changedMeanwhile: boolean }) {
-  const [base] = useState(props.item);
+  // The version the edit starts from: each save moves it to the version saved, so the next edit's
+  // precondition is the page's own last save and only someone else's change meanwhile is a conflict.
+  const [base, setBase] = useState(props.item);
   const original = toYaml(editable(base));
   const [text, setText] = useState(original);
   const [review, setReview] = useState<{ before: string; after: string }>();
-  const [conflict, setConflict] = useState<{ mine: string; theirs: string }>();
+  const [conflict, setConflict] = useState<{ mine: string; theirs: Item }>();
   const [error, setError] = useState<string>();
   const [saved, setSaved] = useState(false);
+  const startFrom = (item: Item) => {
+    setBase(item);
+    setText(toYaml(editable(item)));
+  };
 
   const body = () => {
     const parsed = parse(text);
@@ -239,7 +252,7 @@ function YamlEdit(props: { item: Item; path: string; canEdit: boolean; onSaved: 
   const failed = async (err: unknown) => {
     if (err instanceof Problem && err.status === 409) {
       const theirs = await call<Item>('GET', props.path);
-      setConflict({ mine: toYaml(editable(base)), theirs: toYaml(editable(theirs)) });
+      setConflict({ mine: toYaml(editable(base)), theirs });
     }
     setError(err instanceof Error && !(err instanceof Problem) ? `The YAML is not valid: ${err.message}` : explain(err));
   };
@@ -247,6 +260,7 @@ function YamlEdit(props: { item: Item; path: string; canEdit: boolean; onSaved: 
     setError(undefined);
     try {
       const result = await call<Item>('PUT', props.path, body());
+      startFrom(result);
       setSaved(true);
       setReview(undefined);
       props.onSaved(result);
@@ -264,7 +278,7 @@ function YamlEdit(props: { item: Item; path: string; canEdit: boolean; onSaved: 
     );
   return (
     <div>
-      {props.changedMeanwhile && props.item.version !== base.version ? (
+      {props.changedMeanwhile && props.item.version > base.version ? (
         <p class="warning" role="status">
           This item changed since you opened it (now version {props.item.version}); saving will be refused with a conflict.
         </p>
@@ -286,9 +300,16 @@ function YamlEdit(props: { item: Item; path: string; canEdit: boolean; onSaved: 
         <div data-testid="conflict">
           <h2>Changed meanwhile</h2>
           <p>Someone saved this item after you opened it. What changed since your version:</p>
-          <Diff before={conflict.mine} after={conflict.theirs} labels={[`Your starting version ${base.version}`, 'Saved meanwhile']} />
-          <button type="button" onClick={() => location.reload()}>
-            Reload the current version
+          <Diff before={conflict.mine} after={toYaml(editable(conflict.theirs))} labels={[`Your starting version ${base.version}`, `Saved meanwhile (version ${conflict.theirs.version})`]} />
+          <button
+            type="button"
+            onClick={() => {
+              startFrom(conflict.theirs);
+              setConflict(undefined);
+              setError(undefined);
+            }}
+          >
+            Edit the current version
           </button>
         </div>
       ) : null}

@@ -5,7 +5,8 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { call, explain, Problem, selfOf, type Item } from './api';
-import { ErrorBox, go } from './widgets';
+import { go } from './route';
+import { ErrorBox } from './widgets';
 
 type Input = 'line' | 'secret' | 'text' | 'choice' | 'lines';
 

@@ -111,10 +111,6 @@ export function statusSummary(item: { status?: Record<string, any> }): string {
   return 'Has status';
 }
 
-export function go(path: string): void {
-  location.hash = path;
-}
-
 /** A data table with column headers; its rows are the children. */
 export function Grid(props: { label: string; columns: string[]; children: ComponentChildren }) {
   return (
