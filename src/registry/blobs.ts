@@ -8,6 +8,7 @@ import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 
 /** What a link records: manifests carry their media type and, for the referrers API, their subject. */
 export interface LinkInfo {
@@ -136,8 +137,8 @@ export class FileBlobStore implements BlobStore {
 
 /** Rows of this size: a read holds one at a time, so memory stays bounded whatever the blob's size. */
 export const CHUNK_BYTES = 1024 * 1024;
-/** Chunks fetched per round trip while streaming a blob out. */
-const CHUNKS_PER_READ = 4;
+/** Chunks per COPY while streaming a blob out: a slow reader holds a pooled connection for one such batch at most. */
+const CHUNKS_PER_COPY = 8;
 
 /** PostgreSQL mode: content as numbered bytea chunks, so any process on the database serves any blob. */
 export class PostgresBlobStore implements BlobStore {
@@ -240,21 +241,31 @@ export class PostgresBlobStore implements BlobStore {
         if (!blob) throw new Error(`blob ${digest} is gone`);
         const last = Math.min(end ?? Number(blob.size) - 1, Number(blob.size) - 1);
         const lastSeq = Math.floor(last / CHUNK_BYTES);
-        const fetch = (from: number) => {
-          const batch = pool.query<{ data: Buffer }>('SELECT data FROM registry_chunks WHERE digest = $1 AND seq >= $2 AND seq < $3 ORDER BY seq', [digest, from, Math.min(from + CHUNKS_PER_READ, lastSeq + 1)]);
-          // A reader gone before it awaited this batch must not leave its failure unhandled.
-          batch.catch(() => {});
-          return batch;
-        };
-        // The next batch is on its way while this one is written out.
-        let next = fetch(Math.floor(start / CHUNK_BYTES));
-        for (let from = Math.floor(start / CHUNK_BYTES); from <= lastSeq; from += CHUNKS_PER_READ) {
-          const { rows } = await next;
-          if (from + CHUNKS_PER_READ <= lastSeq) next = fetch(from + CHUNKS_PER_READ);
-          if (rows.length !== Math.min(CHUNKS_PER_READ, lastSeq + 1 - from)) throw new Error(`blob ${digest} is missing chunks from ${from}`);
-          for (const [i, row] of rows.entries()) {
-            const base = (from + i) * CHUNK_BYTES;
-            yield row.data.subarray(Math.max(0, start - base), last - base + 1);
+        for (let from = Math.floor(start / CHUNK_BYTES); from <= lastSeq; from += CHUNKS_PER_COPY) {
+          const upto = Math.min(from + CHUNKS_PER_COPY, lastSeq + 1);
+          const client = await pool.connect();
+          let finished = false;
+          try {
+            // COPY in binary format hands over the bytes as stored; a query would return bytea as hex text.
+            const copy = client.query(copyTo(`COPY (SELECT seq, data FROM registry_chunks WHERE digest = ${client.escapeLiteral(digest)} AND seq >= ${from} AND seq < ${upto} ORDER BY seq) TO STDOUT (FORMAT binary)`));
+            let seq = from;
+            let offset = 0;
+            for await (const item of copiedChunks(copy)) {
+              if (typeof item === 'number') {
+                if (item !== seq) throw new Error(`blob ${digest} is missing chunk ${seq}`);
+                offset = seq++ * CHUNK_BYTES;
+                continue;
+              }
+              const low = Math.max(start, offset);
+              const high = Math.min(last + 1, offset + item.length);
+              if (high > low) yield item.subarray(low - offset, high - offset);
+              offset += item.length;
+            }
+            if (seq !== upto) throw new Error(`blob ${digest} is missing chunk ${seq}`);
+            finished = true;
+          } finally {
+            // A reader gone mid-COPY leaves the connection in the middle of it: it cannot serve anyone else.
+            client.release(!finished);
           }
         }
       })(),
@@ -312,6 +323,52 @@ interface LinkRow {
 
 function linkedOf(row: LinkRow): Linked {
   return { digest: row.digest, size: Number(row.size), mediaType: row.media_type, subject: row.subject ?? undefined, artifactType: row.artifact_type ?? undefined };
+}
+
+const COPY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+const COPY_HEADER_BYTES = COPY_SIGNATURE.length + 8;
+/** A row's field count, the seq field's length and value, and the data field's length. */
+const ROW_HEADER_BYTES = 2 + 4 + 4 + 4;
+
+/**
+ * Parses `COPY (SELECT seq, data …) TO STDOUT (FORMAT binary)` output as it arrives: yields each
+ * row's seq, then its data in the pieces the connection delivered (nothing is copied or buffered whole).
+ */
+async function* copiedChunks(source: AsyncIterable<Buffer>): AsyncGenerator<number | Buffer> {
+  let pending = Buffer.alloc(0);
+  let want = COPY_HEADER_BYTES;
+  let dataLeft = 0;
+  let header = true;
+  let ended = false;
+  for await (let piece of source as AsyncIterable<Buffer>) {
+    while (piece.length > 0 && !ended) {
+      if (dataLeft > 0) {
+        const n = Math.min(dataLeft, piece.length);
+        yield piece.subarray(0, n);
+        piece = piece.subarray(n);
+        dataLeft -= n;
+        continue;
+      }
+      const n = Math.min(want - pending.length, piece.length);
+      pending = Buffer.concat([pending, piece.subarray(0, n)]);
+      piece = piece.subarray(n);
+      if (!header && pending.length >= 2 && pending.readInt16BE(0) === -1) {
+        ended = true;
+      } else if (pending.length === want) {
+        if (header) {
+          if (!pending.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE) || pending.readUInt32BE(COPY_SIGNATURE.length + 4) !== 0) throw new Error('unexpected COPY header');
+          header = false;
+          want = ROW_HEADER_BYTES;
+        } else {
+          if (pending.readInt16BE(0) !== 2 || pending.readInt32BE(2) !== 4) throw new Error('unexpected COPY row');
+          yield pending.readInt32BE(6);
+          dataLeft = pending.readInt32BE(10);
+        }
+        pending = Buffer.alloc(0);
+      }
+    }
+  }
+  if (!ended) throw new Error('COPY output ended early');
 }
 
 /** The backend that goes with the store: chunked rows on PostgreSQL, files beside SQLite. */

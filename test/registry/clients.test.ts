@@ -4,7 +4,7 @@
 // one (not ready, with the failed pull). On PostgreSQL a second Keel on the database serves what
 // the first received.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, renameSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -58,6 +58,29 @@ forEachBackend('registry: skopeo copies into Keel and back', (backend) => {
     const events = await keel.call('GET', `/org/${keel.org}/image/${encodeURIComponent('team/app:v1')}/-eventlog`);
     assert.equal(events.status, 200, events.raw);
     assert.deepEqual(events.body.items.map((e: { action: { type: string }; subject: { name: string } }) => [e.action.type, e.subject.name]), [['create', 'admin']]);
+  });
+
+  test('readers gone mid-blob leave later pulls whole; a range across chunk boundaries is exact', async () => {
+    const content = randomBytes(20 * 1024 * 1024 + 12_345);
+    const digest = `sha256:${createHash('sha256').update(content).digest('hex')}`;
+    const auth = { authorization: `Basic ${Buffer.from(creds()).toString('base64')}` };
+    const posted = await fetch(`http://${host}/v2/team/big/blobs/uploads/?digest=${digest}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: content });
+    assert.equal(posted.status, 201, await posted.text());
+    const blob = `http://${host}/v2/team/big/blobs/${digest}`;
+    // More readers than the store keeps connections, each gone after its first bytes.
+    for (let i = 0; i < 8; i++) {
+      const controller = new AbortController();
+      const res = await fetch(blob, { headers: auth, signal: controller.signal });
+      assert.equal(res.status, 200);
+      await res.body!.getReader().read();
+      controller.abort();
+    }
+    const whole = await fetch(blob, { headers: auth });
+    assert.ok(Buffer.from(await whole.arrayBuffer()).equals(content), 'the whole blob comes back intact');
+    const [from, to] = [8 * 1024 * 1024 - 3, 17 * 1024 * 1024 + 5];
+    const ranged = await fetch(blob, { headers: { ...auth, range: `bytes=${from}-${to}` } });
+    assert.equal(ranged.status, 206);
+    assert.ok(Buffer.from(await ranged.arrayBuffer()).equals(content.subarray(from, to + 1)), 'the range is exactly those bytes');
   });
 
   test('tags list and image/-latest follow pushes; a second tag of the same content stores nothing again', { skip: noSkopeo }, async () => {
