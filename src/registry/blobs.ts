@@ -151,9 +151,7 @@ export class PostgresBlobStore implements BlobStore {
 
   private async migrate(): Promise<void> {
     // Under an advisory lock: processes starting together would otherwise race on CREATE TABLE.
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await this.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [REGISTRY_MIGRATION_LOCK]);
       await client.query(`
         CREATE TABLE IF NOT EXISTS registry_blobs (digest TEXT PRIMARY KEY, size BIGINT NOT NULL, created TEXT NOT NULL);
@@ -163,13 +161,7 @@ export class PostgresBlobStore implements BlobStore {
         CREATE TABLE IF NOT EXISTS registry_links (org TEXT NOT NULL, digest TEXT NOT NULL, media_type TEXT NOT NULL, subject TEXT, artifact_type TEXT, created TEXT NOT NULL, PRIMARY KEY (org, digest));
         CREATE INDEX IF NOT EXISTS registry_links_by_subject ON registry_links (org, subject) WHERE subject IS NOT NULL;
         CREATE INDEX IF NOT EXISTS registry_links_by_digest ON registry_links (digest);`);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   private async query<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
@@ -188,36 +180,31 @@ export class PostgresBlobStore implements BlobStore {
 
   async put(org: string, digest: string, size: number, file: string, info?: LinkInfo): Promise<void> {
     await this.ready;
-    const client = await this.pool.connect();
     try {
-      await client.query('BEGIN');
-      // A concurrent push of the same content waits here on the key, then finds it stored.
-      const inserted = await client.query('INSERT INTO registry_blobs (digest, size, created) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING RETURNING digest', [digest, size, new Date().toISOString()]);
-      if (inserted.rowCount) {
-        // The WAL is flushed by the commit of any later write (the manifest that names this blob):
-        // not waiting for it here costs no durability that a client relies on.
-        await client.query('SET LOCAL synchronous_commit = off');
-        const handle = await open(file, 'r');
-        try {
-          // One chunk per statement: a push holds one chunk (and its encoding) per layer in flight.
-          const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
-          for (let seq = 0; ; seq++) {
-            const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
-            if (bytesRead === 0 && seq > 0) break;
-            await client.query('INSERT INTO registry_chunks (digest, seq, data) VALUES ($1, $2, $3)', [digest, seq, buffer.subarray(0, bytesRead)]);
-            if (bytesRead < CHUNK_BYTES) break;
+      await this.transaction(async (client) => {
+        // A concurrent push of the same content waits here on the key, then finds it stored.
+        const inserted = await client.query('INSERT INTO registry_blobs (digest, size, created) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING RETURNING digest', [digest, size, new Date().toISOString()]);
+        if (inserted.rowCount) {
+          // The WAL is flushed by the commit of any later write (the manifest that names this blob):
+          // not waiting for it here costs no durability that a client relies on.
+          await client.query('SET LOCAL synchronous_commit = off');
+          const handle = await open(file, 'r');
+          try {
+            // One chunk per statement: a push holds one chunk (and its encoding) per layer in flight.
+            const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+            for (let seq = 0; ; seq++) {
+              const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
+              if (bytesRead === 0 && seq > 0) break;
+              await client.query('INSERT INTO registry_chunks (digest, seq, data) VALUES ($1, $2, $3)', [digest, seq, buffer.subarray(0, bytesRead)]);
+              if (bytesRead < CHUNK_BYTES) break;
+            }
+          } finally {
+            await handle.close();
           }
-        } finally {
-          await handle.close();
         }
-      }
-      await client.query(LINK_SQL, linkParams(org, digest, info));
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
+        await client.query(LINK_SQL, linkParams(org, digest, info));
+      });
     } finally {
-      client.release();
       rmSync(file, { force: true });
     }
   }
@@ -284,12 +271,19 @@ export class PostgresBlobStore implements BlobStore {
 
   async remove(digest: string): Promise<void> {
     await this.ready;
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await this.transaction(async (client) => {
       await client.query('DELETE FROM registry_links WHERE digest = $1', [digest]);
       await client.query('DELETE FROM registry_chunks WHERE digest = $1', [digest]);
       await client.query('DELETE FROM registry_blobs WHERE digest = $1', [digest]);
+    });
+  }
+
+  /** Runs `fn` in one transaction on a connection of its own: committed when it returns, rolled back when it throws. */
+  private async transaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await fn(client);
       await client.query('COMMIT');
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
