@@ -63,7 +63,7 @@ export interface Config {
   logsQueryBudgetMs: number;
   /** Identity providers whose JWTs are accepted. */
   jwtIssuers?: TrustedIssuer[];
-  // issue 9 (living resources): absent in an embedding config (tests) means off.
+  // The reconcilers (living resources): absent in an embedding config (tests) means off, so a test drives them itself.
   /** Run the reconcilers that fill status (KEEL_RECONCILE, default on). */
   reconcile?: boolean;
   /** Duration of one simulated lifecycle step in ms (KEEL_RECONCILE_SPEED, default 1000). */
@@ -282,7 +282,7 @@ export function loadConfig(sources: ConfigSources = {}): Config {
   }
   if (config.rateBurst === 0) config.rateBurst = config.rateLimit * 2;
   if (config.databaseUrl === '') delete config.databaseUrl;
-  config.reconcile ??= true; // issue 9: on unless KEEL_RECONCILE=off (an embedding Config without it: off)
+  config.reconcile ??= true; // a served Keel reconciles unless KEEL_RECONCILE=off (an embedding Config without it: off)
   config.dataDir = resolve(config.dataDir);
   return config;
 }

@@ -129,7 +129,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       done();
     });
     installAdmission(app, config); // also sets request.routeConfig, which the hooks after it read
-    // --- authentication (issue 5): a service-account key or a trusted JWT; the handler runs as the principal.
+    // --- authentication: a service-account key or a trusted JWT; the handler runs as the principal.
     // Callback style with a synchronous path for a recently verified key: no promise per request.
     app.addHook('onRequest', (request, reply, done) => {
       if (request.routeConfig?.public) return done();

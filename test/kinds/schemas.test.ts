@@ -215,7 +215,7 @@ describe('seed limits (section 8)', () => {
   for (const def of KINDS) {
     it(`${def.kind}: name <= 64, description <= 250, unknown top-level field rejected`, () => {
       const base = EXAMPLES[def.kind].valid;
-      // Domains are DNS names: labels of at most 63 characters (issue 9), so their 64 characters have a dot.
+      // Domains are DNS names: labels of at most 63 characters, so their 64 characters have a dot.
       // Images are REPOSITORY:TAG, as long as the distribution spec lets those be together.
       const long = def.kind === 'domain' ? `${'a'.repeat(31)}.${'b'.repeat(32)}` : def.kind === 'image' ? `${'a'.repeat(381)}:v1` : 'a'.repeat(64);
       accepts(def.kind, { ...base, name: long, description: 'd'.repeat(250), tags: { team: 'core' } });

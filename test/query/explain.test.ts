@@ -1,4 +1,4 @@
-// Tag terms must be index lookups on resource_tags_lookup on both backends (issue 4 benchmarks 1M rows).
+// Tag terms must be index lookups on resource_tags_lookup on both backends (the query bench reads 1M rows).
 // 100k workloads, so the planners cost the choice as they would in production.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
