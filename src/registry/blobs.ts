@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
+import { inTransaction } from '../store/postgres/statements.js';
 
 /** What a link records: manifests carry their media type and, for the referrers API, their subject. */
 export interface LinkInfo {
@@ -151,7 +152,7 @@ export class PostgresBlobStore implements BlobStore {
 
   private async migrate(): Promise<void> {
     // Under an advisory lock: processes starting together would otherwise race on CREATE TABLE.
-    await this.transaction(async (client) => {
+    await inTransaction(this.pool, async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [REGISTRY_MIGRATION_LOCK]);
       await client.query(`
         CREATE TABLE IF NOT EXISTS registry_blobs (digest TEXT PRIMARY KEY, size BIGINT NOT NULL, created TEXT NOT NULL);
@@ -181,7 +182,7 @@ export class PostgresBlobStore implements BlobStore {
   async put(org: string, digest: string, size: number, file: string, info?: LinkInfo): Promise<void> {
     await this.ready;
     try {
-      await this.transaction(async (client) => {
+      await inTransaction(this.pool, async (client) => {
         // A concurrent push of the same content waits here on the key, then finds it stored.
         const inserted = await client.query('INSERT INTO registry_blobs (digest, size, created) VALUES ($1, $2, $3) ON CONFLICT (digest) DO NOTHING RETURNING digest', [digest, size, new Date().toISOString()]);
         if (inserted.rowCount) {
@@ -271,26 +272,11 @@ export class PostgresBlobStore implements BlobStore {
 
   async remove(digest: string): Promise<void> {
     await this.ready;
-    await this.transaction(async (client) => {
+    await inTransaction(this.pool, async (client) => {
       await client.query('DELETE FROM registry_links WHERE digest = $1', [digest]);
       await client.query('DELETE FROM registry_chunks WHERE digest = $1', [digest]);
       await client.query('DELETE FROM registry_blobs WHERE digest = $1', [digest]);
     });
-  }
-
-  /** Runs `fn` in one transaction on a connection of its own: committed when it returns, rolled back when it throws. */
-  private async transaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await fn(client);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
   }
 
   async close(): Promise<void> {

@@ -8,6 +8,22 @@ import type { ItemKey, NewAuditEvent, StoredItem } from '../types.js';
 
 export type Queryable = pg.Pool | pg.PoolClient;
 
+/** Runs `fn` in one transaction on a connection of its own: committed when it returns, rolled back when it throws. */
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
 const names = new Map<string, string>();
 
 /**

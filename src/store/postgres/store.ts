@@ -4,7 +4,7 @@ import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, itemsOf, positionedList, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
-import { AUDIT_LAYOUT, getOn, pendingInsert, prepared, updateCtes, type Queryable } from './statements.js';
+import { AUDIT_LAYOUT, getOn, inTransaction, pendingInsert, prepared, updateCtes, type Queryable } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
@@ -116,9 +116,7 @@ export class PostgresStore implements Store {
   }
 
   private async migrate(): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.pool, async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       await client.query('CREATE TABLE IF NOT EXISTS keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)');
       const done = new Set((await client.query('SELECT version FROM keel_migrations')).rows.map((r) => Number(r.version)));
@@ -127,13 +125,7 @@ export class PostgresStore implements Store {
         await client.query(step.sql.postgres);
         await client.query('INSERT INTO keel_migrations VALUES ($1, $2, $3)', [step.version, step.name, new Date().toISOString()]);
       }
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   async get(key: ItemKey): Promise<StoredItem | undefined> {
