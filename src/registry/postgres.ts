@@ -288,6 +288,7 @@ export class PostgresUploads implements UploadSessions {
       failed = err as Error;
       throw err;
     } finally {
+      client.off('error', ignore);
       client.release(failed);
     }
   }
@@ -367,8 +368,15 @@ export class Framer extends Transform {
   }
 }
 
+/**
+ * Rows come in their order by walking the primary key. Without statistics (a new table, a table
+ * that grew fast) the planner may rather collect them through a bitmap and sort them: a sort of
+ * megabytes of content that spills to disk, for every read.
+ */
+const IN_ORDER = 'SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off';
+
 /** Writes of this size at least to the reader: rows come a page at a time, a socket write each would cost more than the copy. */
-const READ_PIECE_BYTES = 64 * 1024;
+const READ_PIECE_BYTES = 256 * 1024;
 
 /** Bytes `first` through `last` of content `content`, one COPY per BYTES_PER_COPY. */
 async function* readContent(pool: pg.Pool, content: number, first: number, last: number): AsyncGenerator<Buffer> {
@@ -383,30 +391,36 @@ async function* readContent(pool: pg.Pool, content: number, first: number, last:
     let finished = false;
     try {
       const from = next;
+      await client.query(`BEGIN; ${IN_ORDER}`);
       // COPY in binary format hands over the bytes as stored; a query would return bytea as hex text.
       const copy = client.query(copyTo(`COPY (SELECT start, data FROM registry_content WHERE content = ${content} AND start >= ${from} AND start < ${from + BYTES_PER_COPY} AND start <= ${last} ORDER BY start) TO STDOUT (FORMAT binary)`));
+      const rows = new CopiedRows();
       let offset = next;
-      for await (const item of copiedRows(copy)) {
-        if (typeof item === 'number') {
-          if (item !== next) throw new Error(`content ${content} is missing bytes ${next}–${item - 1}`);
-          offset = item;
-          continue;
+      for await (const piece of copy as AsyncIterable<Buffer>) {
+        for (const item of rows.feed(piece)) {
+          if (typeof item === 'number') {
+            if (item !== next) throw new Error(`content ${content} is missing bytes ${next}–${item - 1}`);
+            offset = item;
+            continue;
+          }
+          const low = Math.max(first, offset);
+          const high = Math.min(last + 1, offset + item.length);
+          if (high > low) {
+            pending.push(item.subarray(low - offset, high - offset));
+            pendingBytes += high - low;
+          }
+          offset += item.length;
+          next = offset;
         }
-        const low = Math.max(first, offset);
-        const high = Math.min(last + 1, offset + item.length);
-        if (high > low) {
-          pending.push(item.subarray(low - offset, high - offset));
-          pendingBytes += high - low;
-        }
-        offset += item.length;
-        next = offset;
         if (pendingBytes >= READ_PIECE_BYTES) {
           yield pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
           pending = [];
           pendingBytes = 0;
         }
       }
+      rows.end();
       if (next === from) throw new Error(`content ${content} is missing byte ${from}`);
+      await client.query('COMMIT');
       finished = true;
     } finally {
       // A reader gone mid-COPY leaves the connection in the middle of it: it cannot serve anyone else.
@@ -420,55 +434,77 @@ async function* readContent(pool: pg.Pool, content: number, first: number, last:
 async function hashContent(client: pg.PoolClient, content: number, size: number): Promise<string> {
   const hash = createHash('sha256');
   let next = 0;
-  for await (const item of copiedRows(client.query(copyTo(`COPY (SELECT start, data FROM registry_content WHERE content = ${content} ORDER BY start) TO STDOUT (FORMAT binary)`)))) {
-    if (typeof item === 'number') {
-      if (item !== next) throw new Error(`content ${content} is missing bytes ${next}–${item - 1}`);
-    } else {
-      hash.update(item);
-      next += item.length;
+  await client.query(IN_ORDER);
+  const rows = new CopiedRows();
+  for await (const piece of client.query(copyTo(`COPY (SELECT start, data FROM registry_content WHERE content = ${content} ORDER BY start) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>) {
+    for (const item of rows.feed(piece)) {
+      if (typeof item === 'number') {
+        if (item !== next) throw new Error(`content ${content} is missing bytes ${next}–${item - 1}`);
+      } else {
+        hash.update(item);
+        next += item.length;
+      }
     }
   }
+  rows.end();
   if (next !== size) throw new Error(`content ${content} holds ${next} bytes, not ${size}`);
   return `sha256:${hash.digest('hex')}`;
 }
 
 /**
- * Parses `COPY (SELECT start, data …) TO STDOUT (FORMAT binary)` output as it arrives: yields each
- * row's start, then its data in the pieces the connection delivered (nothing is copied or buffered whole).
+ * Parses `COPY (SELECT start, data …) TO STDOUT (FORMAT binary)` output piece by piece as it
+ * arrives: each row's start, then its data as views of the pieces (nothing copied but headers
+ * split across two pieces). Synchronous: a promise per row would cost more than the parsing.
  */
-async function* copiedRows(source: AsyncIterable<Buffer>): AsyncGenerator<number | Buffer> {
-  let pending = Buffer.alloc(0);
-  let want = COPY_HEADER.length;
-  let dataLeft = 0;
-  let header = true;
-  let ended = false;
-  for await (let piece of source) {
-    while (piece.length > 0 && !ended) {
-      if (dataLeft > 0) {
-        const n = Math.min(dataLeft, piece.length);
-        yield piece.subarray(0, n);
-        piece = piece.subarray(n);
-        dataLeft -= n;
+class CopiedRows {
+  /** Header bytes waiting for the rest of the header. */
+  private partial = Buffer.alloc(0);
+  private dataLeft = 0;
+  private header = true;
+  private ended = false;
+
+  feed(piece: Buffer): Array<number | Buffer> {
+    const out: Array<number | Buffer> = [];
+    let at = 0;
+    while (at < piece.length && !this.ended) {
+      if (this.dataLeft > 0) {
+        const n = Math.min(this.dataLeft, piece.length - at);
+        out.push(piece.subarray(at, at + n));
+        at += n;
+        this.dataLeft -= n;
         continue;
       }
-      const n = Math.min(want - pending.length, piece.length);
-      pending = Buffer.concat([pending, piece.subarray(0, n)]);
-      piece = piece.subarray(n);
-      if (!header && pending.length >= 2 && pending.readInt16BE(0) === -1) {
-        ended = true;
-      } else if (pending.length === want) {
-        if (header) {
-          if (!pending.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE) || pending.readUInt32BE(COPY_SIGNATURE.length + 4) !== 0) throw new Error('unexpected COPY header');
-          header = false;
-          want = ROW_OUT_HEADER;
-        } else {
-          if (pending.readInt16BE(0) !== 2 || pending.readInt32BE(2) !== 8) throw new Error('unexpected COPY row');
-          yield Number(pending.readBigInt64BE(6));
-          dataLeft = pending.readInt32BE(14);
-        }
-        pending = Buffer.alloc(0);
+      const want = this.header ? COPY_HEADER.length : ROW_OUT_HEADER;
+      let head: Buffer;
+      if (this.partial.length === 0 && piece.length - at >= want) {
+        head = piece.subarray(at, at + want);
+        at += want;
+      } else if (!this.header && this.partial.length === 0 && piece.length - at >= 2 && piece.readInt16BE(at) === -1) {
+        head = piece.subarray(at, at + 2);
+        at += 2;
+      } else {
+        const n = Math.min(want - this.partial.length, piece.length - at);
+        this.partial = Buffer.concat([this.partial, piece.subarray(at, at + n)]);
+        at += n;
+        if (!(this.partial.length === want || (!this.header && this.partial.length >= 2 && this.partial.readInt16BE(0) === -1))) continue;
+        head = this.partial;
+        this.partial = Buffer.alloc(0);
+      }
+      if (this.header) {
+        if (!head.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE) || head.readUInt32BE(COPY_SIGNATURE.length + 4) !== 0) throw new Error('unexpected COPY header');
+        this.header = false;
+      } else if (head.readInt16BE(0) === -1) {
+        this.ended = true;
+      } else {
+        if (head.readInt16BE(0) !== 2 || head.readInt32BE(2) !== 8) throw new Error('unexpected COPY row');
+        out.push(Number(head.readBigInt64BE(6)));
+        this.dataLeft = head.readInt32BE(14);
       }
     }
+    return out;
   }
-  if (!ended) throw new Error('COPY output ended early');
+
+  end(): void {
+    if (!this.ended) throw new Error('COPY output ended early');
+  }
 }
