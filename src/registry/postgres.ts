@@ -27,28 +27,38 @@ const BYTES_PER_COPY = 16 * 1024 * 1024;
 const READ_CONNECTIONS = 8;
 const WRITE_CONNECTIONS = 16;
 
+/** How long a request waits for another one writing to the same upload session before it is refused. */
+const BUSY_WAIT_MS = 2000;
+
 const REGISTRY_MIGRATION_LOCK = 0x6b726567; // 'kreg'
 
+/**
+ * The tables, created in one go when the last of them is missing. A process starting while
+ * uploads stream in touches nothing then: an ALTER TABLE would wait for every upload in progress
+ * and hold up every read queued behind it.
+ */
 const SCHEMA = `
-  CREATE SEQUENCE IF NOT EXISTS registry_content_ids;
-  CREATE TABLE IF NOT EXISTS registry_blobs (digest TEXT PRIMARY KEY, size BIGINT NOT NULL, created TEXT NOT NULL);
-  ALTER TABLE registry_blobs ADD COLUMN IF NOT EXISTS content BIGINT;
-  CREATE TABLE IF NOT EXISTS registry_content (content BIGINT NOT NULL, start BIGINT NOT NULL, data BYTEA NOT NULL, PRIMARY KEY (content, start)) WITH (toast_tuple_target = 8160);
-  -- Layers are compressed already: PostgreSQL trying again only costs time on every write and read.
-  ALTER TABLE registry_content ALTER COLUMN data SET STORAGE EXTERNAL;
-  CREATE TABLE IF NOT EXISTS registry_uploads (id TEXT PRIMARY KEY, org TEXT NOT NULL, repository TEXT NOT NULL, content BIGINT NOT NULL, size BIGINT NOT NULL, touched TIMESTAMPTZ NOT NULL);
-  CREATE TABLE IF NOT EXISTS registry_links (org TEXT NOT NULL, digest TEXT NOT NULL, media_type TEXT NOT NULL, subject TEXT, artifact_type TEXT, created TEXT NOT NULL, PRIMARY KEY (org, digest));
-  CREATE INDEX IF NOT EXISTS registry_links_by_subject ON registry_links (org, subject) WHERE subject IS NOT NULL;
-  CREATE INDEX IF NOT EXISTS registry_links_by_digest ON registry_links (digest);
-  -- The first layout kept 1 MiB chunks per digest: they become content rows as they are.
   DO $$ BEGIN
-    IF to_regclass('registry_chunks') IS NOT NULL THEN
-      UPDATE registry_blobs SET content = nextval('registry_content_ids') WHERE content IS NULL;
-      INSERT INTO registry_content (content, start, data) SELECT b.content, c.seq::bigint * 1048576, c.data FROM registry_chunks c JOIN registry_blobs b USING (digest);
-      DROP TABLE registry_chunks;
+    IF to_regclass('registry_uploads') IS NULL THEN
+      CREATE SEQUENCE IF NOT EXISTS registry_content_ids;
+      CREATE TABLE IF NOT EXISTS registry_blobs (digest TEXT PRIMARY KEY, size BIGINT NOT NULL, created TEXT NOT NULL);
+      ALTER TABLE registry_blobs ADD COLUMN IF NOT EXISTS content BIGINT;
+      CREATE TABLE registry_content (content BIGINT NOT NULL, start BIGINT NOT NULL, data BYTEA NOT NULL, PRIMARY KEY (content, start)) WITH (toast_tuple_target = 8160);
+      -- Layers are compressed already: PostgreSQL trying again would only cost time.
+      ALTER TABLE registry_content ALTER COLUMN data SET STORAGE EXTERNAL;
+      CREATE TABLE IF NOT EXISTS registry_links (org TEXT NOT NULL, digest TEXT NOT NULL, media_type TEXT NOT NULL, subject TEXT, artifact_type TEXT, created TEXT NOT NULL, PRIMARY KEY (org, digest));
+      CREATE INDEX IF NOT EXISTS registry_links_by_subject ON registry_links (org, subject) WHERE subject IS NOT NULL;
+      CREATE INDEX IF NOT EXISTS registry_links_by_digest ON registry_links (digest);
+      -- The first layout kept 1 MiB chunks per digest: they become content rows as they are.
+      IF to_regclass('registry_chunks') IS NOT NULL THEN
+        UPDATE registry_blobs SET content = nextval('registry_content_ids') WHERE content IS NULL;
+        INSERT INTO registry_content (content, start, data) SELECT b.content, c.seq::bigint * 1048576, c.data FROM registry_chunks c JOIN registry_blobs b USING (digest);
+        DROP TABLE registry_chunks;
+      END IF;
+      ALTER TABLE registry_blobs ALTER COLUMN content SET NOT NULL;
+      CREATE TABLE registry_uploads (id TEXT PRIMARY KEY, org TEXT NOT NULL, repository TEXT NOT NULL, content BIGINT NOT NULL, size BIGINT NOT NULL, touched TIMESTAMPTZ NOT NULL);
     END IF;
-  END $$;
-  ALTER TABLE registry_blobs ALTER COLUMN content SET NOT NULL;`;
+  END $$;`;
 
 const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, artifact_type, created) VALUES ($1, $2, $3, $4, $5, $6)
   ON CONFLICT (org, digest) DO UPDATE SET media_type = CASE WHEN excluded.media_type = '' THEN registry_links.media_type ELSE excluded.media_type END,
@@ -262,7 +272,7 @@ export class PostgresUploads implements UploadSessions {
 
   /**
    * Runs `fn` in a transaction holding the session's row: a second request on the same session,
-   * through this process or another, is refused rather than interleaving its bytes. `fn` returns
+   * through this process or another, waits for it or is refused, never interleaving its bytes. `fn` returns
    * what to do in memory once the transaction has committed. On any failure the connection is
    * dropped, which rolls back whatever a COPY cut short had sent.
    */
@@ -274,9 +284,12 @@ export class PostgresUploads implements UploadSessions {
     let failed: Error | undefined;
     try {
       await client.query('BEGIN');
+      // A request on a session another one is writing to waits for it a moment: a client retrying
+      // at once after its connection broke finds its previous request still rolling back.
+      await client.query(`SET LOCAL lock_timeout = ${BUSY_WAIT_MS}`);
       let rows: Array<{ size: string; content: string }>;
       try {
-        ({ rows } = await client.query('SELECT size, content FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3 FOR UPDATE NOWAIT', [upload.id, upload.org, upload.repository]));
+        ({ rows } = await client.query('SELECT size, content FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3 FOR UPDATE', [upload.id, upload.org, upload.repository]));
       } catch (err) {
         throw (err as { code?: string }).code === '55P03' ? uploadBusy() : err;
       }
