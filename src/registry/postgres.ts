@@ -6,7 +6,7 @@ import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
-import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { from as copyFrom } from 'pg-copy-streams';
 import { inTransaction } from '../store/postgres/statements.js';
 import { RegistryError } from './errors.js';
 import { linkedOf, type BlobStore, type LinkInfo, type Linked, type LinkRow } from './blobs.js';
@@ -397,41 +397,22 @@ async function* readContent(pool: pg.Pool, content: number, first: number, last:
   const [row] = (await pool.query<{ start: string | null }>('SELECT max(start) AS start FROM registry_content WHERE content = $1 AND start <= $2', [content, first])).rows;
   if (row?.start == null) throw new Error(`content ${content} is missing byte ${first}`);
   let next = Number(row.start);
-  let pending: Buffer[] = [];
-  let pendingBytes = 0;
   while (next <= last) {
     const client = await pool.connect();
     let finished = false;
     try {
       const from = next;
       await client.query(`BEGIN; ${IN_ORDER}`);
-      // COPY in binary format hands over the bytes as stored; a query would return bytea as hex text.
-      const copy = client.query(copyTo(`COPY (SELECT start, data FROM registry_content WHERE content = ${content} AND start >= ${from} AND start < ${from + BYTES_PER_COPY} AND start <= ${last} ORDER BY start) TO STDOUT (FORMAT binary)`));
-      const rows = new CopiedRows();
-      let offset = next;
-      for await (const piece of copy as AsyncIterable<Buffer>) {
-        for (const item of rows.feed(piece)) {
-          if (typeof item === 'number') {
-            if (item !== next) throw new Error(`content ${content} is missing bytes ${next}–${item - 1}`);
-            offset = item;
-            continue;
-          }
-          const low = Math.max(first, offset);
-          const high = Math.min(last + 1, offset + item.length);
-          if (high > low) {
-            pending.push(item.subarray(low - offset, high - offset));
-            pendingBytes += high - low;
-          }
-          offset += item.length;
-          next = offset;
-        }
-        if (pendingBytes >= READ_PIECE_BYTES) {
-          yield pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
-          pending = [];
-          pendingBytes = 0;
-        }
-      }
-      rows.end();
+      const copy = new ContentCopy(
+        `SELECT start, data FROM registry_content WHERE content = ${content} AND start >= ${from} AND start < ${from + BYTES_PER_COPY} AND start <= ${last} ORDER BY start`,
+        content,
+        from,
+        first,
+        last,
+      );
+      client.query(copy);
+      yield* copy;
+      next = copy.next;
       if (next === from) throw new Error(`content ${content} is missing byte ${from}`);
       await client.query('COMMIT');
       finished = true;
@@ -440,28 +421,115 @@ async function* readContent(pool: pg.Pool, content: number, first: number, last:
       client.release(!finished);
     }
   }
-  if (pendingBytes > 0) yield pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
 }
 
 /** The sha256 of a session's content, read back: for a session another process appended to. */
 async function hashContent(client: pg.PoolClient, content: number, size: number): Promise<string> {
   const hash = createHash('sha256');
-  let next = 0;
   await client.query(IN_ORDER);
-  const rows = new CopiedRows();
-  for await (const piece of client.query(copyTo(`COPY (SELECT start, data FROM registry_content WHERE content = ${content} ORDER BY start) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>) {
-    for (const item of rows.feed(piece)) {
-      if (typeof item === 'number') {
-        if (item !== next) throw new Error(`content ${content} is missing bytes ${next}–${item - 1}`);
-      } else {
-        hash.update(item);
-        next += item.length;
+  const copy = new ContentCopy(`SELECT start, data FROM registry_content WHERE content = ${content} ORDER BY start`, content, 0, 0, Math.max(0, size - 1));
+  client.query(copy);
+  for await (const piece of copy) hash.update(piece as Buffer);
+  if (copy.next !== size) throw new Error(`content ${content} holds ${copy.next} bytes, not ${size}`);
+  return `sha256:${hash.digest('hex')}`;
+}
+
+/**
+ * Content bytes `first` through `last` out of `COPY (SELECT start, data …) TO STDOUT (FORMAT binary)`,
+ * run as a query of its own on a pg connection: the rows' data, checked to be contiguous from
+ * `next` on, copied straight out of the protocol's messages into pieces of READ_PIECE_BYTES
+ * (one copy, no buffer per row; pg reuses the memory of a message once it has handed it over).
+ * A reader that does not keep up pauses the connection's socket, and PostgreSQL with it.
+ */
+class ContentCopy extends Readable {
+  private connection?: { stream: NodeJS.ReadableStream & { isPaused(): boolean }; query(text: string): void };
+  private readonly rows = new CopiedRows();
+  private piece = Buffer.allocUnsafe(READ_PIECE_BYTES);
+  private used = 0;
+  /** Where the current row's data stands in the content. */
+  private offset: number;
+  private failure?: Error;
+
+  constructor(
+    private readonly text: string,
+    private readonly content: number,
+    /** The content byte expected next. */
+    public next: number,
+    private readonly first: number,
+    private readonly last: number,
+  ) {
+    super();
+    this.offset = next;
+  }
+
+  submit(connection: NonNullable<ContentCopy['connection']>): void {
+    this.connection = connection;
+    // COPY in binary format hands over the bytes as stored; a query would return bytea as hex text.
+    connection.query(`COPY (${this.text}) TO STDOUT (FORMAT binary)`);
+  }
+
+  handleCopyData(msg: { chunk: Buffer }): void {
+    if (this.failure || this.destroyed) return;
+    try {
+      for (const item of this.rows.feed(msg.chunk)) {
+        if (typeof item === 'number') {
+          if (item !== this.next) throw new Error(`content ${this.content} is missing bytes ${this.next}–${item - 1}`);
+          this.offset = item;
+          continue;
+        }
+        const low = Math.max(this.first, this.offset);
+        const high = Math.min(this.last + 1, this.offset + item.length);
+        for (let at = low; at < high; ) {
+          const n = Math.min(high - at, this.piece.length - this.used);
+          item.copy(this.piece, this.used, at - this.offset, at - this.offset + n);
+          this.used += n;
+          at += n;
+          if (this.used === this.piece.length) this.hand();
+        }
+        this.offset += item.length;
+        this.next = this.offset;
       }
+    } catch (err) {
+      this.failure = err as Error;
     }
   }
-  rows.end();
-  if (next !== size) throw new Error(`content ${content} holds ${next} bytes, not ${size}`);
-  return `sha256:${hash.digest('hex')}`;
+
+  handleCommandComplete(): void {}
+
+  handleError(err: Error): void {
+    this.failure ??= err;
+  }
+
+  handleReadyForQuery(): void {
+    this.connection?.stream.resume();
+    if (!this.failure) {
+      try {
+        this.rows.end();
+      } catch (err) {
+        this.failure = err as Error;
+      }
+    }
+    if (this.failure) return void this.destroy(this.failure);
+    if (this.used > 0) this.hand();
+    this.push(null);
+  }
+
+  override _read(): void {
+    if (this.connection?.stream.isPaused()) this.connection.stream.resume();
+  }
+
+  override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
+    // A paused socket would never see its end: the pool frees a dropped connection's place only then.
+    this.connection?.stream.resume();
+    done(err);
+  }
+
+  private hand(): void {
+    const full = this.push(this.piece.subarray(0, this.used));
+    this.piece = Buffer.allocUnsafe(READ_PIECE_BYTES);
+    this.used = 0;
+    if (!full) this.connection?.stream.pause();
+  }
 }
 
 /**
