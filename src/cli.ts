@@ -15,7 +15,7 @@ import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { documentsText, exportOrg } from './resources/transfer.js';
 import { serve } from './serve.js';
-import { openBlobStore } from './registry/blobs.js';
+import { closeRegistry, openRegistry } from './registry/storage.js';
 import { collectGarbage, GC_GRACE_MS } from './registry/gc.js';
 import { describeStore, openStore, storeLocation } from './store/open.js';
 import type { Store } from './store/types.js';
@@ -121,12 +121,12 @@ const COMMANDS: Record<string, Command> = {
       if (!/^\d+$/.test(grace)) throw new UsageError(`--grace-minutes must be a whole number, got '${grace}'`);
       const cfg = config();
       return withStore(cfg, async (store) => {
-        const blobs = openBlobStore(cfg);
+        const registry = openRegistry(cfg);
         try {
-          const { removed, kept } = await collectGarbage(store, blobs, Number(grace) * 60_000);
+          const { removed, kept } = await collectGarbage(store, registry, Number(grace) * 60_000);
           console.log(`registry gc: removed ${removed} unreferenced blobs, kept ${kept}`);
         } finally {
-          await blobs.close();
+          await closeRegistry(registry);
         }
         return 0;
       });

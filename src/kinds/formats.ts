@@ -91,7 +91,7 @@ export const FORMATS: Record<string, StringFormat> = {
   },
   'keel-image': {
     problem: (text) => (IMAGE.test(text) || ORG_IMAGE.test(text) ? undefined : `'${text}' is not an image reference`),
-    allowed: "an image reference [HOST[:PORT]/]NAME[:TAG][@sha256:DIGEST] in lowercase, such as nginx:1.27 or ghcr.io/team/app:v2, or //image/NAME:TAG in the org's registry",
+    allowed: "an image reference [HOST[:PORT]/]NAME[:TAG][@sha256:DIGEST] in lowercase, such as nginx:1.27 or ghcr.io/team/app:v2, or //image/NAME[:TAG][@sha256:DIGEST] in the org's registry",
     examples: ['nginx:1.27', 'ghcr.io/team/app:v2', 'registry.example.com:5000/app@sha256:0123456789abcdef0123456789abcdef', '//image/app:v1'],
   },
   'keel-dns-name': {

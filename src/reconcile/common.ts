@@ -26,6 +26,8 @@ export interface ReconcileContext {
   fault?: (scenario: string) => string | undefined;
   /** The host:port references to this Keel's own registry use. */
   registryHosts?: string[];
+  /** The media type of a manifest the org's registry holds by that digest (undefined when it holds none). */
+  registryManifest?: (org: string, digest: string) => Promise<{ mediaType: string } | undefined>;
 }
 
 /** What a pass left to do: `after` ms until the next transition of the object is due. */

@@ -11,7 +11,7 @@ import { ReconcileRunner, type RunnerOptions } from './runner.js';
 
 export const DEFAULT_STEP_MS = 1000;
 
-export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config, faults?: RunnerOptions['faults']): ReconcileRunner | undefined {
+export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config, faults?: RunnerOptions['faults'], registryManifest?: RunnerOptions['registryManifest']): ReconcileRunner | undefined {
   mountSubresources(core, store, auth, { audit: config.audit });
   mountMk8s(core, store, auth);
   mountImages(core, store, auth);
@@ -21,6 +21,7 @@ export function installLiving(core: FastifyInstance, store: Store, auth: Authori
     audit: config.audit,
     onError: (err, key) => core.log.error({ err, key }, 'reconcile failed'),
     faults,
+    registryManifest,
     // The host:port the CLI names this registry by (`cpln image build --push`, `stack deploy`).
     registryHosts: () => {
       const address = core.server.address();

@@ -34,6 +34,8 @@ export interface RunnerOptions {
   faults?: (scenario: string, key: ItemKey) => string | undefined;
   /** The host:port references to this Keel's own registry use (beside `//image/…` and `ORG.registry.…`). */
   registryHosts?: () => string[];
+  /** Whether the org's registry holds a manifest by that digest (see ReconcileContext.registryManifest). */
+  registryManifest?: ReconcileContext['registryManifest'];
 }
 
 type Reconciler = (ctx: ReconcileContext, key: ItemKey) => Promise<Outcome>;
@@ -318,7 +320,7 @@ export class ReconcileRunner {
     try {
       outcome = await this.store.transaction(async (tx) => {
         if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
-        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [], registryHosts: this.options.registryHosts?.() };
+        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [], registryHosts: this.options.registryHosts?.(), registryManifest: this.options.registryManifest };
         const faults = this.options.faults;
         if (faults) ctx.fault = (scenario) => faults(scenario, key);
         appended = ctx.appended;

@@ -196,7 +196,8 @@ function since(previous: Record<string, unknown> | undefined, next: Record<strin
 /**
  * The images a workload runs, resolved to digests. An image of an org's registry (`//image/NAME:TAG`,
  * `/org/ORG/image/NAME:TAG` or `ORG.registry.<domain>/NAME:TAG`) resolves to the digest pushed
- * under that tag; while it is missing, the pull fails as on the hosted service and the deployment
+ * under that tag, and one pinned to a digest (`NAME@sha256:…`) to that digest if the org holds
+ * that manifest; while it is missing, the pull fails as on the hosted service and the deployment
  * cannot become ready. Keel pulls no other image: a digest stands for the reference (the same
  * reference, the same digest), for linux/amd64.
  */
@@ -208,10 +209,18 @@ async function pullImages(ctx: ReconcileContext, org: string, spec: Record<strin
     const own = registryImage(reference, org, ctx.registryHosts);
     let digest: string;
     let mediaType = 'application/vnd.oci.image.manifest.v1+json';
-    if (own) {
+    if (own && 'digest' in own) {
+      const held = await ctx.registryManifest?.(own.org, own.digest);
+      if (!held) {
+        failure ??= pullFailure(reference);
+        continue;
+      }
+      digest = own.digest;
+      mediaType = held.mediaType;
+    } else if (own) {
       const image = await ctx.tx.get({ org: own.org, kind: 'image', gvc: '', name: own.name });
       if (!image) {
-        failure ??= `Failed to pull image "${reference}": rpc error: code = NotFound desc = failed to pull and unpack image "${reference}": not found (ErrImagePull)`;
+        failure ??= pullFailure(reference);
         continue;
       }
       digest = String(image.data.digest);
@@ -224,18 +233,25 @@ async function pullImages(ctx: ReconcileContext, org: string, spec: Record<strin
   return { images, failure };
 }
 
+function pullFailure(reference: string): string {
+  return `Failed to pull image "${reference}": rpc error: code = NotFound desc = failed to pull and unpack image "${reference}": not found (ErrImagePull)`;
+}
+
 /**
- * The org and item name (`REPO:TAG`) of a reference to an org's own registry, if it is one; at one of
- * `hosts` (Keel's own address) the registry is the workload's org's.
+ * A reference to an org's own registry, if it is one: the org and either the item name (`REPO:TAG`)
+ * or, pinned (`REPO@sha256:…`, a tag beside the digest being ignored as clients ignore it), the
+ * manifest digest. At one of `hosts` (Keel's own address) the registry is the workload's org's.
  */
-export function registryImage(reference: string, org: string, hosts: string[] = []): { org: string; name: string } | undefined {
+export function registryImage(reference: string, org: string, hosts: string[] = []): { org: string; name: string } | { org: string; digest: string } | undefined {
   const m = /^(?:\/\/image\/|\/org\/([^/]+)\/image\/|([a-z][-a-z0-9]*[a-z0-9])\.registry\.[^/]+\/)(.+)$/.exec(reference);
   const host = m ? undefined : hosts.find((h) => reference.startsWith(`${h}/`));
   if (!m && !host) return undefined;
   const path = m ? m[3] : reference.slice(host!.length + 1);
-  if (path.includes('@')) return undefined;
+  const owner = m?.[1] ?? m?.[2] ?? org;
+  const at = path.indexOf('@');
+  if (at >= 0) return { org: owner, digest: path.slice(at + 1) };
   const name = /:[^/]+$/.test(path) ? path : `${path}:latest`;
-  return { org: m?.[1] ?? m?.[2] ?? org, name };
+  return { org: owner, name };
 }
 
 /** The direct load balancer's addresses: one per location and port, when it is enabled. */

@@ -2,15 +2,19 @@
 // manifests, their configs and layers, and the manifests that refer to those) is removed. Content
 // stored or linked within the grace period is kept whatever refers to it: an upload whose
 // manifest has not been pushed yet, or a manifest whose tag is being written, still needs it.
+// Upload sessions abandoned for an hour go first, with what they had received.
 import { listAll } from '../reconcile/common.js';
 import type { Store } from '../store/types.js';
 import type { BlobStore } from './blobs.js';
 import { isIndex, MAX_MANIFEST_BYTES } from './manifests.js';
+import type { RegistryStorage } from './storage.js';
+import { ABANDONED_MS } from './uploads.js';
 
 /** How long fresh content is safe from collection. */
 export const GC_GRACE_MS = 60 * 60 * 1000;
 
-export async function collectGarbage(store: Store, blobs: BlobStore, graceMs = GC_GRACE_MS): Promise<{ removed: number; kept: number }> {
+export async function collectGarbage(store: Store, { blobs, uploads }: RegistryStorage, graceMs = GC_GRACE_MS): Promise<{ removed: number; kept: number }> {
+  await uploads.expire(Date.now() - ABANDONED_MS);
   // Candidates first: content stored after this read is not among them, whatever the marking finds.
   const candidates = await blobs.candidates(new Date(Date.now() - graceMs).toISOString());
   if (candidates.length === 0) return { removed: 0, kept: 0 };

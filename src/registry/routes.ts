@@ -2,12 +2,9 @@
 // the Host (`ORG.registry.<domain>`, as the hosted service names it) or, at Keel's plain address
 // (what `cpln` prints from /discovery's `registry`), by the org of the key that signs in.
 // Tags are `image` items written through the generic resource service; content lives in the
-// BlobStore, uploads in progress in Uploads.
-import { createHash, randomUUID } from 'node:crypto';
-import { createWriteStream, rmSync } from 'node:fs';
-import { join } from 'node:path';
+// BlobStore, uploads in progress in UploadSessions.
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Target } from '../auth/authorizer.js';
 import type { BearerAuthenticator } from '../auth/bearer.js';
@@ -21,7 +18,7 @@ import { tokenOf } from '../server/authenticate.js';
 import type { BlobStore } from './blobs.js';
 import { RegistryError, sendRegistryError, toRegistryError } from './errors.js';
 import { checkDigest, checkRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
-import type { Uploads } from './uploads.js';
+import type { UploadSessions } from './uploads.js';
 import type { AuthFailures } from '../server/limits.js';
 
 export interface RegistryDeps {
@@ -30,7 +27,7 @@ export interface RegistryDeps {
   auth: Authorizer;
   bearer: BearerAuthenticator;
   blobs: BlobStore;
-  uploads: Uploads;
+  uploads: UploadSessions;
   /** Failed sign-ins per address, shared with the rest of the API (429 above its limit). */
   failures: AuthFailures;
 }
@@ -152,7 +149,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
             if (method !== 'POST') throw unsupported(method, rest);
             return startUpload(request, reply, org, repository, base, query);
           }
-          const upload = uploads.find(org, repository, uploadId);
+          const upload = await uploads.find(org, repository, uploadId);
           const location = `${base}/blobs/uploads/${upload.id}`;
           switch (method) {
             case 'GET':
@@ -173,12 +170,11 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
               if (!digest) throw new RegistryError('DIGEST_INVALID', 'the digest query parameter is required to finish an upload', 400);
               checkDigest(digest);
               if (hasBody(request)) await uploads.append(upload, request.raw, lengthOf(request));
-              const done = uploads.finish(upload);
-              await storeVerified(org, done, digest);
+              await uploads.finish(upload, digest);
               return reply.code(201).header('location', `${base}/blobs/${digest}`).header('docker-content-digest', digest).send();
             }
             case 'DELETE':
-              uploads.cancel(upload);
+              await uploads.cancel(upload);
               return reply.code(204).send();
             default:
               throw unsupported(method, rest);
@@ -279,16 +275,16 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
           return reply.code(201).header('location', `${base}/blobs/${query.mount}`).header('docker-content-digest', query.mount).send();
         }
       }
-      const upload = uploads.start(org, repository);
+      const upload = await uploads.start(org, repository);
       if (query.digest !== undefined) {
         checkDigest(query.digest);
         try {
           await uploads.append(upload, request.raw, lengthOf(request));
         } catch (err) {
-          uploads.cancel(upload);
+          await uploads.cancel(upload);
           throw err;
         }
-        await storeVerified(org, uploads.finish(upload), query.digest);
+        await uploads.finish(upload, query.digest);
         return reply.code(201).header('location', `${base}/blobs/${query.digest}`).header('docker-content-digest', query.digest).send();
       }
       return reply
@@ -298,15 +294,6 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         .header('docker-upload-uuid', upload.id)
         .header('oci-chunk-min-length', '0')
         .send();
-    }
-
-    /** Moves a finished upload into the store if its content has the digest the client claimed; otherwise drops it. */
-    async function storeVerified(org: string, done: { file: string; digest: string; size: number }, claimed: string) {
-      if (done.digest !== claimed) {
-        rmSync(done.file, { force: true });
-        throw new RegistryError('DIGEST_INVALID', `the content's digest is ${done.digest}, not ${claimed}`, 400);
-      }
-      await blobs.put(org, done.digest, done.size, done.file);
     }
 
     async function taggedDigest(org: string, repository: string, tag: string): Promise<string | undefined> {
@@ -330,9 +317,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         const known = await blobs.linked(org, child.digest);
         if (!known || !known.mediaType) throw new RegistryError('MANIFEST_BLOB_UNKNOWN', `manifest unknown to registry: ${child.digest}`, 400, { digest: child.digest });
       }
-      const file = join(uploads.dir, randomUUID());
-      await pipeline([bytes], createWriteStream(file));
-      await blobs.put(org, digest, bytes.length, file, { mediaType: manifest.mediaType, subject: manifest.subject?.digest, artifactType: manifest.artifactType });
+      await blobs.put(org, digest, bytes, { mediaType: manifest.mediaType, subject: manifest.subject?.digest, artifactType: manifest.artifactType });
       if (tag !== undefined) {
         await resources.record(principal, def, { org }, `${repository}:${tag}`, { repository, tag, digest, manifest: manifest.body });
       }

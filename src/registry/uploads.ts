@@ -1,120 +1,162 @@
-// Blob uploads in progress: each session appends to a temp file of this process while hashing it,
-// so nothing of an unfinished or unverified upload is ever visible as a blob.
+// Blob uploads in progress. A session receives bytes while hashing them, and only a finished
+// session whose content has the digest the client names becomes a blob: nothing of an
+// unfinished or unverified upload is ever visible. Two backends, like the blob store: temp files
+// of this process beside SQLite, or rows in PostgreSQL that any Keel process on the database can
+// continue (see postgres.ts).
 import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { createWriteStream, mkdirSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Transform, type Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { registryDir } from './blobs.js';
+import { registryDir, type FileBlobStore } from './blobs.js';
 import { RegistryError } from './errors.js';
 
 export interface Upload {
   id: string;
   org: string;
   repository: string;
-  file: string;
   /** Bytes received so far. */
   size: number;
-  /** The hash of those bytes (kept as they arrive, so finishing needs no second read). */
+}
+
+export interface UploadSessions {
+  start(org: string, repository: string): Promise<Upload>;
+  /** The session, if it belongs to this org and repository. */
+  find(org: string, repository: string, id: string): Promise<Upload>;
+  /**
+   * Appends a request body to the session. A body cut short (the client disconnected), refused
+   * (too large) or shorter than `expectedLength` leaves the session as it was before this request.
+   */
+  append(upload: Upload, body: Readable, expectedLength?: number): Promise<void>;
+  /** Ends the session: its content becomes the blob `claimed` (linked to the org) if that is its digest, else it is dropped and DIGEST_INVALID thrown. */
+  finish(upload: Upload, claimed: string): Promise<void>;
+  cancel(upload: Upload): Promise<void>;
+  /** Drops sessions untouched since `before` (ms since the epoch) with their content; never one a request is writing to. */
+  expire(before: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Sessions untouched this long are abandoned: garbage collection drops them with their content. */
+export const ABANDONED_MS = 60 * 60 * 1000;
+
+/**
+ * The pass every appended byte takes: counted against the registry's blob limit and, when the
+ * hash of what came before is at hand, hashed.
+ */
+export function meter(before: number, limit: number, hash: Hash | undefined): Transform & { received: number } {
+  const stage = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      stage.received += chunk.length;
+      if (before + stage.received > limit) return done(new RegistryError('SIZE_INVALID', `the blob is larger than the registry accepts (${limit} bytes, KEEL_REGISTRY_MAX_BLOB_BYTES)`, 413));
+      hash?.update(chunk);
+      done(null, chunk);
+    },
+  }) as Transform & { received: number };
+  stage.received = 0;
+  return stage;
+}
+
+/** Streams `body` through the meter into the sink (through the stages before it), then checks it was as long as announced. */
+export async function receive(body: Readable, stage: Transform & { received: number }, expectedLength: number | undefined, ...sink: [...Transform[], Writable]): Promise<void> {
+  try {
+    await pipeline([body, stage, ...sink]);
+  } catch (err) {
+    // A client gone mid-body is the client's failure, not the server's.
+    const cutShort = !(err instanceof RegistryError) && (body as { complete?: boolean }).complete === false;
+    throw cutShort ? new RegistryError('BLOB_UPLOAD_INVALID', 'the upload was cut short', 400) : err;
+  }
+  if (expectedLength !== undefined && stage.received !== expectedLength) {
+    throw new RegistryError('SIZE_INVALID', `received ${stage.received} bytes, but Content-Length said ${expectedLength}`, 400);
+  }
+}
+
+export const uploadUnknown = () => new RegistryError('BLOB_UPLOAD_UNKNOWN', 'blob upload unknown to registry', 404);
+export const uploadBusy = () => new RegistryError('BLOB_UPLOAD_INVALID', 'another request is writing to this upload', 416);
+export const digestMismatch = (digest: string, claimed: string) => new RegistryError('DIGEST_INVALID', `the content's digest is ${digest}, not ${claimed}`, 400);
+
+interface FileUpload extends Upload {
+  file: string;
+  /** The hash of the bytes received (kept as they arrive, so finishing needs no second read). */
   hash: Hash;
-  /** Last time a request touched the session. */
   touched: number;
   /** A request is writing to it (a second one at once would interleave bytes). */
   busy: boolean;
 }
 
-/** Sessions untouched this long are dropped with their files. */
-const ABANDONED_MS = 60 * 60 * 1000;
+/** SQLite mode: each session appends to a temp file of this process. */
+export class FileUploads implements UploadSessions {
+  private readonly sessions = new Map<string, FileUpload>();
+  private readonly dir: string;
 
-export class Uploads {
-  private readonly sessions = new Map<string, Upload>();
-  readonly dir: string;
-  private readonly sweeper: NodeJS.Timeout;
-
-  constructor(dataDir: string, private readonly maxBlobBytes: number) {
+  constructor(
+    dataDir: string,
+    private readonly maxBlobBytes: number,
+    private readonly blobs: FileBlobStore,
+  ) {
     // Each process its own directory: processes sharing a data directory never touch each other's files.
     const root = join(registryDir(dataDir), 'uploads');
     this.dir = join(root, randomUUID());
     mkdirSync(this.dir, { recursive: true });
     removeStale(root, this.dir);
-    this.sweeper = setInterval(() => this.sweep(), 60_000);
-    this.sweeper.unref();
   }
 
-  start(org: string, repository: string): Upload {
+  async start(org: string, repository: string): Promise<Upload> {
     const id = randomUUID();
-    const upload: Upload = { id, org, repository, file: join(this.dir, id), size: 0, hash: createHash('sha256'), touched: Date.now(), busy: false };
+    const upload: FileUpload = { id, org, repository, file: join(this.dir, id), size: 0, hash: createHash('sha256'), touched: Date.now(), busy: false };
     writeFileSync(upload.file, '');
     this.sessions.set(id, upload);
     return upload;
   }
 
-  /** The session, if it belongs to this org and repository. */
-  find(org: string, repository: string, id: string): Upload {
+  async find(org: string, repository: string, id: string): Promise<Upload> {
     const upload = this.sessions.get(id);
-    if (!upload || upload.org !== org || upload.repository !== repository) throw new RegistryError('BLOB_UPLOAD_UNKNOWN', 'blob upload unknown to registry', 404);
+    if (!upload || upload.org !== org || upload.repository !== repository) throw uploadUnknown();
     upload.touched = Date.now();
     return upload;
   }
 
-  /**
-   * Appends a request body to the session. A body cut short (the client disconnected) leaves the
-   * session as it was before this request: the partial bytes are cut off the file again.
-   */
-  async append(upload: Upload, body: Readable, expectedLength?: number): Promise<void> {
-    if (upload.busy) throw new RegistryError('BLOB_UPLOAD_INVALID', 'another request is writing to this upload', 416);
+  async append(session: Upload, body: Readable, expectedLength?: number): Promise<void> {
+    const upload = session as FileUpload;
+    if (upload.busy) throw uploadBusy();
     upload.busy = true;
     const before = upload.size;
     const hash = upload.hash.copy();
-    let received = 0;
-    const limit = this.maxBlobBytes;
+    const stage = meter(before, this.maxBlobBytes, hash);
     try {
-      await pipeline(
-        body,
-        new Transform({
-          transform(chunk: Buffer, _encoding, done) {
-            received += chunk.length;
-            if (before + received > limit) return done(new RegistryError('SIZE_INVALID', `the blob is larger than the registry accepts (${limit} bytes, KEEL_REGISTRY_MAX_BLOB_BYTES)`, 413));
-            hash.update(chunk);
-            done(null, chunk);
-          },
-        }),
-        createWriteStream(upload.file, { flags: 'r+', start: before }),
-      );
-      if (expectedLength !== undefined && received !== expectedLength) {
-        throw new RegistryError('SIZE_INVALID', `received ${received} bytes, but Content-Length said ${expectedLength}`, 400);
-      }
-      upload.size = before + received;
+      await receive(body, stage, expectedLength, createWriteStream(upload.file, { flags: 'r+', start: before }));
+      upload.size = before + stage.received;
       upload.hash = hash;
     } catch (err) {
       truncate(upload.file, before);
-      // A client gone mid-body is the client's failure, not the server's.
-      const cutShort = !(err instanceof RegistryError) && (body as { complete?: boolean }).complete === false;
-      throw cutShort ? new RegistryError('BLOB_UPLOAD_INVALID', 'the upload was cut short', 400) : err;
+      throw err;
     } finally {
       upload.busy = false;
       upload.touched = Date.now();
     }
   }
 
-  /** Ends the session: its file is the caller's (to move into the blob store) and its digest is returned. */
-  finish(upload: Upload): { file: string; digest: string; size: number } {
+  async finish(session: Upload, claimed: string): Promise<void> {
+    const upload = session as FileUpload;
+    if (upload.busy) throw uploadBusy();
     this.sessions.delete(upload.id);
-    return { file: upload.file, digest: `sha256:${upload.hash.digest('hex')}`, size: upload.size };
+    const digest = `sha256:${upload.hash.digest('hex')}`;
+    if (digest !== claimed) {
+      rmSync(upload.file, { force: true });
+      throw digestMismatch(digest, claimed);
+    }
+    await this.blobs.adopt(upload.org, digest, upload.size, upload.file);
   }
 
-  cancel(upload: Upload): void {
+  async cancel(upload: Upload): Promise<void> {
     this.sessions.delete(upload.id);
-    rmSync(upload.file, { force: true });
+    rmSync((upload as FileUpload).file, { force: true });
   }
 
-  private sweep(): void {
-    const cutoff = Date.now() - ABANDONED_MS;
-    for (const upload of this.sessions.values()) if (!upload.busy && upload.touched < cutoff) this.cancel(upload);
+  async expire(before: number): Promise<void> {
+    for (const upload of this.sessions.values()) if (!upload.busy && upload.touched < before) await this.cancel(upload);
   }
 
-  close(): void {
-    clearInterval(this.sweeper);
+  async close(): Promise<void> {
     this.sessions.clear();
     rmSync(this.dir, { recursive: true, force: true });
   }

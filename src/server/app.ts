@@ -30,10 +30,9 @@ import { installLiving } from '../reconcile/index.js';
 import { Faults, installFaults } from '../admin/faults.js';
 import { mountAdmin } from '../admin/routes.js';
 import { onReplaced } from '../store/snapshots.js';
-import { openBlobStore } from '../registry/blobs.js';
 import { collectGarbage } from '../registry/gc.js';
 import { mountRegistry } from '../registry/routes.js';
-import { Uploads } from '../registry/uploads.js';
+import { closeRegistry, openRegistry } from '../registry/storage.js';
 import { AccessLog } from './access-log.js';
 
 export interface App {
@@ -175,22 +174,23 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const core = await newServer('core', { title: 'Keel Core API', description: 'Organizations and the resources inside them (wire-compatible with the Control Plane Core API).', page: true });
   mountRoutes(core, resources);
   mountWatch(core, store, auth, config, scheduler);
-  installLiving(core, store, auth, config, faults?.scenario);
+  const registry = openRegistry(config);
+  installLiving(core, store, auth, config, faults?.scenario, async (org, digest) => {
+    const held = await registry.blobs.linked(org, digest);
+    return held?.mediaType ? { mediaType: held.mediaType } : undefined;
+  });
   mountAccessRoutes(core, resources, store, auth);
   mountLogs(core, store, auth, config);
   mountAdmin(core, { config, store, faults });
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config);
-  const blobs = openBlobStore(config);
-  const uploads = new Uploads(config.dataDir, config.registryMaxBlobBytes);
-  mountRegistry(core, { store, resources, auth, bearer, blobs, uploads, failures });
-  const collector = setInterval(() => void collectGarbage(store, blobs).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
+  mountRegistry(core, { store, resources, auth, bearer, ...registry, failures });
+  const collector = setInterval(() => void collectGarbage(store, registry).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
   collector.unref();
   core.addHook('onClose', async () => {
     clearInterval(collector);
-    uploads.close();
-    await blobs.close();
+    await closeRegistry(registry);
   });
   const audit = await newServer('audit', { title: 'Keel Audit API', description: 'Audit events of every change, and custom events in audit contexts.', page: false });
   mountAuditApi(audit, store, auth);

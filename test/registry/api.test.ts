@@ -12,6 +12,8 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { spawnKeel } from '../support/spawn-keel.js';
+import { rawExec } from '../support/raw-sql.js';
 import { waitFor } from '../support/wait.js';
 
 const sha = (bytes: Buffer | string) => `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
@@ -24,11 +26,11 @@ forEachBackend('registry: the distribution API', (backend) => {
   let base: string;
   const keys: Record<string, string> = {};
 
-  const reg = async (method: string, path: string, options: { body?: Buffer | string; headers?: Record<string, string>; key?: string | null; basic?: boolean } = {}) => {
+  const reg = async (method: string, path: string, options: { body?: Buffer | string; headers?: Record<string, string>; key?: string | null; basic?: boolean; at?: string } = {}) => {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
     const key = options.key === undefined ? keel.token : options.key;
     if (key !== null) headers.authorization = options.basic === false ? `Bearer ${key}` : `Basic ${Buffer.from(`user:${key}`).toString('base64')}`;
-    const res = await fetch(base + path, { method, headers, body: options.body, redirect: 'manual' });
+    const res = await fetch((options.at ?? base) + path, { method, headers, body: options.body, redirect: 'manual' });
     const raw = Buffer.from(await res.arrayBuffer());
     let json: any;
     try {
@@ -52,11 +54,24 @@ forEachBackend('registry: the distribution API', (backend) => {
       ...extra,
     });
   const putManifest = (repo: string, ref: string, body: string, key?: string, type = OCI_MANIFEST) => reg('PUT', `/v2/${repo}/manifests/${ref}`, { body, headers: { 'content-type': type }, key });
-  const uploadFiles = () => {
-    const dir = join(keel.config.dataDir, 'registry', 'uploads');
-    return readdirSync(dir).flatMap((d) => readdirSync(join(dir, d)));
+  /** What unfinished uploads left behind: temp files beside SQLite; sessions and content no blob names in PostgreSQL. */
+  const leftovers = async (): Promise<string[]> => {
+    if (backend === 'sqlite') {
+      const dir = join(keel.config.dataDir, 'registry', 'uploads');
+      return readdirSync(dir).flatMap((d) => readdirSync(join(dir, d)));
+    }
+    const sessions = await rawExec(keel, 'SELECT 1 FROM registry_uploads');
+    const orphans = await rawExec(keel, 'SELECT DISTINCT content FROM registry_content WHERE content NOT IN (SELECT content FROM registry_blobs)');
+    return [...Array(sessions).fill('session'), ...Array(orphans).fill('content')];
   };
   const code = (res: { json: any }) => res.json?.errors?.[0]?.code;
+  /** `keel registry gc` as an operator runs it, on this Keel's store. */
+  const gc = (...flags: string[]) => {
+    const env = { ...process.env, KEEL_DATA_DIR: keel.config.dataDir, ...(keel.config.databaseUrl ? { KEEL_DATABASE_URL: keel.config.databaseUrl } : {}) };
+    return new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', '..', 'src', 'cli.ts'), 'registry', 'gc', ...flags], { env }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))),
+    );
+  };
 
   before(async () => {
     keel = await startKeel(backend, 'acme', { registryMaxBlobBytes: MAX_BLOB });
@@ -127,7 +142,7 @@ forEachBackend('registry: the distribution API', (backend) => {
     const beyond = await reg('GET', `/v2/chunky/blobs/${sha(content)}`, { headers: { range: 'bytes=50-60' } });
     assert.equal(beyond.status, 416);
     assert.equal((await reg('GET', location)).status, 404, 'a finished upload is gone');
-    assert.deepEqual(uploadFiles(), []);
+    assert.deepEqual(await leftovers(), []);
   });
 
   test('manifests by tag and digest, an index of them, a cross-repository mount, referrers and tag paging', async () => {
@@ -236,7 +251,7 @@ forEachBackend('registry: the distribution API', (backend) => {
       socket.on('close', () => resolve());
       socket.on('error', () => resolve());
     });
-    await waitFor('the cut-off upload to be dropped', async () => uploadFiles(), (files) => files.length === 0);
+    await waitFor('the cut-off upload to be dropped', leftovers, (files) => files.length === 0);
     assert.equal((await reg('HEAD', `/v2/up/blobs/${sha('only part of it and more')}`)).status, 404);
     assert.equal((await reg('HEAD', `/v2/up/blobs/${sha(partial)}`)).status, 404);
     // A chunk cut off mid-body leaves the session where it was.
@@ -252,8 +267,99 @@ forEachBackend('registry: the distribution API', (backend) => {
     await waitFor('the session to be back at 3 bytes', () => reg('GET', resumable).then((r) => r.headers.get('range')), (range) => range === '0-2');
     const finished = await reg('PUT', `${resumable}?digest=${sha('abcdef')}`, { body: Buffer.from('def'), headers: { 'content-type': 'application/octet-stream' } });
     assert.equal(finished.status, 201, finished.raw.toString());
-    assert.deepEqual(uploadFiles(), []);
+    assert.deepEqual(await leftovers(), []);
   });
+
+  /** A PATCH whose body stops after `sent` until `rest` is called: the request is then writing to the session. */
+  const slowPatch = (at: string, location: string, sent: Buffer, total: number) => {
+    const url = new URL(at);
+    const socket = connect(Number(url.port), url.hostname);
+    let answer = '';
+    socket.on('data', (d) => (answer += d.toString()));
+    const answered = new Promise<string>((resolve) => socket.on('close', () => resolve(answer)));
+    socket.write(`PATCH ${location} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${keel.token}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${total}\r\nConnection: close\r\n\r\n`);
+    socket.write(sent);
+    return { rest: (bytes: Buffer) => socket.write(bytes), answered };
+  };
+  /** Whether a request holds the session's row (PostgreSQL): a lock attempt that must not wait fails. */
+  const sessionBusy = (location: string) => rawExec(keel, 'SELECT 1 FROM registry_uploads WHERE id = ? FOR UPDATE NOWAIT', [location.split('/').pop()]).then(() => false, () => true);
+
+  if (backend === 'postgres') {
+    test('an upload started through one Keel process continues through another: status, chunks, finish, and one writer at a time', async () => {
+      const second = await spawnKeel(keel.config.databaseUrl!);
+      try {
+        const content = Buffer.from('chunks through two processes, finished through either');
+        const started = await reg('POST', '/v2/relay/blobs/uploads/');
+        assert.equal(started.status, 202);
+        const location = started.headers.get('location')!;
+        const octets = { 'content-type': 'application/octet-stream' };
+        assert.equal((await reg('PATCH', location, { body: content.subarray(0, 10), headers: { ...octets, 'content-range': '0-9' } })).status, 202);
+        // The other process knows the session and where it stands.
+        const status = await reg('GET', location, { at: second.base });
+        assert.equal(status.status, 204);
+        assert.equal(status.headers.get('range'), '0-9');
+        const wrong = await reg('PATCH', location, { at: second.base, body: content.subarray(12, 20), headers: { ...octets, 'content-range': '12-19' } });
+        assert.equal(wrong.status, 416);
+        assert.equal(wrong.headers.get('range'), '0-9');
+        const more = await reg('PATCH', location, { at: second.base, body: content.subarray(10, 30), headers: { ...octets, 'content-range': '10-29' } });
+        assert.equal(more.status, 202, more.raw.toString());
+        assert.equal(more.headers.get('range'), '0-29');
+        assert.equal((await reg('GET', location)).headers.get('range'), '0-29', 'the first process sees the second one\'s chunk');
+
+        // While one request writes to the session, a request through the other process is refused, not interleaved.
+        const slow = slowPatch(base, location, content.subarray(30, 35), content.length - 30);
+        await waitFor('the slow chunk to hold the session', () => sessionBusy(location), (busy) => busy);
+        const meanwhile = await reg('PATCH', location, { at: second.base, body: Buffer.from('xx'), headers: { ...octets, 'content-range': '30-31' } });
+        assert.equal(meanwhile.status, 416);
+        assert.equal(code(meanwhile), 'BLOB_UPLOAD_INVALID');
+        slow.rest(content.subarray(35));
+        assert.match(await slow.answered, /^HTTP\/1.1 202/);
+
+        // The first process finishes it; its hash no longer covers the session (the second process
+        // appended), so it reads the content back to check the digest.
+        const wrongDigest = await reg('PUT', `${location}?digest=${sha('something else')}`, { at: second.base });
+        assert.equal(wrongDigest.status, 400);
+        assert.equal(code(wrongDigest), 'DIGEST_INVALID');
+        assert.equal((await reg('GET', location)).status, 404, 'a refused finish ends the session');
+        assert.deepEqual(await leftovers(), []);
+
+        const again = (await reg('POST', '/v2/relay/blobs/uploads/', { at: second.base })).headers.get('location')!;
+        assert.equal((await reg('PATCH', again, { at: second.base, body: content.subarray(0, 25), headers: octets })).status, 202);
+        assert.equal((await reg('PATCH', again, { body: content.subarray(25), headers: octets })).status, 202);
+        const done = await reg('PUT', `${again}?digest=${sha(content)}`, { at: second.base });
+        assert.equal(done.status, 201, done.raw.toString());
+        for (const at of [base, second.base]) {
+          const blob = await reg('GET', `/v2/relay/blobs/${sha(content)}`, { at });
+          assert.equal(blob.status, 200);
+          assert.ok(blob.raw.equals(content), 'the blob is the content, whichever process serves it');
+        }
+        assert.deepEqual(await leftovers(), []);
+      } finally {
+        await second.stop();
+      }
+    });
+
+    test('gc drops upload sessions abandoned for an hour with their content, never one a request is writing to', async () => {
+      const octets = { 'content-type': 'application/octet-stream' };
+      const abandoned = (await reg('POST', '/v2/stale/blobs/uploads/')).headers.get('location')!;
+      assert.equal((await reg('PATCH', abandoned, { body: Buffer.alloc(20_000, 1), headers: octets })).status, 202);
+      const live = (await reg('POST', '/v2/stale/blobs/uploads/')).headers.get('location')!;
+      assert.equal((await reg('PATCH', live, { body: Buffer.from('abc'), headers: octets })).status, 202);
+      // Both untouched for two hours, as far as the database says; one of them is being written to right now.
+      const ids = [abandoned, live].map((location) => location.split('/').pop());
+      assert.equal(await rawExec(keel, "UPDATE registry_uploads SET touched = now() - interval '2 hours' WHERE id = ? OR id = ?", ids), 2);
+      const slow = slowPatch(base, live, Buffer.from('de'), 3);
+      await waitFor('the slow chunk to hold the session', () => sessionBusy(live), (busy) => busy);
+      await gc();
+      assert.equal((await reg('GET', abandoned)).status, 404, 'the abandoned session is gone');
+      slow.rest(Buffer.from('f'));
+      assert.match(await slow.answered, /^HTTP\/1.1 202/);
+      assert.equal((await reg('GET', live)).headers.get('range'), '0-5', 'the session being written to is whole');
+      const done = await reg('PUT', `${live}?digest=${sha('abcdef')}`);
+      assert.equal(done.status, 201, done.raw.toString());
+      assert.deepEqual(await leftovers(), [], 'nothing of the abandoned session is left');
+    });
+  }
 
   test('path traversal and malformed names are NAME_INVALID, never a path outside the store', async () => {
     // Sent as written (node:http does not normalize paths as fetch does).
@@ -362,11 +468,6 @@ forEachBackend('registry: the distribution API', (backend) => {
     const config = await pushBlob('gc/app', '{"gc":true}');
     assert.equal((await putManifest('gc/app', 'v1', manifestOf(config, [kept]))).status, 201);
     const orphan = await pushBlob('gc/app', 'orphan layer');
-    const env = { ...process.env, KEEL_DATA_DIR: keel.config.dataDir, ...(keel.config.databaseUrl ? { KEEL_DATABASE_URL: keel.config.databaseUrl } : {}) };
-    const gc = (...flags: string[]) =>
-      new Promise<string>((resolve, reject) =>
-        execFile(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', '..', 'src', 'cli.ts'), 'registry', 'gc', ...flags], { env }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))),
-      );
     // Within the grace period a blob no manifest names yet may be about to be named: it stays.
     await gc();
     assert.equal((await reg('HEAD', `/v2/gc/app/blobs/${orphan.digest}`)).status, 200);

@@ -217,17 +217,34 @@ forEachBackend(
       const workload = (name: string, ref: string) => `kind: workload\nname: ${name}\ngvc: web\nspec:\n  type: standard\n  containers:\n    - name: main\n      image: ${ref}\n      ports:\n        - number: 8080\n          protocol: http\n`;
       const file = join(root, 'workloads.yaml');
       // The last is the reference `cpln image build --push` and `stack deploy` write: Keel's own address.
-      writeFileSync(file, [workload('present', '//image/runner:v1'), workload('hosted-form', `acme.registry.cpln.io/runner:v1`), workload('absent', '//image/ghost:v1'), workload('keel-address', `${host}/runner:v1`)].join('---\n'));
+      // Pinned to a digest: one the org holds, in each form, and one it does not hold.
+      const unknownDigest = `sha256:${createHash('sha256').update('never pushed').digest('hex')}`;
+      writeFileSync(
+        file,
+        [
+          workload('present', '//image/runner:v1'),
+          workload('hosted-form', `acme.registry.cpln.io/runner:v1`),
+          workload('absent', '//image/ghost:v1'),
+          workload('keel-address', `${host}/runner:v1`),
+          workload('pinned', `//image/runner@${image.digest}`),
+          workload('pinned-hosted-form', `acme.registry.cpln.io/runner@${image.digest}`),
+          workload('pinned-keel-address', `${host}/runner@${image.digest}`),
+          workload('pinned-absent', `//image/runner@${unknownDigest}`),
+        ].join('---\n'),
+      );
       await run(['apply', '--file', file]);
       const status = (name: string) => keel.call('GET', `/org/acme/gvc/web/workload/${name}`).then((r) => r.body.status ?? {});
-      for (const name of ['present', 'hosted-form', 'keel-address']) {
+      for (const name of ['present', 'hosted-form', 'keel-address', 'pinned', 'pinned-hosted-form', 'pinned-keel-address']) {
         const ready = await waitFor(`${name} ready`, () => status(name), (s) => s.ready === true);
         assert.equal(ready.resolvedImages.images[0].digest, image.digest);
       }
-      const deployment = () => keel.call('GET', '/org/acme/gvc/web/workload/absent/deployment/aws-us-east-2').then((r) => r.body?.status ?? {});
-      const failing = await waitFor('the failed pull', deployment, (s) => /Failed to pull image "\/\/image\/ghost:v1"/.test(String(s.message)));
+      const deployment = (name: string) => () => keel.call('GET', `/org/acme/gvc/web/workload/${name}/deployment/aws-us-east-2`).then((r) => r.body?.status ?? {});
+      const failing = await waitFor('the failed pull', deployment('absent'), (s) => /Failed to pull image "\/\/image\/ghost:v1"/.test(String(s.message)));
       assert.equal(failing.ready, false);
       assert.equal((await status('absent')).ready, false);
+      const pinnedFailing = await waitFor('the failed pull of an unknown digest', deployment('pinned-absent'), (s) => String(s.message).includes(`Failed to pull image "//image/runner@${unknownDigest}"`));
+      assert.equal(pinnedFailing.ready, false);
+      assert.equal((await status('pinned-absent')).ready, false);
       const ghost = buildOciImage(root, 'v1', [{ 'srv/ghost': 'boo\n' }]);
       const late = await runTool('skopeo', ['copy', '--dest-tls-verify=false', '--dest-creds', `x:${keel.token}`, `oci:${ghost.dir}:v1`, `docker://${host}/ghost:v1`]);
       assert.equal(late.code, 0, late.stderr);

@@ -1,0 +1,591 @@
+// Registry content in PostgreSQL, where every Keel process sharing the database serves it and
+// continues its uploads. Content is rows of bytes under a number (`registry_content`); an upload
+// session owns a number while it receives, and finishing it with the right digest names that
+// number in `registry_blobs` in one short transaction: the bytes are written once, as they arrive.
+import { createHash, randomUUID, type Hash } from 'node:crypto';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { inTransaction } from '../store/postgres/statements.js';
+import { RegistryError } from './errors.js';
+import { linkedOf, type BlobStore, type LinkInfo, type Linked, type LinkRow } from './blobs.js';
+import { digestMismatch, meter, receive, uploadBusy, uploadUnknown, type Upload, type UploadSessions } from './uploads.js';
+
+/**
+ * Bytes per row: as many as fit in one 8 KiB heap page beside the row's header (with the table's
+ * toast_tuple_target raised to match). Rows that size stay in the table itself: PostgreSQL would
+ * split a larger value into 2 KiB TOAST rows, each with an index entry and a WAL record of its
+ * own (writing 200 MB in 4 MiB values took its backend 1.6 times the CPU time of 8 KiB rows).
+ */
+const ROW_BYTES = 8096;
+/** Rows per write to a COPY: one CopyData message of about 64 KiB instead of one per row. */
+const ROWS_PER_WRITE = 8;
+/** Content read per COPY: a slow reader holds a pooled connection for one such batch at most. */
+const BYTES_PER_COPY = 16 * 1024 * 1024;
+/** Connections for metadata and reads, and for uploads (each upload being written holds one). */
+const READ_CONNECTIONS = 8;
+const WRITE_CONNECTIONS = 16;
+
+/** How long a request waits for another one writing to the same upload session before it is refused. */
+const BUSY_WAIT_MS = 2000;
+
+const REGISTRY_MIGRATION_LOCK = 0x6b726567; // 'kreg'
+
+/**
+ * The tables, created in one go when the last of them is missing. A process starting while
+ * uploads stream in touches nothing then: an ALTER TABLE would wait for every upload in progress
+ * and hold up every read queued behind it.
+ */
+const SCHEMA = `
+  DO $$ BEGIN
+    IF to_regclass('registry_uploads') IS NULL THEN
+      CREATE SEQUENCE IF NOT EXISTS registry_content_ids;
+      CREATE TABLE IF NOT EXISTS registry_blobs (digest TEXT PRIMARY KEY, size BIGINT NOT NULL, created TEXT NOT NULL);
+      ALTER TABLE registry_blobs ADD COLUMN IF NOT EXISTS content BIGINT;
+      CREATE TABLE registry_content (content BIGINT NOT NULL, start BIGINT NOT NULL, data BYTEA NOT NULL, PRIMARY KEY (content, start)) WITH (toast_tuple_target = 8160);
+      -- Layers are compressed already: PostgreSQL trying again would only cost time.
+      ALTER TABLE registry_content ALTER COLUMN data SET STORAGE EXTERNAL;
+      CREATE TABLE IF NOT EXISTS registry_links (org TEXT NOT NULL, digest TEXT NOT NULL, media_type TEXT NOT NULL, subject TEXT, artifact_type TEXT, created TEXT NOT NULL, PRIMARY KEY (org, digest));
+      CREATE INDEX IF NOT EXISTS registry_links_by_subject ON registry_links (org, subject) WHERE subject IS NOT NULL;
+      CREATE INDEX IF NOT EXISTS registry_links_by_digest ON registry_links (digest);
+      -- The first layout kept 1 MiB chunks per digest: they become content rows as they are.
+      IF to_regclass('registry_chunks') IS NOT NULL THEN
+        UPDATE registry_blobs SET content = nextval('registry_content_ids') WHERE content IS NULL;
+        INSERT INTO registry_content (content, start, data) SELECT b.content, c.seq::bigint * 1048576, c.data FROM registry_chunks c JOIN registry_blobs b USING (digest);
+        DROP TABLE registry_chunks;
+      END IF;
+      ALTER TABLE registry_blobs ALTER COLUMN content SET NOT NULL;
+      CREATE TABLE registry_uploads (id TEXT PRIMARY KEY, org TEXT NOT NULL, repository TEXT NOT NULL, content BIGINT NOT NULL, size BIGINT NOT NULL, touched TIMESTAMPTZ NOT NULL);
+    END IF;
+  END $$;`;
+
+const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, artifact_type, created) VALUES ($1, $2, $3, $4, $5, $6)
+  ON CONFLICT (org, digest) DO UPDATE SET media_type = CASE WHEN excluded.media_type = '' THEN registry_links.media_type ELSE excluded.media_type END,
+    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type), created = excluded.created`;
+
+const linkParams = (org: string, digest: string, info?: LinkInfo) => [org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, new Date().toISOString()];
+
+/** Both halves of the registry on one database: content and links, and the uploads that add to them. */
+export function openPostgresRegistry(databaseUrl: string, maxBlobBytes: number): { blobs: PostgresBlobStore; uploads: PostgresUploads } {
+  const blobs = new PostgresBlobStore(databaseUrl);
+  return { blobs, uploads: new PostgresUploads(blobs, maxBlobBytes) };
+}
+
+export class PostgresBlobStore implements BlobStore {
+  readonly reads: pg.Pool;
+  readonly writes: pg.Pool;
+  readonly ready: Promise<void>;
+
+  constructor(databaseUrl: string) {
+    this.reads = new pg.Pool({ connectionString: databaseUrl, max: READ_CONNECTIONS });
+    this.writes = new pg.Pool({ connectionString: databaseUrl, max: WRITE_CONNECTIONS });
+    this.reads.on('error', () => {});
+    this.writes.on('error', () => {});
+    // Under an advisory lock: processes starting together would otherwise race on CREATE TABLE.
+    this.ready = inTransaction(this.writes, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [REGISTRY_MIGRATION_LOCK]);
+      await client.query(SCHEMA);
+    });
+  }
+
+  private async query<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    await this.ready;
+    return (await this.reads.query<R>(sql, params)).rows;
+  }
+
+  async linked(org: string, digest: string): Promise<Linked | undefined> {
+    const [row] = await this.query<LinkRow>('SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1 AND l.digest = $2', [org, digest]);
+    return row && linkedOf(row);
+  }
+
+  async exists(digest: string): Promise<boolean> {
+    return (await this.query('SELECT 1 FROM registry_blobs WHERE digest = $1', [digest])).length > 0;
+  }
+
+  async put(org: string, digest: string, content: Buffer, info?: LinkInfo): Promise<void> {
+    await this.ready;
+    await inTransaction(this.writes, async (client) => {
+      // A concurrent push of the same content waits here on the key, then finds it stored.
+      const inserted = await client.query<{ content: string }>(
+        `INSERT INTO registry_blobs (digest, size, created, content) VALUES ($1, $2, $3, nextval('registry_content_ids')) ON CONFLICT (digest) DO NOTHING RETURNING content`,
+        [digest, content.length, new Date().toISOString()],
+      );
+      if (inserted.rowCount) await pipeline(Readable.from([content]), new Framer(Number(inserted.rows[0].content), 0), copyIn(client));
+      await client.query(LINK_SQL, linkParams(org, digest, info));
+    });
+  }
+
+  async link(org: string, digest: string, info?: LinkInfo): Promise<void> {
+    await this.query(LINK_SQL, linkParams(org, digest, info));
+    await this.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
+  }
+
+  async unlink(org: string, digest: string): Promise<void> {
+    await this.query('DELETE FROM registry_links WHERE org = $1 AND digest = $2', [org, digest]);
+  }
+
+  read(digest: string, start = 0, end?: number): Readable {
+    const store = this;
+    return Readable.from(
+      (async function* () {
+        const [blob] = await store.query<{ size: string; content: string }>('SELECT size, content FROM registry_blobs WHERE digest = $1', [digest]);
+        if (!blob) throw new Error(`blob ${digest} is gone`);
+        const size = Number(blob.size);
+        const last = Math.min(end ?? size - 1, size - 1);
+        if (start > last) return;
+        yield* readContent(store.reads, Number(blob.content), start, last);
+      })(),
+      { objectMode: false },
+    );
+  }
+
+  async referrers(org: string, digest: string): Promise<Linked[]> {
+    const rows = await this.query<LinkRow>('SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1 AND l.subject = $2 ORDER BY l.digest', [org, digest]);
+    return rows.map(linkedOf);
+  }
+
+  async candidates(before: string): Promise<string[]> {
+    return (await this.query<{ digest: string }>('SELECT digest FROM registry_blobs WHERE created < $1', [before])).map((r) => r.digest);
+  }
+
+  async remove(digest: string): Promise<void> {
+    await this.ready;
+    await inTransaction(this.writes, async (client) => {
+      const removed = await client.query<{ content: string }>('DELETE FROM registry_blobs WHERE digest = $1 RETURNING content', [digest]);
+      await client.query('DELETE FROM registry_links WHERE digest = $1', [digest]);
+      if (removed.rowCount) await client.query('DELETE FROM registry_content WHERE content = $1', [removed.rows[0].content]);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.ready.catch(() => {});
+    await Promise.all([this.reads.end(), this.writes.end()]);
+  }
+}
+
+interface Received {
+  size: number;
+  hash: Hash;
+  touched: number;
+}
+
+/**
+ * Upload sessions as rows: `registry_uploads` says how many bytes a session holds, its content
+ * rows hold them. Each request's bytes go in one transaction, streamed through COPY as they
+ * arrive: a body cut short, refused or failing rolls back to where the session was, and any
+ * process on the database can take the next request of the session.
+ */
+export class PostgresUploads implements UploadSessions {
+  /**
+   * The sha256 of sessions this process received, by id: finishing needs no second read of the
+   * content unless another process appended to the session since.
+   */
+  private readonly hashes = new Map<string, Received>();
+
+  constructor(
+    private readonly blobs: PostgresBlobStore,
+    private readonly maxBlobBytes: number,
+  ) {}
+
+  async start(org: string, repository: string): Promise<Upload> {
+    await this.blobs.ready;
+    const id = randomUUID();
+    await this.blobs.reads.query(`INSERT INTO registry_uploads (id, org, repository, content, size, touched) VALUES ($1, $2, $3, nextval('registry_content_ids'), 0, now())`, [id, org, repository]);
+    this.hashes.set(id, { size: 0, hash: createHash('sha256'), touched: Date.now() });
+    return { id, org, repository, size: 0 };
+  }
+
+  async find(org: string, repository: string, id: string): Promise<Upload> {
+    await this.blobs.ready;
+    const [row] = (await this.blobs.reads.query<{ size: string }>('SELECT size FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3', [id, org, repository])).rows;
+    if (!row) throw uploadUnknown();
+    return { id, org, repository, size: Number(row.size) };
+  }
+
+  async append(upload: Upload, body: Readable, expectedLength?: number): Promise<void> {
+    await this.session(upload, async (client, row) => {
+      // Another process appended since this request read the session: the chunk no longer starts where it ends.
+      if (row.size !== upload.size) throw new RegistryError('BLOB_UPLOAD_INVALID', `the chunk must start at byte ${row.size}`, 416);
+      // The WAL is flushed by the commit of any later synchronous write (the manifest that names
+      // this content): not waiting for it here costs no durability that a client relies on.
+      await client.query('SET LOCAL synchronous_commit = off');
+      const known = this.hashes.get(upload.id);
+      const hash = known?.size === row.size ? known.hash.copy() : undefined;
+      const stage = meter(row.size, this.maxBlobBytes, hash);
+      await receive(body, stage, expectedLength, new Framer(row.content, row.size), copyIn(client));
+      const size = row.size + stage.received;
+      await client.query('UPDATE registry_uploads SET size = $2, touched = now() WHERE id = $1', [upload.id, size]);
+      return () => {
+        upload.size = size;
+        if (hash) this.hashes.set(upload.id, { size, hash, touched: Date.now() });
+        else this.hashes.delete(upload.id);
+      };
+    });
+  }
+
+  async finish(upload: Upload, claimed: string): Promise<void> {
+    let mismatch: Error | undefined;
+    await this.session(upload, async (client, row) => {
+      const known = this.hashes.get(upload.id);
+      this.hashes.delete(upload.id);
+      const digest = known?.size === row.size ? `sha256:${known.hash.digest('hex')}` : await hashContent(client, row.content, row.size);
+      await client.query('SET LOCAL synchronous_commit = off');
+      await client.query('DELETE FROM registry_uploads WHERE id = $1', [upload.id]);
+      if (digest !== claimed) {
+        await client.query('DELETE FROM registry_content WHERE content = $1', [row.content]);
+        mismatch = digestMismatch(digest, claimed);
+        return () => {};
+      }
+      // A concurrent push of the same content waits here on the key, then finds it stored: this copy goes.
+      const inserted = await client.query('INSERT INTO registry_blobs (digest, size, created, content) VALUES ($1, $2, $3, $4) ON CONFLICT (digest) DO NOTHING', [digest, row.size, new Date().toISOString(), row.content]);
+      if (!inserted.rowCount) {
+        await client.query('DELETE FROM registry_content WHERE content = $1', [row.content]);
+        await client.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
+      }
+      await client.query(LINK_SQL, linkParams(upload.org, digest));
+      return () => {};
+    });
+    if (mismatch) throw mismatch;
+  }
+
+  async cancel(upload: Upload): Promise<void> {
+    this.hashes.delete(upload.id);
+    await this.blobs.ready;
+    await this.blobs.writes.query(`WITH gone AS (DELETE FROM registry_uploads WHERE id = $1 RETURNING content) DELETE FROM registry_content WHERE content IN (SELECT content FROM gone)`, [upload.id]);
+  }
+
+  async expire(before: number): Promise<void> {
+    await this.blobs.ready;
+    // A session a request is writing to is locked by it: skipped, and its commit touches it anew.
+    await this.blobs.writes.query(
+      `WITH gone AS (DELETE FROM registry_uploads WHERE id IN (SELECT id FROM registry_uploads WHERE touched < $1 FOR UPDATE SKIP LOCKED) RETURNING content)
+       DELETE FROM registry_content WHERE content IN (SELECT content FROM gone)`,
+      [new Date(before).toISOString()],
+    );
+    for (const [id, received] of this.hashes) if (received.touched < before) this.hashes.delete(id);
+  }
+
+  async close(): Promise<void> {
+    this.hashes.clear();
+  }
+
+  /**
+   * Runs `fn` in a transaction holding the session's row: a second request on the same session,
+   * through this process or another, waits for it or is refused, never interleaving its bytes. `fn` returns
+   * what to do in memory once the transaction has committed. On any failure the connection is
+   * dropped, which rolls back whatever a COPY cut short had sent.
+   */
+  private async session(upload: Upload, fn: (client: pg.PoolClient, row: { size: number; content: number }) => Promise<() => void>): Promise<void> {
+    await this.blobs.ready;
+    const client = await this.blobs.writes.connect();
+    // A connection dropped mid-COPY reports it here too: the request's own error says what happened.
+    client.on('error', ignore);
+    let failed: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      // A request on a session another one is writing to waits for it a moment: a client retrying
+      // at once after its connection broke finds its previous request still rolling back.
+      await client.query(`SET LOCAL lock_timeout = ${BUSY_WAIT_MS}`);
+      let rows: Array<{ size: string; content: string }>;
+      try {
+        ({ rows } = await client.query('SELECT size, content FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3 FOR UPDATE', [upload.id, upload.org, upload.repository]));
+      } catch (err) {
+        throw (err as { code?: string }).code === '55P03' ? uploadBusy() : err;
+      }
+      if (!rows[0]) throw uploadUnknown();
+      const after = await fn(client, { size: Number(rows[0].size), content: Number(rows[0].content) });
+      await client.query('COMMIT');
+      after();
+    } catch (err) {
+      failed = err as Error;
+      throw err;
+    } finally {
+      client.off('error', ignore);
+      client.release(failed);
+    }
+  }
+}
+
+const ignore = () => {};
+
+/** A COPY into the content rows; its failures reach the pipeline feeding it (and only that). */
+function copyIn(client: pg.PoolClient) {
+  const copy = client.query(copyFrom('COPY registry_content (content, start, data) FROM STDIN (FORMAT binary)'));
+  copy.on('error', ignore);
+  return copy;
+}
+
+const COPY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+/** The signature, the flags field and the header extension's length. */
+const COPY_HEADER = Buffer.concat([COPY_SIGNATURE, Buffer.alloc(8)]);
+const COPY_TRAILER = Buffer.from([0xff, 0xff]);
+/** A content row in: field count, content (length, int8), start (length, int8), data length. */
+const ROW_IN_HEADER = 2 + 4 + 8 + 4 + 8 + 4;
+/** A row out of `SELECT start, data`: field count, start (length, int8), data length. */
+const ROW_OUT_HEADER = 2 + 4 + 8 + 4;
+
+/**
+ * Frames bytes as `COPY … FROM STDIN (FORMAT binary)` rows of content `content` from byte
+ * `start` on: full rows of ROW_BYTES, the last one shorter. Holds one write's rows at most.
+ */
+class Framer extends Transform {
+  private out = Buffer.allocUnsafe((ROW_IN_HEADER + ROW_BYTES) * ROWS_PER_WRITE);
+  /** Bytes of `out` holding finished rows. */
+  private used = 0;
+  /** Data bytes of the row being filled (its header goes in front once its length is known). */
+  private fill = 0;
+
+  constructor(
+    private readonly content: number,
+    private start: number,
+  ) {
+    super();
+    this.push(COPY_HEADER);
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    for (let at = 0; at < chunk.length; ) {
+      const n = Math.min(ROW_BYTES - this.fill, chunk.length - at);
+      chunk.copy(this.out, this.used + ROW_IN_HEADER + this.fill, at, at + n);
+      this.fill += n;
+      at += n;
+      if (this.fill === ROW_BYTES) this.endRow();
+    }
+    done();
+  }
+
+  override _flush(done: (err?: Error | null) => void): void {
+    if (this.fill > 0) this.endRow();
+    if (this.used > 0) this.push(this.out.subarray(0, this.used));
+    this.push(COPY_TRAILER);
+    done();
+  }
+
+  private endRow(): void {
+    let p = this.used;
+    p = this.out.writeInt16BE(3, p);
+    p = this.out.writeInt32BE(8, p);
+    p = this.out.writeBigInt64BE(BigInt(this.content), p);
+    p = this.out.writeInt32BE(8, p);
+    p = this.out.writeBigInt64BE(BigInt(this.start), p);
+    this.out.writeInt32BE(this.fill, p);
+    this.used += ROW_IN_HEADER + this.fill;
+    this.start += this.fill;
+    this.fill = 0;
+    if (this.used + ROW_IN_HEADER + ROW_BYTES > this.out.length) {
+      this.push(this.out.subarray(0, this.used));
+      this.out = Buffer.allocUnsafe(this.out.length);
+      this.used = 0;
+    }
+  }
+}
+
+/**
+ * Rows come in their order by walking the primary key. Without statistics (a new table, a table
+ * that grew fast) the planner may rather collect them through a bitmap and sort them: a sort of
+ * megabytes of content that spills to disk, for every read.
+ */
+const IN_ORDER = 'SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off';
+
+/** Writes of this size at least to the reader: rows come a page at a time, a socket write each would cost more than the copy. */
+const READ_PIECE_BYTES = 256 * 1024;
+
+/** Bytes `first` through `last` of content `content`, one COPY per BYTES_PER_COPY. */
+async function* readContent(pool: pg.Pool, content: number, first: number, last: number): AsyncGenerator<Buffer> {
+  // The row holding byte `first`: rows begin wherever the request that wrote them began, so their lengths vary.
+  const [row] = (await pool.query<{ start: string | null }>('SELECT max(start) AS start FROM registry_content WHERE content = $1 AND start <= $2', [content, first])).rows;
+  if (row?.start == null) throw new Error(`content ${content} is missing byte ${first}`);
+  let next = Number(row.start);
+  while (next <= last) {
+    const client = await pool.connect();
+    let finished = false;
+    try {
+      const from = next;
+      await client.query(`BEGIN; ${IN_ORDER}`);
+      const copy = new ContentCopy(
+        `SELECT start, data FROM registry_content WHERE content = ${content} AND start >= ${from} AND start < ${from + BYTES_PER_COPY} AND start <= ${last} ORDER BY start`,
+        content,
+        from,
+        first,
+        last,
+      );
+      client.query(copy);
+      yield* copy;
+      next = copy.next;
+      if (next === from) throw new Error(`content ${content} is missing byte ${from}`);
+      await client.query('COMMIT');
+      finished = true;
+    } finally {
+      // A reader gone mid-COPY leaves the connection in the middle of it: it cannot serve anyone else.
+      client.release(!finished);
+    }
+  }
+}
+
+/** The sha256 of a session's content, read back: for a session another process appended to. */
+async function hashContent(client: pg.PoolClient, content: number, size: number): Promise<string> {
+  const hash = createHash('sha256');
+  await client.query(IN_ORDER);
+  const copy = new ContentCopy(`SELECT start, data FROM registry_content WHERE content = ${content} ORDER BY start`, content, 0, 0, Math.max(0, size - 1));
+  client.query(copy);
+  for await (const piece of copy) hash.update(piece as Buffer);
+  if (copy.next !== size) throw new Error(`content ${content} holds ${copy.next} bytes, not ${size}`);
+  return `sha256:${hash.digest('hex')}`;
+}
+
+/**
+ * Content bytes `first` through `last` out of `COPY (SELECT start, data …) TO STDOUT (FORMAT binary)`,
+ * run as a query of its own on a pg connection: the rows' data, checked to be contiguous from
+ * `next` on, copied straight out of the protocol's messages into pieces of READ_PIECE_BYTES
+ * (one copy, no buffer per row; pg reuses the memory of a message once it has handed it over).
+ * A reader that does not keep up pauses the connection's socket, and PostgreSQL with it.
+ */
+class ContentCopy extends Readable {
+  private connection?: { stream: NodeJS.ReadableStream & { isPaused(): boolean }; query(text: string): void };
+  private readonly rows = new CopiedRows();
+  private piece = Buffer.allocUnsafe(READ_PIECE_BYTES);
+  private used = 0;
+  /** Where the current row's data stands in the content. */
+  private offset: number;
+  private failure?: Error;
+
+  constructor(
+    private readonly text: string,
+    private readonly content: number,
+    /** The content byte expected next. */
+    public next: number,
+    private readonly first: number,
+    private readonly last: number,
+  ) {
+    super();
+    this.offset = next;
+  }
+
+  submit(connection: NonNullable<ContentCopy['connection']>): void {
+    this.connection = connection;
+    // COPY in binary format hands over the bytes as stored; a query would return bytea as hex text.
+    connection.query(`COPY (${this.text}) TO STDOUT (FORMAT binary)`);
+  }
+
+  handleCopyData(msg: { chunk: Buffer }): void {
+    if (this.failure || this.destroyed) return;
+    try {
+      for (const item of this.rows.feed(msg.chunk)) {
+        if (typeof item === 'number') {
+          if (item !== this.next) throw new Error(`content ${this.content} is missing bytes ${this.next}–${item - 1}`);
+          this.offset = item;
+          continue;
+        }
+        const low = Math.max(this.first, this.offset);
+        const high = Math.min(this.last + 1, this.offset + item.length);
+        for (let at = low; at < high; ) {
+          const n = Math.min(high - at, this.piece.length - this.used);
+          item.copy(this.piece, this.used, at - this.offset, at - this.offset + n);
+          this.used += n;
+          at += n;
+          if (this.used === this.piece.length) this.hand();
+        }
+        this.offset += item.length;
+        this.next = this.offset;
+      }
+    } catch (err) {
+      this.failure = err as Error;
+    }
+  }
+
+  handleCommandComplete(): void {}
+
+  handleError(err: Error): void {
+    this.failure ??= err;
+  }
+
+  handleReadyForQuery(): void {
+    this.connection?.stream.resume();
+    if (!this.failure) {
+      try {
+        this.rows.end();
+      } catch (err) {
+        this.failure = err as Error;
+      }
+    }
+    if (this.failure) return void this.destroy(this.failure);
+    if (this.used > 0) this.hand();
+    this.push(null);
+  }
+
+  override _read(): void {
+    if (this.connection?.stream.isPaused()) this.connection.stream.resume();
+  }
+
+  override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
+    // A paused socket would never see its end: the pool frees a dropped connection's place only then.
+    this.connection?.stream.resume();
+    done(err);
+  }
+
+  private hand(): void {
+    const full = this.push(this.piece.subarray(0, this.used));
+    this.piece = Buffer.allocUnsafe(READ_PIECE_BYTES);
+    this.used = 0;
+    if (!full) this.connection?.stream.pause();
+  }
+}
+
+/**
+ * Parses `COPY (SELECT start, data …) TO STDOUT (FORMAT binary)` output piece by piece as it
+ * arrives: each row's start, then its data as views of the pieces (nothing copied but headers
+ * split across two pieces). Synchronous: a promise per row would cost more than the parsing.
+ */
+class CopiedRows {
+  /** Header bytes waiting for the rest of the header. */
+  private partial = Buffer.alloc(0);
+  private dataLeft = 0;
+  private header = true;
+  private ended = false;
+
+  feed(piece: Buffer): Array<number | Buffer> {
+    const out: Array<number | Buffer> = [];
+    let at = 0;
+    while (at < piece.length && !this.ended) {
+      if (this.dataLeft > 0) {
+        const n = Math.min(this.dataLeft, piece.length - at);
+        out.push(piece.subarray(at, at + n));
+        at += n;
+        this.dataLeft -= n;
+        continue;
+      }
+      const want = this.header ? COPY_HEADER.length : ROW_OUT_HEADER;
+      let head: Buffer;
+      if (this.partial.length === 0 && piece.length - at >= want) {
+        head = piece.subarray(at, at + want);
+        at += want;
+      } else if (!this.header && this.partial.length === 0 && piece.length - at >= 2 && piece.readInt16BE(at) === -1) {
+        head = piece.subarray(at, at + 2);
+        at += 2;
+      } else {
+        const n = Math.min(want - this.partial.length, piece.length - at);
+        this.partial = Buffer.concat([this.partial, piece.subarray(at, at + n)]);
+        at += n;
+        if (!(this.partial.length === want || (!this.header && this.partial.length >= 2 && this.partial.readInt16BE(0) === -1))) continue;
+        head = this.partial;
+        this.partial = Buffer.alloc(0);
+      }
+      if (this.header) {
+        if (!head.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE) || head.readUInt32BE(COPY_SIGNATURE.length + 4) !== 0) throw new Error('unexpected COPY header');
+        this.header = false;
+      } else if (head.readInt16BE(0) === -1) {
+        this.ended = true;
+      } else {
+        if (head.readInt16BE(0) !== 2 || head.readInt32BE(2) !== 8) throw new Error('unexpected COPY row');
+        out.push(Number(head.readBigInt64BE(6)));
+        this.dataLeft = head.readInt32BE(14);
+      }
+    }
+    return out;
+  }
+
+  end(): void {
+    if (!this.ended) throw new Error('COPY output ended early');
+  }
+}

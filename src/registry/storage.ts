@@ -1,0 +1,21 @@
+// Where the registry keeps content and uploads: the backend that goes with the store.
+import { FileBlobStore, type BlobStore } from './blobs.js';
+import { openPostgresRegistry } from './postgres.js';
+import { FileUploads, type UploadSessions } from './uploads.js';
+
+export interface RegistryStorage {
+  blobs: BlobStore;
+  uploads: UploadSessions;
+}
+
+/** Rows in PostgreSQL when the store is there (every process on the database serves them), else files beside SQLite. */
+export function openRegistry(options: { databaseUrl?: string; dataDir: string; registryMaxBlobBytes: number }): RegistryStorage {
+  if (options.databaseUrl && /^postgres(ql)?:\/\//.test(options.databaseUrl)) return openPostgresRegistry(options.databaseUrl, options.registryMaxBlobBytes);
+  const blobs = new FileBlobStore(options.dataDir);
+  return { blobs, uploads: new FileUploads(options.dataDir, options.registryMaxBlobBytes, blobs) };
+}
+
+export async function closeRegistry(storage: RegistryStorage): Promise<void> {
+  await storage.uploads.close();
+  await storage.blobs.close();
+}
