@@ -10,6 +10,7 @@ import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { deepEqual } from '../json.js';
 import { stamp } from '../logs/time.js';
 import { narrate } from './narrate.js';
+import type { Runtime } from '../runtime/types.js';
 
 export interface ReconcileContext {
   store: Store;
@@ -26,6 +27,8 @@ export interface ReconcileContext {
   fault?: (scenario: string) => string | undefined;
   /** The host:port references to this Keel's own registry use. */
   registryHosts?: string[];
+  /** What runs the replicas (KEEL_RUNTIME), asked for their state on each pass; the simulation when absent. */
+  runtime?: Runtime;
 }
 
 /** What a pass left to do: `after` ms until the next transition of the object is due. */

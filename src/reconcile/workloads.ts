@@ -13,6 +13,8 @@ import { deepEqual } from '../json.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
+import type { Clock, DeploymentRef } from '../runtime/types.js';
+import { SIMULATED } from '../runtime/simulated.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath, replicaNames, runReplica, stableId } from './views.js';
 
@@ -34,7 +36,11 @@ const DEFAULT_HISTORY = 5;
 
 export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const workload = await ctx.tx.get(key, 'update');
+  const runtime = ctx.runtime ?? SIMULATED;
   if (!workload) {
+    for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
+      runtime.observe(deploymentRef(key, old.name.slice(deploymentPrefix(key.name).length), ''), [], clockOf(ctx, old));
+    }
     await deleteChildren(ctx, key.org, key.gvc, 'deployment', deploymentPrefix(key.name), deploymentView);
     await deleteChildren(ctx, key.org, key.gvc, 'command', commandPrefix('workload', key.name), commandView);
     return {};
@@ -42,7 +48,8 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const gvc = await ctx.tx.get(gvcKey(key.org, key.gvc));
   const locations = gvcLocations(gvc);
   const alias = String(gvc?.data.alias ?? key.gvc);
-  const endpoint = `https://${key.name}-${alias}.cpln.app`;
+  const host = `${key.name}-${alias}`;
+  const endpoint = runtime.endpoint(host);
   const spec = (workload.data.spec ?? {}) as Record<string, any>;
   let after: number | undefined;
   const pulled = await pullImages(ctx, key.org, spec);
@@ -52,6 +59,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
     const location = old.name.slice(deploymentPrefix(key.name).length);
     if (locations.includes(location)) continue;
+    runtime.observe(deploymentRef(key, location, host), [], clockOf(ctx, old));
     await ctx.tx.delete(old);
     await recordStatus(ctx, old, deploymentView, 'delete');
   }
@@ -80,27 +88,38 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
         message: 'Deploying',
       });
       moved = true;
-    } else {
+    }
+    // The replicas of the latest version this location should run (a cron workload's are its runs, below).
+    const count = suspended || spec.type === 'cron' ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
+    const wanted = replicaNames(key.name, spec.type, location, workload.version, count);
+    const observed = runtime.observe(
+      deploymentRef(key, location, host),
+      pulled.failure ? [] : wanted.map((name) => ({ name, version: workload.version, spec })),
+      { since, now: ctx.now, stepMs: ctx.stepMs },
+    );
+    if (!moved) {
       const latest = versions.find((v) => v.workload === workload.version)!;
-      const due = since + ctx.stepMs;
       if (!latest.ready && !suspended) {
         const syncFailed = ctx.fault?.('deploymentSyncFailed');
         if (syncFailed) latest.message = failure = `Sync failed: ${syncFailed}`;
         else if (pulled.failure) latest.message = failure = pulled.failure;
         else if (ctx.fault?.('deploymentNeverReady')) {
           // stays deploying
-        } else if (ctx.now >= due) {
+        } else if (observed.ready) {
           latest.ready = true;
           latest.message = 'Ready';
           versions = [latest];
           moved = true;
         } else {
-          after = Math.min(after ?? Infinity, due - ctx.now);
+          if (observed.message) latest.message = failure = observed.message;
+          if (observed.after !== undefined) after = Math.min(after ?? Infinity, observed.after);
         }
       }
     }
     const latest = versions.find((v) => v.workload === workload.version)!;
-    const ready = versions.some((v) => v.ready) && !suspended;
+    const ready = (observed.serving ?? versions.some((v) => v.ready)) && !suspended;
+    // A rolled-out version whose replicas stop being ready (a crash, a failing probe) says why.
+    if (latest.ready && !ready && !suspended && observed.message) failure = observed.message;
 
     let cronAt = existing?.data.cronAt as string | undefined;
     let replicas: string[];
@@ -111,10 +130,10 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       if (runs.after !== undefined) after = Math.min(after ?? Infinity, runs.after);
       replicas = runs.executions.filter((e) => e.status === 'active').map((e) => e.replica);
     } else {
-      const count = suspended ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
-      replicas = replicaNames(key.name, spec.type, location, latest.workload, count);
+      replicas = wanted;
     }
-    latest.containers = containersOf(spec, latest.ready && !suspended, replicas.length);
+    const readyReplicas = observed.replicas.filter((r) => r.ready).length;
+    latest.containers = containersOf(spec, latest.ready && !suspended && (observed.serving ?? true), replicas.length, observed.serving === undefined ? undefined : readyReplicas);
 
     Object.assign(status, {
       endpoint,
@@ -125,7 +144,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       ready,
       deploying: !latest.ready && !suspended,
       versions,
-      message: paused ? 'Suspended' : latest.ready ? 'Ready' : (failure ?? 'Deploying'),
+      message: paused ? 'Suspended' : latest.ready && ready ? 'Ready' : (failure ?? (latest.ready ? 'Not ready' : 'Deploying')),
     });
     states.push({ ready, latest: latest.ready && !suspended, replicas, paused });
     if (!existing) {
@@ -167,6 +186,15 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   };
   if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
   return { after: after === Infinity || after === undefined ? undefined : Math.min(after, MAX_WAIT_MS) };
+}
+
+function deploymentRef(key: ItemKey, location: string, host: string): DeploymentRef {
+  return { org: key.org, gvc: key.gvc, workload: key.name, location, host };
+}
+
+/** The clock of a stored deployment's rollout, for a runtime told to stop it. */
+function clockOf(ctx: ReconcileContext, deployment: StoredItem): Clock {
+  return { since: Date.parse(String(deployment.data.since ?? '')) || ctx.now, now: ctx.now, stepMs: ctx.stepMs };
 }
 
 /** Whether the workload is suspended in every location, some or none (with no location, as its defaults say). */
@@ -254,7 +282,8 @@ function optionsAt(spec: Record<string, any>, location: string): Record<string, 
   return { ...(spec.defaultOptions ?? {}), ...(local ?? {}) };
 }
 
-function containersOf(spec: Record<string, any>, ready: boolean, replicas: number): Record<string, unknown> {
+/** The containers of a version's replicas; `replicasReady`, when the runtime counts them, else all or none as `ready` says. */
+function containersOf(spec: Record<string, any>, ready: boolean, replicas: number, replicasReady?: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const c of (spec.containers ?? []) as Array<Record<string, unknown>>) {
     out[String(c.name)] = {
@@ -262,7 +291,7 @@ function containersOf(spec: Record<string, any>, ready: boolean, replicas: numbe
       image: c.image,
       ready,
       message: ready ? 'Running' : 'ContainerCreating',
-      resources: { replicas, replicasReady: ready ? replicas : 0, cpu: millicores(c.cpu), memory: mebibytes(c.memory) },
+      resources: { replicas, replicasReady: replicasReady ?? (ready ? replicas : 0), cpu: millicores(c.cpu), memory: mebibytes(c.memory) },
     };
   }
   return out;

@@ -1,0 +1,11 @@
+// Chooses the runtime KEEL_RUNTIME names.
+import type { Config } from '../config.js';
+import type { Store } from '../store/types.js';
+import { RuncRuntime } from './runc.js';
+import { SIMULATED } from './simulated.js';
+import type { Runtime } from './types.js';
+
+export function openRuntime(config: Config, store: Store, registryHosts: () => string[], onError: (err: unknown, what: string) => void): Runtime {
+  if (config.runtime !== 'runc') return SIMULATED;
+  return new RuncRuntime({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, subnet: config.runtimeSubnet, host: config.host, ingressPort: config.ingressPort, store, registryHosts, onError });
+}
