@@ -10,6 +10,7 @@ import type { ItemKey, StoredItem } from '../store/types.js';
 import { iso, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandView, deploymentKey, deploymentView, runReplica, stableId } from './views.js';
 import { setVolumeSize } from './volumesets.js';
+import { SIMULATED } from '../runtime/simulated.js';
 import { finish, runContainers, trimHistory, type JobExecution } from './workloads.js';
 
 export const WORKLOAD_COMMANDS = ['runCronWorkload', 'stopReplica', 'restartWorkload'] as const;
@@ -69,6 +70,10 @@ async function complete(ctx: ReconcileContext, command: StoredItem, status: Reco
       const failure = unknown.length > 0 ? `containerOverrides name no container of workload '${parentName}': ${unknown.join(', ')}` : undefined;
       if (!(await endRun(ctx, command, failure ? 'failed' : 'successful', failure))) return failure ?? `workload '${parentName}' has no deployment in location '${String(spec.location)}'`;
       return failure;
+    }
+    if (type === 'stopReplica') {
+      // The runtime stops it; the workload's reconciler starts the replica it still wants again.
+      (ctx.runtime ?? SIMULATED).stopReplica({ org: command.org, gvc: command.gvc, workload: parentName, location: String(spec.location) }, String(spec.replica));
     }
     return undefined;
   }

@@ -23,7 +23,7 @@ import { Images, ImageError, type Unpacked } from './images.js';
 import { Ingress } from './ingress.js';
 import { Network, parseSubnet } from './network.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
-import type { Clock, DeploymentRef, Observation, ReplicaState, ReplicaWant, Runtime } from './types.js';
+import type { Clock, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime } from './types.js';
 
 export interface RuncOptions {
   dataDir: string;
@@ -138,6 +138,13 @@ export class RuncRuntime implements Runtime {
   }
 
   async start(): Promise<void> {
+    // Said at start rather than on the first workload: network namespaces, mounts and runc need root.
+    if (process.getuid?.() !== 0) throw new Error('KEEL_RUNTIME=runc needs root (network namespaces, overlay mounts and runc); run Keel as root or use KEEL_RUNTIME=simulated');
+    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V']]) {
+      await command(tool, [flag]).catch(() => {
+        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2)`);
+      });
+    }
     mkdirSync(join(this.dir, 'replicas'), { recursive: true });
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
@@ -444,19 +451,24 @@ export class RuncRuntime implements Runtime {
     void quietly('runc', ['--root', this.root, 'kill', c.runcId, 'KILL']);
   }
 
-  /** Stops one replica (`replica stop`): the container is killed and, still wanted, starts again. */
-  async stopReplica(deployment: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'location'>, name: string): Promise<boolean> {
+  stopReplica(deployment: Omit<DeploymentRef, 'host'>, name: string): boolean {
     const replica = this.deployments.get(deploymentId(deployment))?.get(name);
     if (!replica) return false;
-    for (const c of replica.containers) this.kill(replica, c, 'stopped on request');
+    for (const c of replica.containers) this.kill(replica, c, 'stopped on request (replica stop)');
     return true;
   }
 
-  /** The runc container id and runc root of a running replica's container, for exec. */
-  containerOf(deployment: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'location'>, replica: string, container?: string): { root: string; id: string } | undefined {
-    const r = this.deployments.get(deploymentId(deployment))?.get(replica);
-    const c = r?.containers.find((x) => !x.exited && (container === undefined || x.name === container));
-    return c ? { root: this.root, id: c.runcId } : undefined;
+  exec(target: ExecTarget, args: string[]): { workload: string; start: () => ChildProcess } | { error: string } {
+    for (const replicas of this.deployments.values()) {
+      const replica = replicas.get(target.replica);
+      if (!replica || replica.ref.org !== target.org || replica.ref.gvc !== target.gvc || replica.ref.location !== target.location) continue;
+      const c = replica.containers.find((x) => target.container === undefined || x.name === target.container);
+      if (!c) return { error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
+      if (c.exited || !runcStarted(this.root, c.runcId)) return { error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
+      const root = this.root;
+      return { workload: replica.ref.workload, start: () => spawn('runc', ['--root', root, 'exec', c.runcId, ...args], { stdio: ['pipe', 'pipe', 'pipe'] }) };
+    }
+    return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }
 
   /** The ready replicas' addresses a request for `host` (or the path form) goes to, and the port. */

@@ -19,6 +19,14 @@ export class SimulatedRuntime implements Runtime {
     };
   }
 
+  stopReplica(): boolean {
+    return true;
+  }
+
+  exec(): { error: string } {
+    return { error: 'Keel simulates replicas and runs no containers (KEEL_RUNTIME=simulated), so there is no process to run a command in' };
+  }
+
   onChange(): void {}
 
   async start(): Promise<void> {}

@@ -3,6 +3,7 @@
 // answers at once with what it observed; it never makes the pass wait for a container. A runtime
 // that runs processes does its work on its own clock and calls the change listener when what it
 // reports has changed, so the reconciler looks again. See docs/runtime.md.
+import type { ChildProcess } from 'node:child_process';
 
 /** The deployment (a workload in one location) whose replicas are meant. */
 export interface DeploymentRef {
@@ -49,6 +50,15 @@ export interface Observation {
   after?: number;
 }
 
+/** A replica named as the CLI's terminal requests name it: org, GVC, location, replica (pod) and perhaps a container. */
+export interface ExecTarget {
+  org: string;
+  gvc: string;
+  location: string;
+  replica: string;
+  container?: string;
+}
+
 /** The simulation's clock: since when the deployment's current rollout has been under way. */
 export interface Clock {
   since: number;
@@ -62,6 +72,10 @@ export interface Runtime {
   endpoint(host: string): string;
   /** Declares the replicas `deployment` runs from now on (none: it is gone) and reports what runs. */
   observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock): Observation;
+  /** Stops one replica now (`cpln workload replica stop`); still wanted, it is started again. False: no such replica runs here. */
+  stopReplica(deployment: Omit<DeploymentRef, 'host'>, replica: string): boolean;
+  /** Starts `command` in a running replica's container, its stdio piped (exec, connect, cp); or says why it cannot. */
+  exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { error: string };
   /** `listener` is called with a deployment whose observed state changed. */
   onChange(listener: (deployment: DeploymentRef) => void): void;
   start(): Promise<void>;

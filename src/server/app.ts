@@ -181,7 +181,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountAdmin(core, { config, store, faults });
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
-  mountClientRoutes(core, resources, store, config);
+  mountClientRoutes(core, resources, store, config, { bearer, auth });
   const blobs = openBlobStore(config);
   const uploads = new Uploads(config.dataDir, config.registryMaxBlobBytes);
   mountRegistry(core, { store, resources, auth, bearer, blobs, uploads, failures });

@@ -46,7 +46,7 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-'));
     // The server starts answering two seconds after the container starts: readiness must wait for it.
-    image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'sleep 2; echo server starting; exec httpd -f -v -p 8080 -h /www'], { 'www/index.html': '<h1>hello from busybox</h1>\n' });
+    image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'sleep 2; echo server starting; exec httpd -f -vv -p 8080 -h /www'], { 'www/index.html': '<h1>hello from busybox</h1>\n', 'www/about.html': 'about\n' });
     const port = await freePort();
     keel = await startKeel('sqlite', 'acme', { port, reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
     await keel.app.core.listen({ host: '127.0.0.1', port });
@@ -96,5 +96,65 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.equal(byPath.status, 200);
     assert.equal(await byPath.text(), '<h1>hello from busybox</h1>\n');
     assert.equal((await get('/', 'nothing-web.localhost')).status, 404);
+    assert.equal((await get('/about.html', host)).status, 200);
+  });
+
+  test("the replica's own output through cpln logs, with its replica label", async () => {
+    const replicas = (await deployment('hello')).status.internal.replicas as string[];
+    const logs = await waitFor(
+      'the server start and request lines',
+      () => run(['logs', '{gvc="web", workload="hello"}', '--output', 'jsonl', '--limit', '0']),
+      (r) => /server starting/.test(r.stdout) && /url:\/about\.html/.test(r.stdout),
+      30_000,
+    );
+    const lines = logs.stdout.split('\n').map((l) => JSON.parse(l) as { labels: Record<string, string>; line: string });
+    const starting = lines.filter((l) => l.line === 'server starting');
+    assert.deepEqual(starting.map((l) => l.labels.replica).sort(), [...replicas].sort(), 'each replica logged its start under its own name');
+    assert.ok(starting.every((l) => l.labels.container === 'httpd' && l.labels.location === LOCATION));
+    console.log(`# a request's log line: ${lines.find((l) => /about\.html/.test(l.line))?.line}`);
+  });
+
+  test('cpln workload exec runs in the replica and returns the exit code; get-replicas lists the real replicas', async () => {
+    const listed = JSON.parse((await run(['workload', 'get-replicas', 'hello', '--location', LOCATION, '--output', 'json'])).stdout);
+    assert.deepEqual([...listed.items].sort(), [...(await deployment('hello')).status.internal.replicas].sort());
+    const hi = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[0], '--', 'echo', 'hi']);
+    assert.equal(hi.stdout, 'hi');
+    // The replica's own filesystem and hostname, not the host's.
+    assert.equal((await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[1], '--', 'cat', '/www/index.html'])).stdout, '<h1>hello from busybox</h1>');
+    assert.equal((await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[1], '--', 'sh', '-c', 'echo $CPLN_REPLICA; hostname'])).stdout, `${listed.items[1]}\n${listed.items[1]}`);
+    const failed = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[0], '--', 'sh', '-c', 'echo bad >&2; exit 3'], 3);
+    assert.match(failed.stdout, /bad/);
+    const missing = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', 'nope', '--', 'true'], 1);
+    assert.match(missing.stdout, /no replica nope runs/);
+  });
+
+  test('replica stop kills one replica and the controller starts it again', async () => {
+    const replicas = (await deployment('hello')).status.internal.replicas as string[];
+    await run(['workload', 'replica', 'stop', 'hello', '--location', LOCATION, '--replica-name', replicas[0]]);
+    await waitFor('the stopped replica to go down', () => deployment('hello'), (d) => d.status.ready === false || d.status.versions[0].containers.httpd.resources.replicasReady < 2, 30_000);
+    await waitFor('the replica to be back and ready', () => deployment('hello'), (d) => d.status.versions[0].containers.httpd.resources.replicasReady === 2, 60_000);
+    const logs = await run(['logs', `{workload="hello", replica="${replicas[0]}"}`, '--limit', '0']);
+    assert.match(logs.stdout, /stopped on request/);
+    assert.equal((logs.stdout.match(/server starting/g) ?? []).length, 2, 'the replica started twice');
+    assert.equal((await get('/', new URL((await keel.call('GET', '/org/acme/gvc/web/workload/hello')).body.status.endpoint).hostname)).status, 200);
+  });
+
+  test('deleting the workload leaves no container, namespace, interface, mount or cgroup behind', async () => {
+    await run(['workload', 'delete', 'hello']);
+    const root = join(keel.config.dataDir, 'runtime', 'runc');
+    await waitFor('every container to be gone', async () => execFileSync('runc', ['--root', root, 'list', '--quiet'], { encoding: 'utf8' }).trim(), (out) => out === '', 30_000);
+    await waitFor('the replicas\' directories to be gone', async () => readdirSync(join(keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
+    assert.deepEqual(leftovers(keel.config.dataDir), { netns: [], veth: [], mounts: [], cgroups: [] });
   });
 });
+
+/** What the runtime may have left on the host for a Keel data directory. */
+function leftovers(dataDir: string): { netns: string[]; veth: string[]; mounts: string[]; cgroups: string[] } {
+  // Other runtime suites may run alongside: their replicas' names differ, but not their prefixes.
+  return {
+    netns: (existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : []).filter((n) => n.startsWith('keel-')),
+    veth: readdirSync('/sys/class/net').filter((n) => /^kv[0-9a-f]{10}$/.test(n)),
+    mounts: readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(dataDir)),
+    cgroups: readdirSync('/sys/fs/cgroup/memory').filter((n) => n.startsWith('keel-')),
+  };
+}
