@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { openBlobStore, type BlobStore } from '../registry/blobs.js';
 import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
-import { command, quietly } from './command.js';
+import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { Ingress } from './ingress.js';
 import { Network, parseSubnet } from './network.js';
@@ -55,6 +55,8 @@ interface ProbeState {
   successes: number;
   failures: number;
   running: boolean;
+  /** What the last run of the probe found wrong. */
+  failure?: string;
 }
 
 interface Container {
@@ -214,7 +216,9 @@ export class RuncRuntime implements Runtime {
   private stateOf(r: Replica): ReplicaState {
     const running = r.containers.length > 0 && r.containers.every((c) => !c.exited);
     const ready = running && r.containers.every((c) => c.ready);
-    return { name: r.want.name, running, ready, restarts: r.restarts, exitCode: r.exitCode, message: r.waiting ?? (running ? 'Running' : r.message) };
+    const probe = running && !ready ? r.containers.find((c) => c.readiness?.failure !== undefined) : undefined;
+    const message = r.waiting ?? (probe ? `Readiness probe of container ${probe.name} failed: ${probe.readiness!.failure}` : running ? 'Running' : r.message);
+    return { name: r.want.name, running, ready, restarts: r.restarts, exitCode: r.exitCode, message };
   }
 
   private create(ref: DeploymentRef, want: ReplicaWant, after?: Promise<void>): Replica {
@@ -395,10 +399,11 @@ export class RuncRuntime implements Runtime {
     state.running = true;
     const p = state.probe;
     const timeoutMs = Math.max(1, p.timeoutSeconds ?? 1) * 1000;
-    void this.check(replica, c, p, timeoutMs).then((ok) => {
+    void this.check(replica, c, p, timeoutMs).then((failure) => {
       state.running = false;
       state.nextAt = Date.now() + Math.max(1, p.periodSeconds ?? 10) * 1000;
-      if (ok) {
+      state.failure = failure;
+      if (failure === undefined) {
         state.successes++;
         state.failures = 0;
         if (state.successes >= Math.max(1, p.successThreshold ?? 1)) settle(true);
@@ -411,19 +416,22 @@ export class RuncRuntime implements Runtime {
     });
   }
 
-  private async check(replica: Replica, c: Container, p: Probe, timeoutMs: number): Promise<boolean> {
+  /** Runs a probe once: undefined when it passed, else what failed. */
+  private async check(replica: Replica, c: Container, p: Probe, timeoutMs: number): Promise<string | undefined> {
     const address = replica.address;
-    if (!address || c.exited) return false;
+    if (!address || c.exited) return 'the container is not running';
     if (p.httpGet) {
       const port = Number(p.httpGet.port ?? firstPort([c.spec]) ?? 8080);
+      const path = p.httpGet.path ?? '/';
       return new Promise((resolve) => {
         const headers = Object.fromEntries((p.httpGet!.httpHeaders ?? []).map((h) => [h.name, h.value]));
-        const req = httpRequest({ host: address, port, path: p.httpGet!.path ?? '/', headers, timeout: timeoutMs }, (res) => {
+        const req = httpRequest({ host: address, port, path, headers, timeout: timeoutMs }, (res) => {
           res.resume();
-          resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400);
+          const code = res.statusCode ?? 0;
+          resolve(code >= 200 && code < 400 ? undefined : `HTTP GET ${path} on port ${port} answered ${code}`);
         });
-        req.on('timeout', () => req.destroy());
-        req.on('error', () => resolve(false));
+        req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+        req.on('error', (err) => resolve(`HTTP GET ${path} on port ${port}: ${(err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'connection refused (nothing listens on the port)' : err.message}`));
         req.end();
       });
     }
@@ -431,18 +439,18 @@ export class RuncRuntime implements Runtime {
       const port = Number(p.tcpSocket.port ?? firstPort([c.spec]) ?? 8080);
       return new Promise((resolve) => {
         const socket = connect({ host: address, port, timeout: timeoutMs });
-        socket.on('connect', () => (socket.destroy(), resolve(true)));
-        socket.on('timeout', () => (socket.destroy(), resolve(false)));
-        socket.on('error', () => resolve(false));
+        socket.on('connect', () => (socket.destroy(), resolve(undefined)));
+        socket.on('timeout', () => (socket.destroy(), resolve(`TCP connect to port ${port}: no answer within ${timeoutMs} ms`)));
+        socket.on('error', (err) => resolve(`TCP connect to port ${port}: ${(err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'connection refused (nothing listens on the port)' : err.message}`));
       });
     }
     if (p.exec?.command?.length) {
       return command('runc', ['--root', this.root, 'exec', c.runcId, ...p.exec.command], { timeoutMs }).then(
-        () => true,
-        () => false,
+        () => undefined,
+        (err) => `command ${p.exec!.command!.join(' ')} failed${err instanceof CommandError && err.code !== null ? ` with exit code ${err.code}` : ''}`,
       );
     }
-    return true;
+    return undefined;
   }
 
   private kill(replica: Replica, c: Container, why: string): void {

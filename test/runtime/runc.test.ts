@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { WebSocket } from 'ws';
 import { Cpln } from '../support/cpln.js';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { freePort } from '../support/ports.js';
@@ -126,6 +127,46 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.match(failed.stdout, /bad/);
     const missing = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', 'nope', '--', 'true'], 1);
     assert.match(missing.stdout, /no replica nope runs/);
+  });
+
+  test("a replica sees its image, not the host: Keel's data directory is out of its reach", async () => {
+    const replica = (await deployment('hello')).status.internal.replicas[0];
+    const exec = (...command: string[]) => cpln.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', ...command]);
+    const dataDir = keel.config.dataDir;
+    const listed = await exec('ls', dataDir);
+    assert.equal(listed.code, 1, listed.stdout);
+    assert.match(listed.stdout, /No such file or directory/);
+    const db = await exec('cat', join(dataDir, 'keel.db'));
+    assert.notEqual(db.code, 0);
+    assert.doesNotMatch(db.stdout, /SQLite format/);
+    // Nor through the host's processes: in its own PID namespace, process 1 is the image's server.
+    const pid1 = await exec('cat', '/proc/1/cmdline');
+    assert.match(pid1.stdout, /^httpd\0-f/);
+  });
+
+  test('a key without exec permission on the workload gets no terminal session', async () => {
+    assert.equal((await keel.call('POST', '/org/acme/serviceaccount', { name: 'viewer' })).status, 201);
+    const key = (await keel.call('POST', '/org/acme/serviceaccount/viewer/-addKey', { description: 'view only' })).body.key;
+    for (const [kind, name] of [['workload', 'view-workloads'], ['gvc', 'view-gvcs']]) {
+      const policy = await keel.call('POST', '/org/acme/policy', { name, targetKind: kind, target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/viewer'] }] });
+      assert.equal(policy.status, 201, JSON.stringify(policy.body));
+    }
+    const port = new URL(keel.config.publicUrl ?? `http://127.0.0.1:${(keel.app.core.server.address() as { port: number }).port}`).port;
+    await run(['profile', 'update', 'viewer', '--endpoint', `http://127.0.0.1:${port}`, '--token', key, '--org', 'acme', '--gvc', 'web']);
+    const refused = await cpln.run(['workload', 'exec', 'hello', '--profile', 'viewer', '--location', LOCATION, '--', 'echo', 'pwned']);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stdout, /^Unauthorized: /m);
+    assert.doesNotMatch(refused.stdout, /pwned/);
+    // A made-up key is refused the same way.
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/-remote/${LOCATION}/exec`);
+    const said: string[] = [];
+    await new Promise<void>((resolve) => {
+      ws.on('open', () => ws.send(JSON.stringify({ token: 'not-a-key', org: 'acme', gvc: 'web', pod: 'any', command: ['echo', 'pwned'] })));
+      ws.on('message', (m) => said.push(m.toString()));
+      ws.on('close', () => resolve());
+      ws.on('error', () => resolve());
+    });
+    assert.match(said.join(''), /^Unauthorized: /);
   });
 
   test('replica stop kills one replica and the controller starts it again', async () => {
