@@ -115,6 +115,7 @@ const FAILED = 'Failed to create terminal session: ';
 function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string): void {
   let child: ChildProcess | undefined;
   let tty = false;
+  let countBytes = false;
   const fail = (line: string) => {
     if (ws.readyState === ws.OPEN) ws.send(line);
     ws.close(1000);
@@ -123,7 +124,7 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
   ws.on('close', () => child?.kill('SIGKILL'));
   ws.once('message', (data) => {
     void (async () => {
-      let asked: { token?: string; org?: string; gvc?: string; pod?: string; container?: string; command?: unknown; shell?: string; tty?: boolean };
+      let asked: { token?: string; org?: string; gvc?: string; pod?: string; container?: string; command?: unknown; shell?: string; tty?: boolean; writeReceivedBytes?: boolean };
       try {
         asked = JSON.parse(data.toString());
       } catch {
@@ -148,11 +149,17 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
       }
       if (ws.readyState !== ws.OPEN) return;
       tty = asked.tty === true;
+      countBytes = asked.writeReceivedBytes === true;
       const process = (child = found.start());
       for (const [message, isBinary] of early.splice(0)) toStdin(message, isBinary);
       const send = (chunk: Buffer) => ws.readyState === ws.OPEN && ws.send(chunk);
       process.stdout!.on('data', send);
-      process.stderr!.on('data', send);
+      // cp from a replica feeds every message to its tar reader, so there tar's own notes on stderr
+      // ("removing leading '/'") would corrupt the archive: they are left out, and a failure still
+      // shows as the exit code.
+      const download = command[0] === 'tar' && command[1] === 'cf' && command[2] === '-';
+      if (download) process.stderr!.resume();
+      else process.stderr!.on('data', send);
       process.stdin!.on('error', () => undefined);
       process.on('error', (err) => fail(`${FAILED}${err.message}; command terminated with exit code 1`));
       process.on('close', (code, signal) => {
@@ -178,6 +185,8 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
     if (!tty && isBinary) {
       // Without a TTY the CLI sends its whole stdin as one (fragmented) message, ended by its close.
       stdin.end(message);
+      // cp's upload counts the bytes the replica took to tell that it is complete.
+      if (countBytes && ws.readyState === ws.OPEN) ws.send(String(message.length));
       return;
     }
     try {

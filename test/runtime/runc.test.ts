@@ -129,6 +129,18 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.match(missing.stdout, /no replica nope runs/);
   });
 
+  test('cpln cp copies files into a replica and out of it (tar through exec)', async () => {
+    const replica = (await deployment('hello')).status.internal.replicas[0];
+    const local = join(work, 'upload.txt');
+    writeFileSync(local, 'uploaded through cp\n');
+    await run(['cp', local, 'hello:/tmp', '--location', LOCATION, '--replica', replica]);
+    const read = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', 'cat', '/tmp/upload.txt']);
+    assert.equal(read.stdout, 'uploaded through cp');
+    const out = join(work, 'downloaded');
+    await run(['cp', 'hello:/www/about.html', out, '--location', LOCATION, '--replica', replica]);
+    assert.equal(readFileSync(existsSync(join(out, 'about.html')) ? join(out, 'about.html') : out, 'utf8'), 'about\n');
+  });
+
   test("a replica sees its image, not the host: Keel's data directory is out of its reach", async () => {
     const replica = (await deployment('hello')).status.internal.replicas[0];
     const exec = (...command: string[]) => cpln.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', ...command]);
