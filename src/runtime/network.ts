@@ -1,4 +1,4 @@
-// Replica networking: one Linux bridge per Keel data directory, holding the first address of
+// Replica networking: one Linux bridge per Keel data directory (`kb` and its scope), holding the first address of
 // KEEL_RUNTIME_SUBNET (the host's side: Keel's ingress and probes reach replicas through it), and
 // one network namespace per replica, joined to the bridge by a veth pair, with the next free
 // address. Nothing is routed or masqueraded beyond the bridge: replicas reach each other and this
@@ -26,18 +26,19 @@ export class Network {
   private readonly used = new Set<number>();
   private ready?: Promise<void>;
 
+  /** `scope` (scopeOf) names what belongs to one Keel data directory. */
   constructor(
     private readonly subnet: Subnet,
-    scope: string,
+    private readonly scope: string,
   ) {
-    this.bridge = `kb${short(scope)}`;
+    this.bridge = `kb${scope}`;
     this.gateway = dotted(subnet.base + 1);
   }
 
   /** Names of a replica's namespace and host-side interface, from its container id. */
-  static names(id: string): { netns: string; veth: string; peer: string } {
+  names(id: string): { netns: string; veth: string; peer: string } {
     const h = short(id);
-    return { netns: `keel-${id}`, veth: `kv${h}`, peer: `kp${h}` };
+    return { netns: `keel-${this.scope}-${id}`, veth: `kv${h}`, peer: `kp${h}` };
   }
 
   /** Creates the bridge once (idempotent: a bridge left by an earlier start is reused). */
@@ -73,7 +74,7 @@ export class Network {
   /** The namespace of a replica, with its address on the bridge (created afresh). */
   async attach(id: string, address: string): Promise<string> {
     await this.up();
-    const { netns, veth, peer } = Network.names(id);
+    const { netns, veth, peer } = this.names(id);
     await this.detach(id);
     await command('ip', ['netns', 'add', netns]);
     await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer]);
@@ -89,7 +90,7 @@ export class Network {
 
   /** Removes a replica's namespace and interfaces (whatever of them exists). */
   async detach(id: string): Promise<void> {
-    const { netns, veth } = Network.names(id);
+    const { netns, veth } = this.names(id);
     if (existsSync(`/sys/class/net/${veth}`)) await quietly('ip', ['link', 'del', veth]);
     if (existsSync(`/var/run/netns/${netns}`)) await quietly('ip', ['netns', 'del', netns]);
   }

@@ -104,6 +104,14 @@ const LOG_LINE_MAX = 16 * 1024;
 /** Log lines kept waiting for the store at most (older ones are dropped when it falls behind). */
 const LOG_BACKLOG_MAX = 50_000;
 
+/**
+ * A short name for one Keel data directory: the prefix of its network namespaces (`keel-SCOPE-…`),
+ * cgroups (`/keel-SCOPE-…`) and bridge (`kbSCOPE`), so that Keels on one host keep apart.
+ */
+export function scopeOf(dataDir: string): string {
+  return createHash('sha256').update(join(dataDir, 'runtime')).digest('hex').slice(0, 8);
+}
+
 const deploymentId = (d: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'location'>) => `${d.org}/${d.gvc}/${d.workload}/${d.location}`;
 
 export class RuncRuntime implements Runtime {
@@ -111,6 +119,8 @@ export class RuncRuntime implements Runtime {
   private readonly dir: string;
   private readonly root: string;
   private readonly network: Network;
+  /** What names this data directory's namespaces, cgroups and bridge on the host (scopeOf). */
+  private readonly scope: string;
   private readonly images: Images;
   private readonly blobs: BlobStore;
   readonly ingress: Ingress;
@@ -125,7 +135,8 @@ export class RuncRuntime implements Runtime {
   constructor(private readonly options: RuncOptions) {
     this.dir = join(options.dataDir, 'runtime');
     this.root = join(this.dir, 'runc');
-    this.network = new Network(parseSubnet(options.subnet), this.dir);
+    this.scope = scopeOf(options.dataDir);
+    this.network = new Network(parseSubnet(options.subnet), this.scope);
     this.blobs = openBlobStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl });
     this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
     this.ingress = new Ingress((host, path) => this.route(host, path));
@@ -257,7 +268,7 @@ export class RuncRuntime implements Runtime {
           CPLN_REPLICA: replica.want.name,
           ...(port ? { PORT: String(port) } : {}),
         };
-        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${runcId}`, env })));
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env })));
         const log = join(bundle, 'output.log');
         const container: Container = { name: c.name, spec: c, runcId, bundle, log, logOffset: 0, logRest: '', startedAt: Date.now(), exited: false, ready: false };
         container.readiness = probeState((c as { readinessProbe?: Probe }).readinessProbe);

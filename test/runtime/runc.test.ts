@@ -3,7 +3,6 @@
 // ingress, the replica's own log line, exec, a stopped replica replaced, and nothing left on the
 // host once the workload is deleted.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
@@ -13,7 +12,7 @@ import { WebSocket } from 'ws';
 import { Cpln } from '../support/cpln.js';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { freePort } from '../support/ports.js';
-import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
@@ -194,20 +193,8 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
 
   test('deleting the workload leaves no container, namespace, interface, mount or cgroup behind', async () => {
     await run(['workload', 'delete', 'hello']);
-    const root = join(keel.config.dataDir, 'runtime', 'runc');
-    await waitFor('every container to be gone', async () => execFileSync('runc', ['--root', root, 'list', '--quiet'], { encoding: 'utf8' }).trim(), (out) => out === '', 30_000);
+    await waitFor('every container to be gone', async () => leftovers(keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
     await waitFor('the replicas\' directories to be gone', async () => readdirSync(join(keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
-    assert.deepEqual(leftovers(keel.config.dataDir), { netns: [], veth: [], mounts: [], cgroups: [] });
+    assert.deepEqual(leftovers(keel.config.dataDir), NOTHING_LEFT);
   });
 });
-
-/** What the runtime may have left on the host for a Keel data directory. */
-function leftovers(dataDir: string): { netns: string[]; veth: string[]; mounts: string[]; cgroups: string[] } {
-  // Other runtime suites may run alongside: their replicas' names differ, but not their prefixes.
-  return {
-    netns: (existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : []).filter((n) => n.startsWith('keel-')),
-    veth: readdirSync('/sys/class/net').filter((n) => /^kv[0-9a-f]{10}$/.test(n)),
-    mounts: readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(dataDir)),
-    cgroups: readdirSync('/sys/fs/cgroup/memory').filter((n) => n.startsWith('keel-')),
-  };
-}

@@ -2,7 +2,8 @@
 // suites skip with a visible notice, unless KEEL_REQUIRE_RUNTIME=1 (CI), where they fail.
 // Images are built in the test from /bin/busybox with umoci, as a user would build one by hand.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, copyFileSync, chmodSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { scopeOf } from '../../src/runtime/runc.js';
 import { join } from 'node:path';
 
 export const BUSYBOX = '/bin/busybox';
@@ -61,3 +62,23 @@ export function busyboxImage(root: string, tag: string, cmd: string[], files: Re
 export function testSubnet(): string {
   return `10.213.${(process.pid % 200) + 20}.0/24`;
 }
+
+/**
+ * What the runtime of the Keel on `dataDir` has on the host: runc containers, network namespaces,
+ * interfaces on its bridge, mounts under the data directory and cgroups. Other Keels' (other
+ * suites running alongside) have other names and are not counted.
+ */
+export function leftovers(dataDir: string): { containers: string[]; netns: string[]; veth: string[]; mounts: string[]; cgroups: string[] } {
+  const scope = scopeOf(dataDir);
+  const root = join(dataDir, 'runtime', 'runc');
+  const ports = `/sys/class/net/kb${scope}/brif`;
+  return {
+    containers: existsSync(root) ? execFileSync('runc', ['--root', root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean) : [],
+    netns: (existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : []).filter((n) => n.startsWith(`keel-${scope}-`)),
+    veth: existsSync(ports) ? readdirSync(ports) : [],
+    mounts: readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(dataDir)),
+    cgroups: ['memory', 'pids', 'cpu'].flatMap((c) => (existsSync(`/sys/fs/cgroup/${c}`) ? readdirSync(`/sys/fs/cgroup/${c}`) : []).filter((n) => n.startsWith(`keel-${scope}-`)).map((n) => `${c}/${n}`)),
+  };
+}
+
+export const NOTHING_LEFT = { containers: [], netns: [], veth: [], mounts: [], cgroups: [] };
