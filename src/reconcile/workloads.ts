@@ -13,7 +13,7 @@ import { deepEqual } from '../json.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import type { Clock, DeploymentRef } from '../runtime/types.js';
+import type { Clock, DeploymentRef, ReplicaWant } from '../runtime/types.js';
 import { SIMULATED } from '../runtime/simulated.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath, replicaNames, runReplica, stableId } from './views.js';
@@ -92,10 +92,12 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     // The replicas of the latest version this location should run (a cron workload's are its runs, below).
     const count = suspended || spec.type === 'cron' ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
     const wanted = replicaNames(key.name, spec.type, location, workload.version, count);
+    const clock = { since, now: ctx.now, stepMs: ctx.stepMs };
+    // A cron workload's replicas are its active runs (those this pass starts are added below).
     const observed = runtime.observe(
       deploymentRef(key, location, host),
-      pulled.failure ? [] : wanted.map((name) => ({ name, version: workload.version, spec })),
-      { since, now: ctx.now, stepMs: ctx.stepMs },
+      spec.type === 'cron' ? runWants(spec, (status.jobExecutions ?? []) as JobExecution[]) : pulled.failure ? [] : wanted.map((name) => ({ name, version: workload.version, spec })),
+      clock,
     );
     if (!moved) {
       const latest = versions.find((v) => v.workload === workload.version)!;
@@ -125,10 +127,18 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     let replicas: string[];
     if (spec.type === 'cron') {
       const runs = scheduledRuns(ctx, key.name, workload.version, spec, location, (status.jobExecutions ?? []) as JobExecution[], ready && !paused, Date.parse(cronAt ?? existing?.created ?? iso(ctx.now)));
-      status.jobExecutions = runs.executions;
+      // The runtime runs them: a run ends when it says so (the simulation: a step after it started).
+      const ran = runtime.observe(deploymentRef(key, location, host), runWants(spec, runs.executions), clock);
+      for (const e of runs.executions) {
+        if (e.status !== 'active' || (e.name.startsWith('command-') && !runtime.endsCommandRuns)) continue;
+        const end = ran.replicas.find((r) => r.name === e.replica)?.finished;
+        if (end) finish(e, end.exitCode === 0 ? 'successful' : 'failed', iso(end.at), end.message);
+      }
+      if (ran.after !== undefined) after = Math.min(after ?? Infinity, ran.after);
+      status.jobExecutions = trimHistory(runs.executions, Number(spec.job?.historyLimit ?? DEFAULT_HISTORY));
       cronAt = iso(ctx.now);
       if (runs.after !== undefined) after = Math.min(after ?? Infinity, runs.after);
-      replicas = runs.executions.filter((e) => e.status === 'active').map((e) => e.replica);
+      replicas = (status.jobExecutions as JobExecution[]).filter((e) => e.status === 'active').map((e) => e.replica);
     } else {
       replicas = wanted;
     }
@@ -327,8 +337,8 @@ function mebibytes(q: unknown): number {
 /**
  * The runs of a cron workload in one location after this pass: one started for each time the
  * schedule fired since the last pass (at most historyLimit of them; concurrencyPolicy Forbid
- * skips a run while one is active, Replace removes the active one), active runs a step old
- * completed, finished runs beyond historyLimit dropped. `after` is when the next change is due.
+ * skips a run while one is active, Replace removes the active one). `after` is when the schedule
+ * fires next. The runtime says when a run ends (reconcileWorkload).
  */
 function scheduledRuns(
   ctx: ReconcileContext,
@@ -370,17 +380,16 @@ function scheduledRuns(
       });
     }
   }
-  for (const e of executions) {
-    if (e.status !== 'active' || e.name.startsWith('command-')) continue;
-    const due = Date.parse(e.startTime) + ctx.stepMs;
-    if (ctx.now >= due) finish(e, 'successful', iso(ctx.now));
-    else after = Math.min(after ?? Infinity, due - ctx.now);
-  }
   if (schedule && scheduling) {
     const next = nextFire(schedule, ctx.now);
     if (next !== undefined) after = Math.min(after ?? Infinity, next - ctx.now);
   }
-  return { executions: trimHistory(executions, history), after };
+  return { executions, after };
+}
+
+/** The runs a cron workload's deployment has going: each a replica that runs once. */
+function runWants(spec: Record<string, any>, executions: JobExecution[]): ReplicaWant[] {
+  return executions.filter((e) => e.status === 'active').map((e) => ({ name: e.replica, version: e.workloadVersion, spec, run: { since: Date.parse(e.startTime) } }));
 }
 
 /** Ends a run: its status, completion time, containers and the condition that says why. */

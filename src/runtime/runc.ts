@@ -84,6 +84,8 @@ interface Replica {
   restarts: number;
   exitCode?: number;
   message: string;
+  /** A run's end (a cron run is never restarted). */
+  finished?: { exitCode: number; at: number; message: string };
   /** Why it is not running now: waiting out a back-off, or its image failed. */
   waiting?: string;
   removed: boolean;
@@ -116,6 +118,7 @@ const deploymentId = (d: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'locat
 
 export class RuncRuntime implements Runtime {
   readonly kind = 'runc' as const;
+  readonly endsCommandRuns = true;
   private readonly dir: string;
   private readonly root: string;
   private readonly network: Network;
@@ -205,11 +208,13 @@ export class RuncRuntime implements Runtime {
     }
     if (replicas.size === 0) this.deployments.delete(id);
     const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
-    const notReady = states.find((s) => !s.ready && s.message !== 'Running' && s.message !== 'ContainerCreating');
+    // A cron workload's runs come and go: they say nothing of whether the deployment is ready.
+    const serving = states.filter((_, i) => !want[i].run);
+    const notReady = serving.find((s) => !s.ready && s.message !== 'Running' && s.message !== 'ContainerCreating');
     return {
       replicas: states,
-      ready: states.every((s) => s.ready),
-      serving: want.length === 0 ? undefined : states.some((s) => s.ready),
+      ready: serving.every((s) => s.ready),
+      serving: serving.length === 0 ? undefined : serving.some((s) => s.ready),
       message: notReady ? notReady.message : undefined,
     };
   }
@@ -229,7 +234,7 @@ export class RuncRuntime implements Runtime {
     const ready = running && r.containers.every((c) => c.ready);
     const probe = running && !ready ? r.containers.find((c) => c.readiness?.failure !== undefined) : undefined;
     const message = r.waiting ?? (probe ? `Readiness probe of container ${probe.name} failed: ${probe.readiness!.failure}` : running ? 'Running' : r.message);
-    return { name: r.want.name, running, ready, restarts: r.restarts, exitCode: r.exitCode, message };
+    return { name: r.want.name, running, ready, restarts: r.restarts, exitCode: r.exitCode, message: r.finished?.message ?? message, ...(r.finished ? { finished: r.finished } : {}) };
   }
 
   private create(ref: DeploymentRef, want: ReplicaWant, after?: Promise<void>): Replica {
@@ -282,7 +287,8 @@ export class RuncRuntime implements Runtime {
       this.log(replica, undefined, message);
       await this.teardown(replica);
       replica.message = message;
-      this.backOff(replica, message);
+      if (replica.want.run) replica.finished = { exitCode: 1, at: Date.now(), message: `Failed: ${message}` };
+      else this.backOff(replica, message);
     }
     this.changed(replica);
   }
@@ -317,9 +323,13 @@ export class RuncRuntime implements Runtime {
     this.log(replica, container, replica.message);
     const ran = Date.now() - container.startedAt;
     if (ran > BACKOFF_RESET_MS) replica.restarts = 0;
+    if (replica.want.run) {
+      // A run ends with its first container to exit; the others are stopped with it.
+      replica.finished = { exitCode, at: replica.lastExit, message: exitCode === 0 ? 'Completed (exit code 0)' : `Failed: ${replica.message}` };
+    }
     replica.busy = replica.busy.then(async () => {
       await this.teardown(replica);
-      this.backOff(replica, replica.message);
+      if (!replica.want.run) this.backOff(replica, replica.message);
       this.changed(replica);
     });
     this.changed(replica);
@@ -509,7 +519,7 @@ export class RuncRuntime implements Runtime {
 
   private fingerprint(r: Replica): string {
     const s = this.stateOf(r);
-    return `${s.running}|${s.ready}|${s.restarts}|${s.message}`;
+    return `${s.running}|${s.ready}|${s.restarts}|${s.message}|${s.finished?.exitCode}`;
   }
 
   private changed(replica: Replica): void {

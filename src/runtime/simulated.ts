@@ -4,6 +4,7 @@ import type { Clock, DeploymentRef, Observation, ReplicaWant, Runtime } from './
 
 export class SimulatedRuntime implements Runtime {
   readonly kind = 'simulated' as const;
+  readonly endsCommandRuns = false;
 
   endpoint(host: string): string {
     return `https://${host}.cpln.app`;
@@ -12,11 +13,16 @@ export class SimulatedRuntime implements Runtime {
   observe(_deployment: DeploymentRef, want: ReplicaWant[], clock: Clock): Observation {
     const due = clock.since + clock.stepMs;
     const ready = clock.now >= due;
-    return {
-      replicas: want.map((r) => ({ name: r.name, running: true, ready, restarts: 0, message: ready ? 'Running' : 'ContainerCreating' })),
-      ready,
-      after: ready ? undefined : due - clock.now,
-    };
+    let after = ready ? undefined : due - clock.now;
+    const replicas = want.map((r) => {
+      if (!r.run) return { name: r.name, running: true, ready, restarts: 0, message: ready ? 'Running' : 'ContainerCreating' };
+      // A run succeeds a step after it started.
+      const end = r.run.since + clock.stepMs;
+      if (clock.now >= end) return { name: r.name, running: false, ready: false, restarts: 0, message: 'Completed', finished: { exitCode: 0, at: clock.now } };
+      after = Math.min(after ?? Infinity, end - clock.now);
+      return { name: r.name, running: true, ready: true, restarts: 0, message: 'Running' };
+    });
+    return { replicas, ready, after };
   }
 
   stopReplica(): boolean {

@@ -23,6 +23,8 @@ export interface ReplicaWant {
   version: number;
   /** The workload's spec of that version. */
   spec: Record<string, any>;
+  /** Set for a cron workload's run: it runs once, to completion (never restarted), started at `since`. */
+  run?: { since: number };
 }
 
 export interface ReplicaState {
@@ -33,6 +35,8 @@ export interface ReplicaState {
   /** The exit code of the last run that ended, if one has. */
   exitCode?: number;
   message: string;
+  /** A run that has ended: its exit code, when, and what its execution should say. */
+  finished?: { exitCode: number; at: number; message?: string };
 }
 
 export interface Observation {
@@ -68,6 +72,11 @@ export interface Clock {
 
 export interface Runtime {
   readonly kind: 'simulated' | 'runc';
+  /**
+   * Whether runs started by a runCronWorkload command end when their process does. The
+   * simulation ends them when the command completes, a step later.
+   */
+  readonly endsCommandRuns: boolean;
   /** The URL a workload's endpoint is reached at (status.endpoint; what `cpln workload open` opens). */
   endpoint(host: string): string;
   /** Declares the replicas `deployment` runs from now on (none: it is gone) and reports what runs. */
