@@ -33,10 +33,14 @@ export type JobExecution = {
 /** The longest a pass waits for the next scheduled run (timers this long are not exact anyway). */
 const MAX_WAIT_MS = 3_600_000;
 const DEFAULT_HISTORY = 5;
+/** How soon a process that does not run replicas looks at a workload again (in case it takes over). */
+const NOT_OWNER_RETRY_MS = 5_000;
 
 export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
-  const workload = await ctx.tx.get(key, 'update');
   const runtime = ctx.runtime ?? SIMULATED;
+  // Another Keel process on this database runs the replicas: it keeps the workloads' status.
+  if (!runtime.owns()) return { after: NOT_OWNER_RETRY_MS };
+  const workload = await ctx.tx.get(key, 'update');
   if (!workload) {
     for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
       runtime.observe(deploymentRef(key, old.name.slice(deploymentPrefix(key.name).length), ''), [], clockOf(ctx, old));

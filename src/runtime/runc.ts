@@ -21,6 +21,7 @@ import type { NewLogLine, Store } from '../store/types.js';
 import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { Ingress } from './ingress.js';
+import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import type { Clock, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime } from './types.js';
@@ -131,6 +132,7 @@ export class RuncRuntime implements Runtime {
   private readonly deployments = new Map<string, Map<string, Replica>>();
   private readonly listeners: Array<(d: DeploymentRef) => void> = [];
   private tick?: NodeJS.Timeout;
+  private readonly lease: Lease;
   private pendingLogs: NewLogLine[] = [];
   private writingLogs = false;
   private stopped = false;
@@ -143,6 +145,16 @@ export class RuncRuntime implements Runtime {
     this.blobs = openBlobStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl });
     this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
     this.ingress = new Ingress((host, path) => this.route(host, path));
+    // The reconcilers' periodic scan finds every workload once this process holds the lease.
+    this.lease = new Lease(
+      options.databaseUrl,
+      () => this.dropAll(),
+      (err) => options.onError(err, 'the runtime lease'),
+    );
+  }
+
+  owns(): boolean {
+    return this.lease.held && !this.stopped;
   }
 
   endpoint(host: string): string {
@@ -165,20 +177,27 @@ export class RuncRuntime implements Runtime {
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
     await this.ingress.listen(this.options.host, this.options.ingressPort);
+    await this.lease.start();
     this.tick = setInterval(() => this.onTick(), TICK_MS);
     this.tick.unref();
+  }
+
+  /** Stops every replica this process runs (it no longer owns them, or it stops). */
+  private dropAll(): Promise<unknown> {
+    const all = [...this.deployments.values()].flatMap((d) => [...d.values()]);
+    this.deployments.clear();
+    return Promise.all(all.map((r) => this.remove(r)));
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.tick);
-    const all = [...this.deployments.values()].flatMap((d) => [...d.values()]);
-    this.deployments.clear();
-    await Promise.all(all.map((r) => this.remove(r)));
+    await this.dropAll();
     this.collectLogs();
     await this.flushLogs();
     await this.ingress.close();
     await this.network.down();
+    await this.lease.stop();
     await this.blobs.close();
   }
 

@@ -6,6 +6,10 @@ export class SimulatedRuntime implements Runtime {
   readonly kind = 'simulated' as const;
   readonly endsCommandRuns = false;
 
+  owns(): boolean {
+    return true;
+  }
+
   endpoint(host: string): string {
     return `https://${host}.cpln.app`;
   }

@@ -77,6 +77,11 @@ export interface Runtime {
    * simulation ends them when the command completes, a step later.
    */
   readonly endsCommandRuns: boolean;
+  /**
+   * Whether this process runs the replicas now. With several Keel processes on one PostgreSQL,
+   * one of them does (lease.ts); the others leave workloads to it.
+   */
+  owns(): boolean;
   /** The URL a workload's endpoint is reached at (status.endpoint; what `cpln workload open` opens). */
   endpoint(host: string): string;
   /** Declares the replicas `deployment` runs from now on (none: it is gone) and reports what runs. */
