@@ -93,6 +93,12 @@ describe('bad input to the runc runtime', { skip }, () => {
     await logsSay('deaf', /^up$/m);
   });
 
+  test('a liveness probe that fails kills the container, which starts again with back-off', async () => {
+    await apply('stale', { image, livenessProbe: { exec: { command: ['/bin/false'] }, periodSeconds: 1, failureThreshold: 1 } });
+    await logsSay('stale', /Killing container main of replica .*: its liveness probe failed/);
+    await deploymentSays('stale', /Back-off restarting replica .*killed by SIGKILL|Back-off restarting replica .*exit code 137/);
+  });
+
   test('after all that, a good workload still becomes ready', async () => {
     await apply('fine', { image });
     const status = await deploymentSays('fine', /^Ready$/);

@@ -44,7 +44,7 @@ export function busyboxImage(root: string, tag: string, cmd: string[], files: Re
   mkdirSync(join(rootfs, 'bin'), { recursive: true });
   copyFileSync(BUSYBOX, join(rootfs, 'bin', 'busybox'));
   chmodSync(join(rootfs, 'bin', 'busybox'), 0o755);
-  for (const applet of ['sh', 'echo', 'cat', 'ls', 'httpd', 'sleep', 'head', 'dd', 'tar', 'id', 'true', 'false', 'wget', 'test', 'mkdir', 'hostname']) symlinkSync('busybox', join(rootfs, 'bin', applet));
+  for (const applet of ['sh', 'echo', 'cat', 'ls', 'httpd', 'sleep', 'head', 'dd', 'tar', 'id', 'true', 'false', 'wget', 'test', 'mkdir', 'hostname', 'nc', 'chmod', 'printf']) symlinkSync('busybox', join(rootfs, 'bin', applet));
   for (const [path, content] of Object.entries(files)) {
     mkdirSync(join(rootfs, path, '..'), { recursive: true });
     writeFileSync(join(rootfs, path), content);
