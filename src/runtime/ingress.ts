@@ -56,16 +56,26 @@ export class Ingress {
       res.writeHead(target.status, { 'content-type': 'application/json' }).end(JSON.stringify({ status: target.status, message: target.message }));
       return;
     }
-    const upstream = request({ host: target.address, port: target.port, method: req.method, path: target.path, headers: forwarded(req) }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.rawHeaders as unknown as Record<string, string>);
-      answer.pipe(res);
-    });
-    upstream.on('error', (err) => {
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 502, message: `the replica did not answer: ${err.message}` }));
-      else res.destroy();
-    });
-    req.pipe(upstream);
-    res.on('close', () => upstream.destroy());
+    const address = target.address;
+    // A kept-alive connection the replica has just closed fails the request sent on it: a GET or
+    // HEAD (nothing of the body sent yet) is sent again once, on a fresh connection.
+    const send = (retry: boolean) => {
+      const upstream = request({ host: address, port: target.port, method: req.method, path: target.path, headers: forwarded(req) }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.rawHeaders as unknown as Record<string, string>);
+        answer.pipe(res);
+      });
+      upstream.on('error', (err: NodeJS.ErrnoException) => {
+        if (retry && upstream.reusedSocket && err.code === 'ECONNRESET' && !res.headersSent) return send(false);
+        if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 502, message: `the replica did not answer: ${err.message}` }));
+        else res.destroy();
+      });
+      res.on('close', () => {
+        if (!res.writableFinished) upstream.destroy();
+      });
+      if (req.method === 'GET' || req.method === 'HEAD') upstream.end();
+      else req.pipe(upstream);
+    };
+    send(req.method === 'GET' || req.method === 'HEAD');
   }
 
   private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
