@@ -10,8 +10,10 @@ import { after, before, describe, test } from 'node:test';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
 import { waitFor } from '../support/wait.js';
+import { runTool, toolMissing } from '../support/registry-tools.js';
 
 const skip = runtimeMissing();
+const noSkopeo = skip ? false : toolMissing('skopeo');
 const LOCATION = 'aws-us-east-2';
 const OTHER_ARCH = process.arch === 'arm64' ? 'amd64' : 'arm64';
 
@@ -97,6 +99,20 @@ describe('bad input to the runc runtime', { skip }, () => {
     await apply('stale', { image, livenessProbe: { exec: { command: ['/bin/false'] }, periodSeconds: 1, failureThreshold: 1 } });
     await logsSay('stale', /Killing container main of replica .*: its liveness probe failed/);
     await deploymentSays('stale', /Back-off restarting replica .*killed by SIGKILL|Back-off restarting replica .*exit code 137/);
+  });
+
+  test("an image pushed to the org's registry with skopeo runs from Keel's own blobs", { skip: noSkopeo }, async () => {
+    const host = new URL(await keel.listen()).host;
+    const layout = image.slice('oci:'.length, image.lastIndexOf(':'));
+    const pushed = await runTool('skopeo', ['copy', '--dest-tls-verify=false', '--dest-creds', `anyone:${keel.token}`, `oci:${layout}:tools`, `docker://${host}/tools:v1`]);
+    assert.equal(pushed.code, 0, pushed.stderr);
+    await apply('pushed', { image: '//image/tools:v1' });
+    const status = await deploymentSays('pushed', /^Ready$/);
+    assert.equal(status.ready, true);
+    await logsSay('pushed', /^up$/m);
+    // A tag nobody pushed fails the pull, as on the hosted service.
+    await apply('unpushed', { image: '//image/tools:v2' });
+    await deploymentSays('unpushed', /Failed to pull image "\/\/image\/tools:v2"/);
   });
 
   test('after all that, a good workload still becomes ready', async () => {
