@@ -25,6 +25,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   reset: () => import('./admin.js').then((m) => m.benchReset()),
   faults: () => import('./admin.js').then((m) => m.benchFaults()),
   registry: () => import('./registry.js').then((m) => m.benchRegistry()),
+  runtime: () => import('./runtime.js').then((m) => m.benchRuntime()),
 };
 
 function postgresVersion(): string {

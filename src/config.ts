@@ -68,6 +68,12 @@ export interface Config {
   reconcile?: boolean;
   /** Duration of one simulated lifecycle step in ms (KEEL_RECONCILE_SPEED, default 1000). */
   reconcileStepMs?: number;
+  /** What runs workloads' replicas (KEEL_RUNTIME): the simulation, or runc containers on this host (docs/runtime.md). */
+  runtime: 'simulated' | 'runc';
+  /** The port workload traffic is served on, with KEEL_RUNTIME=runc (KEEL_INGRESS_PORT). */
+  ingressPort: number;
+  /** The private IPv4 range replicas' network namespaces take addresses from (KEEL_RUNTIME_SUBNET). */
+  runtimeSubnet: string;
   /** A quiet watch gets a bookmark event carrying its position this often. */
   watchBookmarkMs: number;
   /** Watch streams one principal may hold open at once on one process (429 above). */
@@ -109,6 +115,17 @@ const whole = (min: number, max: number): Parser<number> => (v, name) => {
 const oneOf = (values: string[]): Parser<string> => (v, name) => {
   if (typeof v !== 'string' || !values.includes(v)) throw new Error(`${name} must be one of ${values.join(', ')}, got '${String(v)}'`);
   return v;
+};
+/** An IPv4 prefix of 8 to 28 bits given by its network address (`10.213.0.0/16`). */
+const subnet: Parser<string> = (v, name) => {
+  const s = text(v, name).trim();
+  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d{1,2})$/.exec(s);
+  const octets = m ? m.slice(1, 5).map(Number) : [];
+  const bits = m ? Number(m[5]) : NaN;
+  if (!m || octets.some((o) => o > 255) || !(bits >= 8 && bits <= 28)) throw new Error(`${name} must be an IPv4 prefix from /8 to /28 such as 10.213.0.0/16, got '${s}'`);
+  const address = octets.reduce((a, o) => a * 256 + o, 0);
+  if (address % 2 ** (32 - bits) !== 0) throw new Error(`${name} must name the network's first address (${s} has host bits set)`);
+  return s;
 };
 const onOff: Parser<boolean> = (v, name) => (typeof v === 'boolean' ? v : oneOf(['on', 'off'])(v, name) === 'on');
 const orgName: Parser<string> = (v, name) => {
@@ -199,6 +216,9 @@ export const OPTIONS: Option[] = [
   option('watchReplaysPerPrincipal', 'KEEL_WATCH_REPLAYS_PER_PRINCIPAL', '--watch-replays-per-principal', whole(1, 10_000), 'watches per principal replaying history at once (429 above)'),
   option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a slow watch client may fall behind before it is disconnected'),
   option('watchBufferTotalBytes', 'KEEL_WATCH_BUFFER_TOTAL_BYTES', '--watch-buffer-total-bytes', whole(1024, 64 * 1024 * 1024 * 1024), 'bytes all watch streams together may hold for clients that do not read; over it the streams holding most are disconnected'),
+  option('runtime', 'KEEL_RUNTIME', '--runtime', oneOf(['simulated', 'runc']) as Parser<Config['runtime']>, "what runs workloads: simulated (nothing runs) or runc (containers on this host, as root; see docs/runtime.md)"),
+  option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
+  option('runtimeSubnet', 'KEEL_RUNTIME_SUBNET', '--runtime-subnet', subnet, "private IPv4 range for replicas' network namespaces with --runtime runc"),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
@@ -243,6 +263,9 @@ export const DEFAULTS: Config = {
   logsMaxAgeDays: 30,
   logsQueryBudgetMs: 1000,
   reconcileStepMs: 1000,
+  runtime: 'simulated',
+  ingressPort: 8082,
+  runtimeSubnet: '10.213.0.0/16',
   watchBookmarkMs: 30_000,
   watchStreamsPerPrincipal: 100,
   watchReplaysPerPrincipal: 2,

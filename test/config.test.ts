@@ -85,3 +85,13 @@ test('the limits against hostile callers are settings with defaults, checked lik
   assert.throws(() => loadConfig({ env: { KEEL_ORG_CREATORS: 'everybody' } }), /KEEL_ORG_CREATORS must list superusers, anyone, principal links .* got 'everybody'/);
   assert.throws(() => loadConfig({ env: { KEEL_QUERY_BUDGET_MS: '5' } }), /KEEL_QUERY_BUDGET_MS must be a whole number from 10/);
 });
+
+test('the runtime settings: a runtime by name, an ingress port, a subnet as its network address and prefix', () => {
+  const config = loadConfig({ env: { KEEL_RUNTIME: 'runc', KEEL_INGRESS_PORT: '9082', KEEL_RUNTIME_SUBNET: '10.99.0.0/24' }, argv: [] });
+  assert.deepEqual([config.runtime, config.ingressPort, config.runtimeSubnet], ['runc', 9082, '10.99.0.0/24']);
+  assert.deepEqual([DEFAULTS.runtime, DEFAULTS.ingressPort, DEFAULTS.runtimeSubnet], ['simulated', 8082, '10.213.0.0/16']);
+  assert.throws(() => loadConfig({ env: { KEEL_RUNTIME: 'docker' }, argv: [] }), /KEEL_RUNTIME must be one of simulated, runc/);
+  for (const bad of ['10.213.0.0', '10.213.0.1/16', '10.300.0.0/16', '10.0.0.0/4', '10.0.0.0/30', 'fd00::/64']) {
+    assert.throws(() => loadConfig({ env: { KEEL_RUNTIME_SUBNET: bad }, argv: [] }), /KEEL_RUNTIME_SUBNET must/, bad);
+  }
+});

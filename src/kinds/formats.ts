@@ -44,6 +44,8 @@ const HOST = '(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[a-
 const TAG = '(?::[\\w][\\w.-]{0,127})';
 const DIGEST = '(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})';
 const IMAGE = new RegExp(`^${HOST}?${COMPONENT}(?:/${COMPONENT})*${TAG}?${DIGEST}?$`);
+/** An OCI image layout directory on the Keel host and a tag in it (what the runc runtime can run without a registry). */
+const OCI_LAYOUT = /^oci:\/[^\s:]*:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const ORG_IMAGE = new RegExp(`^(/org/[a-z][-a-z0-9]*|/)/image/${COMPONENT}(?:/${COMPONENT})*${TAG}?${DIGEST}?$`);
 
 const LABEL = '[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?';
@@ -90,9 +92,9 @@ export const FORMATS: Record<string, StringFormat> = {
     examples: ['*/15 * * * *', '0 3 * * 1-5', '@daily'],
   },
   'keel-image': {
-    problem: (text) => (IMAGE.test(text) || ORG_IMAGE.test(text) ? undefined : `'${text}' is not an image reference`),
-    allowed: "an image reference [HOST[:PORT]/]NAME[:TAG][@sha256:DIGEST] in lowercase, such as nginx:1.27 or ghcr.io/team/app:v2, or //image/NAME[:TAG][@sha256:DIGEST] in the org's registry",
-    examples: ['nginx:1.27', 'ghcr.io/team/app:v2', 'registry.example.com:5000/app@sha256:0123456789abcdef0123456789abcdef', '//image/app:v1'],
+    problem: (text) => (IMAGE.test(text) || ORG_IMAGE.test(text) || OCI_LAYOUT.test(text) ? undefined : `'${text}' is not an image reference`),
+    allowed: "an image reference [HOST[:PORT]/]NAME[:TAG][@sha256:DIGEST] in lowercase, such as nginx:1.27 or ghcr.io/team/app:v2, //image/NAME[:TAG][@sha256:DIGEST] in the org's registry, or oci:/ABSOLUTE/DIR:TAG (an OCI image layout on the Keel host)",
+    examples: ['nginx:1.27', 'ghcr.io/team/app:v2', 'registry.example.com:5000/app@sha256:0123456789abcdef0123456789abcdef', '//image/app:v1', 'oci:/srv/images/app:v1'],
   },
   'keel-dns-name': {
     problem: dnsProblem,

@@ -10,6 +10,7 @@ import type { ItemKey, StoredItem } from '../store/types.js';
 import { iso, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandView, deploymentKey, deploymentView, runReplica, stableId } from './views.js';
 import { setVolumeSize } from './volumesets.js';
+import { SIMULATED } from '../runtime/simulated.js';
 import { finish, runContainers, trimHistory, type JobExecution } from './workloads.js';
 
 export const WORKLOAD_COMMANDS = ['runCronWorkload', 'stopReplica', 'restartWorkload'] as const;
@@ -42,6 +43,8 @@ export async function reconcileCommand(ctx: ReconcileContext, key: ItemKey): Pro
     status.messages = [`${type} started`];
     if (type === 'runCronWorkload') await startRun(ctx, command, status);
   } else {
+    // Where runs end with their process, a run's command completes when its run has ended.
+    if (String(command.data.type) === 'runCronWorkload' && (ctx.runtime ?? SIMULATED).endsCommandRuns && (await runOf(ctx, command))?.status === 'active') return { after: ctx.stepMs };
     const injected = ctx.fault?.('commandFailed') ?? (command.name.startsWith('volumeset:') ? ctx.fault?.('volumeOperationFailed') : undefined);
     const failure = injected ?? (await complete(ctx, command, status));
     next = failure ? 'failed' : 'completed';
@@ -67,8 +70,14 @@ async function complete(ctx: ReconcileContext, command: StoredItem, status: Reco
       const names = new Set(((wspec.containers ?? []) as Array<{ name: string }>).map((c) => c.name));
       const unknown = ((spec.containerOverrides ?? []) as Array<{ name?: unknown }>).map((o) => String(o.name)).filter((n) => !names.has(n));
       const failure = unknown.length > 0 ? `containerOverrides name no container of workload '${parentName}': ${unknown.join(', ')}` : undefined;
+      const run = await runOf(ctx, command);
       if (!(await endRun(ctx, command, failure ? 'failed' : 'successful', failure))) return failure ?? `workload '${parentName}' has no deployment in location '${String(spec.location)}'`;
+      if (!failure && run?.status === 'failed') return String((run.conditions[0] as { message?: unknown } | undefined)?.message ?? 'the run failed');
       return failure;
+    }
+    if (type === 'stopReplica') {
+      // The runtime stops it; the workload's reconciler starts the replica it still wants again.
+      (ctx.runtime ?? SIMULATED).stopReplica({ org: command.org, gvc: command.gvc, workload: parentName, location: String(spec.location) }, String(spec.replica));
     }
     return undefined;
   }
@@ -173,6 +182,12 @@ async function startRun(ctx: ReconcileContext, command: StoredItem, status: Reco
   }
   executions.push({ name, workloadVersion: workload.version, status: 'active', startTime: iso(ctx.now), replica: runReplica(name), containers, conditions: [] });
   await writeRuns(ctx, deployment, executions, wspec);
+}
+
+/** The run a runCronWorkload command started, as its deployment shows it now. */
+async function runOf(ctx: ReconcileContext, command: StoredItem): Promise<JobExecution | undefined> {
+  const deployment = await deploymentOf(ctx, command);
+  return ((deployment?.data.status as { jobExecutions?: JobExecution[] } | undefined)?.jobExecutions ?? []).find((e) => e.name === runName(command));
 }
 
 /** Ends the run a command started; false when there is no run to end (no deployment there). */

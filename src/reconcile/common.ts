@@ -10,6 +10,7 @@ import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { deepEqual } from '../json.js';
 import { stamp } from '../logs/time.js';
 import { narrate } from './narrate.js';
+import type { Runtime } from '../runtime/types.js';
 
 export interface ReconcileContext {
   store: Store;
@@ -28,6 +29,8 @@ export interface ReconcileContext {
   registryHosts?: string[];
   /** The media type of a manifest the org's registry holds by that digest (undefined when it holds none). */
   registryManifest?: (org: string, digest: string) => Promise<{ mediaType: string } | undefined>;
+  /** What runs the replicas (KEEL_RUNTIME), asked for their state on each pass; the simulation when absent. */
+  runtime?: Runtime;
 }
 
 /** What a pass left to do: `after` ms until the next transition of the object is due. */

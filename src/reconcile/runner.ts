@@ -23,6 +23,8 @@ import { reconcileDomain, reconcileMk8s } from './others.js';
 import { commandKey, type CommandParent } from './views.js';
 import { reconcileVolumeset } from './volumesets.js';
 import { reconcileWorkload } from './workloads.js';
+import { SIMULATED } from '../runtime/simulated.js';
+import type { Runtime } from '../runtime/types.js';
 
 export interface RunnerOptions {
   /** Duration of one simulated lifecycle step, in ms. */
@@ -36,6 +38,8 @@ export interface RunnerOptions {
   registryHosts?: () => string[];
   /** Whether the org's registry holds a manifest by that digest (see ReconcileContext.registryManifest). */
   registryManifest?: ReconcileContext['registryManifest'];
+  /** What runs the replicas; the simulation when absent. */
+  runtime?: Runtime;
 }
 
 type Reconciler = (ctx: ReconcileContext, key: ItemKey) => Promise<Outcome>;
@@ -96,6 +100,7 @@ export class ReconcileRunner {
   private wakeUp: () => void = () => {};
   private loop?: Promise<void>;
   private readonly pollMs: number;
+  private readonly runtime: Runtime;
   private readonly scanMs: number;
   private orgsCheckedAt = 0;
   private passStarted = 0;
@@ -121,6 +126,9 @@ export class ReconcileRunner {
     private readonly options: RunnerOptions,
   ) {
     this.pollMs = Math.min(250, Math.max(10, options.stepMs));
+    this.runtime = options.runtime ?? SIMULATED;
+    // A replica that changed state (started, became ready, crashed) is its workload's business.
+    this.runtime.onChange((d) => this.enqueue({ org: d.org, kind: 'workload', gvc: d.gvc, name: d.workload }));
     this.scanMs = Math.max(1_000, options.stepMs * 30);
   }
 
@@ -320,7 +328,7 @@ export class ReconcileRunner {
     try {
       outcome = await this.store.transaction(async (tx) => {
         if (!(await tx.tryLock(`keel-reconcile:${keyString(key)}`))) return 'busy' as const;
-        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [], registryHosts: this.options.registryHosts?.(), registryManifest: this.options.registryManifest };
+        const ctx: ReconcileContext = { store: this.store, tx, now: Date.now(), stepMs: this.options.stepMs, audit: this.options.audit ?? true, appended: [], registryHosts: this.options.registryHosts?.(), registryManifest: this.options.registryManifest, runtime: this.runtime };
         const faults = this.options.faults;
         if (faults) ctx.fault = (scenario) => faults(scenario, key);
         appended = ctx.appended;

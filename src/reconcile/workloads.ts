@@ -13,6 +13,8 @@ import { deepEqual } from '../json.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
+import type { Clock, DeploymentRef, ReplicaWant } from '../runtime/types.js';
+import { SIMULATED } from '../runtime/simulated.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath, replicaNames, runReplica, stableId } from './views.js';
 
@@ -31,10 +33,18 @@ export type JobExecution = {
 /** The longest a pass waits for the next scheduled run (timers this long are not exact anyway). */
 const MAX_WAIT_MS = 3_600_000;
 const DEFAULT_HISTORY = 5;
+/** How soon a process that does not run replicas looks at a workload again (in case it takes over). */
+const NOT_OWNER_RETRY_MS = 5_000;
 
 export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
+  const runtime = ctx.runtime ?? SIMULATED;
+  // Another Keel process on this database runs the replicas: it keeps the workloads' status.
+  if (!runtime.owns()) return { after: NOT_OWNER_RETRY_MS };
   const workload = await ctx.tx.get(key, 'update');
   if (!workload) {
+    for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
+      runtime.observe(deploymentRef(key, old.name.slice(deploymentPrefix(key.name).length), ''), [], clockOf(ctx, old));
+    }
     await deleteChildren(ctx, key.org, key.gvc, 'deployment', deploymentPrefix(key.name), deploymentView);
     await deleteChildren(ctx, key.org, key.gvc, 'command', commandPrefix('workload', key.name), commandView);
     return {};
@@ -42,7 +52,8 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const gvc = await ctx.tx.get(gvcKey(key.org, key.gvc));
   const locations = gvcLocations(gvc);
   const alias = String(gvc?.data.alias ?? key.gvc);
-  const endpoint = `https://${key.name}-${alias}.cpln.app`;
+  const host = `${key.name}-${alias}`;
+  const endpoint = runtime.endpoint(host);
   const spec = (workload.data.spec ?? {}) as Record<string, any>;
   let after: number | undefined;
   const pulled = await pullImages(ctx, key.org, spec);
@@ -52,6 +63,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
     const location = old.name.slice(deploymentPrefix(key.name).length);
     if (locations.includes(location)) continue;
+    runtime.observe(deploymentRef(key, location, host), [], clockOf(ctx, old));
     await ctx.tx.delete(old);
     await recordStatus(ctx, old, deploymentView, 'delete');
   }
@@ -80,41 +92,62 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
         message: 'Deploying',
       });
       moved = true;
-    } else {
+    }
+    // The replicas of the latest version this location should run (a cron workload's are its runs, below).
+    const count = suspended || spec.type === 'cron' ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
+    const wanted = replicaNames(key.name, spec.type, location, workload.version, count);
+    const clock = { since, now: ctx.now, stepMs: ctx.stepMs };
+    // A cron workload's replicas are its active runs (those this pass starts are added below).
+    const observed = runtime.observe(
+      deploymentRef(key, location, host),
+      spec.type === 'cron' ? runWants(spec, (status.jobExecutions ?? []) as JobExecution[]) : pulled.failure ? [] : wanted.map((name) => ({ name, version: workload.version, spec })),
+      clock,
+    );
+    if (!moved) {
       const latest = versions.find((v) => v.workload === workload.version)!;
-      const due = since + ctx.stepMs;
       if (!latest.ready && !suspended) {
         const syncFailed = ctx.fault?.('deploymentSyncFailed');
         if (syncFailed) latest.message = failure = `Sync failed: ${syncFailed}`;
         else if (pulled.failure) latest.message = failure = pulled.failure;
         else if (ctx.fault?.('deploymentNeverReady')) {
           // stays deploying
-        } else if (ctx.now >= due) {
+        } else if (observed.ready) {
           latest.ready = true;
           latest.message = 'Ready';
           versions = [latest];
           moved = true;
         } else {
-          after = Math.min(after ?? Infinity, due - ctx.now);
+          if (observed.message) latest.message = failure = observed.message;
+          if (observed.after !== undefined) after = Math.min(after ?? Infinity, observed.after);
         }
       }
     }
     const latest = versions.find((v) => v.workload === workload.version)!;
-    const ready = versions.some((v) => v.ready) && !suspended;
+    const ready = (observed.serving ?? versions.some((v) => v.ready)) && !suspended;
+    // A rolled-out version whose replicas stop being ready (a crash, a failing probe) says why.
+    if (latest.ready && !ready && !suspended && observed.message) failure = observed.message;
 
     let cronAt = existing?.data.cronAt as string | undefined;
     let replicas: string[];
     if (spec.type === 'cron') {
       const runs = scheduledRuns(ctx, key.name, workload.version, spec, location, (status.jobExecutions ?? []) as JobExecution[], ready && !paused, Date.parse(cronAt ?? existing?.created ?? iso(ctx.now)));
-      status.jobExecutions = runs.executions;
+      // The runtime runs them: a run ends when it says so (the simulation: a step after it started).
+      const ran = runtime.observe(deploymentRef(key, location, host), runWants(spec, runs.executions), clock);
+      for (const e of runs.executions) {
+        if (e.status !== 'active' || (e.name.startsWith('command-') && !runtime.endsCommandRuns)) continue;
+        const end = ran.replicas.find((r) => r.name === e.replica)?.finished;
+        if (end) finish(e, end.exitCode === 0 ? 'successful' : 'failed', iso(end.at), end.message);
+      }
+      if (ran.after !== undefined) after = Math.min(after ?? Infinity, ran.after);
+      status.jobExecutions = trimHistory(runs.executions, Number(spec.job?.historyLimit ?? DEFAULT_HISTORY));
       cronAt = iso(ctx.now);
       if (runs.after !== undefined) after = Math.min(after ?? Infinity, runs.after);
-      replicas = runs.executions.filter((e) => e.status === 'active').map((e) => e.replica);
+      replicas = (status.jobExecutions as JobExecution[]).filter((e) => e.status === 'active').map((e) => e.replica);
     } else {
-      const count = suspended ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
-      replicas = replicaNames(key.name, spec.type, location, latest.workload, count);
+      replicas = wanted;
     }
-    latest.containers = containersOf(spec, latest.ready && !suspended, replicas.length);
+    const readyReplicas = observed.replicas.filter((r) => r.ready).length;
+    latest.containers = containersOf(spec, latest.ready && !suspended && (observed.serving ?? true), replicas.length, observed.serving === undefined ? undefined : readyReplicas);
 
     Object.assign(status, {
       endpoint,
@@ -125,7 +158,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       ready,
       deploying: !latest.ready && !suspended,
       versions,
-      message: paused ? 'Suspended' : latest.ready ? 'Ready' : (failure ?? 'Deploying'),
+      message: paused ? 'Suspended' : latest.ready && ready ? 'Ready' : (failure ?? (latest.ready ? 'Not ready' : 'Deploying')),
     });
     states.push({ ready, latest: latest.ready && !suspended, replicas, paused });
     if (!existing) {
@@ -167,6 +200,15 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   };
   if (!deepEqual(previous, status)) await writeStatus(ctx, workload, { ...workload.data, status });
   return { after: after === Infinity || after === undefined ? undefined : Math.min(after, MAX_WAIT_MS) };
+}
+
+function deploymentRef(key: ItemKey, location: string, host: string): DeploymentRef {
+  return { org: key.org, gvc: key.gvc, workload: key.name, location, host };
+}
+
+/** The clock of a stored deployment's rollout, for a runtime told to stop it. */
+function clockOf(ctx: ReconcileContext, deployment: StoredItem): Clock {
+  return { since: Date.parse(String(deployment.data.since ?? '')) || ctx.now, now: ctx.now, stepMs: ctx.stepMs };
 }
 
 /** Whether the workload is suspended in every location, some or none (with no location, as its defaults say). */
@@ -270,7 +312,8 @@ function optionsAt(spec: Record<string, any>, location: string): Record<string, 
   return { ...(spec.defaultOptions ?? {}), ...(local ?? {}) };
 }
 
-function containersOf(spec: Record<string, any>, ready: boolean, replicas: number): Record<string, unknown> {
+/** The containers of a version's replicas; `replicasReady`, when the runtime counts them, else all or none as `ready` says. */
+function containersOf(spec: Record<string, any>, ready: boolean, replicas: number, replicasReady?: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const c of (spec.containers ?? []) as Array<Record<string, unknown>>) {
     out[String(c.name)] = {
@@ -278,7 +321,7 @@ function containersOf(spec: Record<string, any>, ready: boolean, replicas: numbe
       image: c.image,
       ready,
       message: ready ? 'Running' : 'ContainerCreating',
-      resources: { replicas, replicasReady: ready ? replicas : 0, cpu: millicores(c.cpu), memory: mebibytes(c.memory) },
+      resources: { replicas, replicasReady: replicasReady ?? (ready ? replicas : 0), cpu: millicores(c.cpu), memory: mebibytes(c.memory) },
     };
   }
   return out;
@@ -314,8 +357,8 @@ function mebibytes(q: unknown): number {
 /**
  * The runs of a cron workload in one location after this pass: one started for each time the
  * schedule fired since the last pass (at most historyLimit of them; concurrencyPolicy Forbid
- * skips a run while one is active, Replace removes the active one), active runs a step old
- * completed, finished runs beyond historyLimit dropped. `after` is when the next change is due.
+ * skips a run while one is active, Replace removes the active one). `after` is when the schedule
+ * fires next. The runtime says when a run ends (reconcileWorkload).
  */
 function scheduledRuns(
   ctx: ReconcileContext,
@@ -357,17 +400,16 @@ function scheduledRuns(
       });
     }
   }
-  for (const e of executions) {
-    if (e.status !== 'active' || e.name.startsWith('command-')) continue;
-    const due = Date.parse(e.startTime) + ctx.stepMs;
-    if (ctx.now >= due) finish(e, 'successful', iso(ctx.now));
-    else after = Math.min(after ?? Infinity, due - ctx.now);
-  }
   if (schedule && scheduling) {
     const next = nextFire(schedule, ctx.now);
     if (next !== undefined) after = Math.min(after ?? Infinity, next - ctx.now);
   }
-  return { executions: trimHistory(executions, history), after };
+  return { executions, after };
+}
+
+/** The runs a cron workload's deployment has going: each a replica that runs once. */
+function runWants(spec: Record<string, any>, executions: JobExecution[]): ReplicaWant[] {
+  return executions.filter((e) => e.status === 'active').map((e) => ({ name: e.replica, version: e.workloadVersion, spec, run: { since: Date.parse(e.startTime) } }));
 }
 
 /** Ends a run: its status, completion time, containers and the condition that says why. */

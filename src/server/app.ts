@@ -175,16 +175,13 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountRoutes(core, resources);
   mountWatch(core, store, auth, config, scheduler);
   const registry = openRegistry(config);
-  installLiving(core, store, auth, config, faults?.scenario, async (org, digest) => {
-    const held = await registry.blobs.linked(org, digest);
-    return held?.mediaType ? { mediaType: held.mediaType } : undefined;
-  });
+  installLiving(core, store, auth, config, registry.blobs, faults?.scenario);
   mountAccessRoutes(core, resources, store, auth);
   mountLogs(core, store, auth, config);
   mountAdmin(core, { config, store, faults });
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
-  mountClientRoutes(core, resources, store, config);
+  mountClientRoutes(core, resources, store, config, { bearer, auth });
   mountRegistry(core, { store, resources, auth, bearer, ...registry, failures });
   const collector = setInterval(() => void collectGarbage(store, registry).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
   collector.unref();

@@ -14,14 +14,14 @@ import { mountBilling } from './billing.js';
 import { mountExporters } from './exporters.js';
 import { refusedRoute } from './docs.js';
 import { notServed } from './errors.js';
-import { mountReplicas } from './replicas.js';
+import { mountReplicas, type TerminalAccess } from './replicas.js';
 
 type Params = Record<string, string>;
 
-export function mountClientRoutes(app: FastifyInstance, resources: Resources, store: Store, config: Config): void {
+export function mountClientRoutes(app: FastifyInstance, resources: Resources, store: Store, config: Config, access: TerminalAccess): void {
   mountBilling(app, resources, store);
   mountExporters(app, resources);
-  mountReplicas(app, resources, store, config);
+  mountReplicas(app, resources, store, config, access);
 
   const org = findKind('org')!;
   const agent = findKind('agent')!;

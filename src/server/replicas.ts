@@ -1,12 +1,23 @@
 // Where a deployment's `status.remote` points: Keel itself, one base per location
 // (`{Keel}/-remote/{location}`, stored Keel-relative), so that the clients' replica calls come back here:
 //   GET {remote}/replicas/org/{org}/gvc/{gvc}/workload/{w}   the replica names (strings) running there
-// Keel simulates replicas and runs no containers, so the calls that would reach a container
-// (exec and connect over WebSocket, port-forward tickets and streams) answer a clear error.
+// With the runc runtime, exec, connect and cp are WebSockets to {remote}/exec speaking the CLI's
+// terminal protocol: a first JSON message names the replica, the command and the caller's key;
+// stdin follows (one binary message, or `{type:'data'}` JSON messages with a TTY); the command's
+// output comes back as messages, and a failure, or a non-zero exit, ends with the line
+// `Failed to create terminal session: command terminated with exit code N` (the CLI exits with N).
+// The simulation runs no containers, so there these calls (and port-forward, under either
+// runtime) answer a clear error.
 import { LOGS_PREFIX } from './logs-api.js';
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { ChildProcess } from 'node:child_process';
+import { constants as osConstants } from 'node:os';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { Authorizer } from '../auth/authorizer.js';
+import type { BearerAuthenticator } from '../auth/bearer.js';
+import type { Runtime } from '../runtime/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
@@ -20,7 +31,16 @@ import { coreBase } from './public-url.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
-export function mountReplicas(app: FastifyInstance, resources: Resources, store: Store, config: Config): void {
+/** How a terminal session's key is checked: who it is, and whether it may exec on the workload. */
+export interface TerminalAccess {
+  bearer: Pick<BearerAuthenticator, 'authenticate'>;
+  auth: Pick<Authorizer, 'check'>;
+}
+
+/** The largest stdin a terminal session takes in one message (cp uploads come as one). */
+const TERMINAL_MAX_PAYLOAD = 256 * 1024 * 1024;
+
+export function mountReplicas(app: FastifyInstance, resources: Resources, store: Store, config: Config, access: TerminalAccess): void {
   // Deployments store their remote Keel-relative; responses resolve it against the address the
   // caller reached Keel at (as far as it can be trusted: see public-url.ts), which the CLI then
   // calls (and opens its WebSockets to).
@@ -61,7 +81,12 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   // The streams themselves are WebSockets. The clients print what the stream says and end on its
   // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica
   // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
-  app.server.on('upgrade', (request: IncomingMessage, socket: Duplex) => {
+  const terminals = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_MAX_PAYLOAD });
+  app.addHook('onClose', async () => {
+    for (const ws of terminals.clients) ws.terminate();
+    terminals.close();
+  });
+  app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const what = /^\/-remote\/[^/?]+\/(exec|portforward)(\?|$)/.exec(request.url ?? '')?.[1];
     if (!what) {
       // The logs API serves its own upgrades; any other is answered rather than left hanging.
@@ -70,12 +95,107 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     }
     const key = request.headers['sec-websocket-key'];
     if (typeof key !== 'string') return void socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    const runtime = app.runtime;
+    if (what === 'exec' && runtime && runtime.kind !== 'simulated') {
+      const location = decodeURIComponent(/^\/-remote\/([^/?]+)\//.exec(request.url ?? '')![1]);
+      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location));
+      return;
+    }
     const messages =
       what === 'portforward'
         ? [`Port-forward error: ${JSON.stringify({ message: refusal('port-forward'), code: 0 })}`]
         : [`${refusal('exec, connect and cp')} (tar: cannot copy files either)\n`, 'Failed to create terminal session: command terminated with exit code 1'];
     refuseWebSocket(socket, key, messages);
   });
+}
+
+const FAILED = 'Failed to create terminal session: ';
+
+/** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */
+function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string): void {
+  let child: ChildProcess | undefined;
+  let tty = false;
+  let countBytes = false;
+  const fail = (line: string) => {
+    if (ws.readyState === ws.OPEN) ws.send(line);
+    ws.close(1000);
+  };
+  ws.on('error', () => child?.kill('SIGKILL'));
+  ws.on('close', () => child?.kill('SIGKILL'));
+  ws.once('message', (data) => {
+    void (async () => {
+      let asked: { token?: string; org?: string; gvc?: string; pod?: string; container?: string; command?: unknown; shell?: string; tty?: boolean; writeReceivedBytes?: boolean };
+      try {
+        asked = JSON.parse(data.toString());
+      } catch {
+        return fail(`${FAILED}the first message must be the JSON request; command terminated with exit code 1`);
+      }
+      const { org, gvc, pod } = asked;
+      if (typeof org !== 'string' || typeof gvc !== 'string' || typeof pod !== 'string') return fail(`${FAILED}the request names no org, gvc and pod; command terminated with exit code 1`);
+      const command = Array.isArray(asked.command) ? asked.command.map(String) : [String(asked.shell ?? 'sh')];
+      if (command.length === 0 || command[0] === '') return fail(`${FAILED}no command to run; command terminated with exit code 1`);
+      let principal;
+      try {
+        principal = await access.bearer.authenticate(asked.token, org);
+      } catch (err) {
+        return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
+      }
+      const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command);
+      if ('error' in found) return fail(`${FAILED}${found.error}; command terminated with exit code 1`);
+      try {
+        await access.auth.check(principal, 'exec', findKind('workload')!, { org, gvc, name: found.workload });
+      } catch (err) {
+        return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
+      }
+      if (ws.readyState !== ws.OPEN) return;
+      tty = asked.tty === true;
+      countBytes = asked.writeReceivedBytes === true;
+      const process = (child = found.start());
+      for (const [message, isBinary] of early.splice(0)) toStdin(message, isBinary);
+      const send = (chunk: Buffer) => ws.readyState === ws.OPEN && ws.send(chunk);
+      process.stdout!.on('data', send);
+      // cp from a replica feeds every message to its tar reader, so there tar's own notes on stderr
+      // ("removing leading '/'") would corrupt the archive: they are left out, and a failure still
+      // shows as the exit code.
+      const download = command[0] === 'tar' && command[1] === 'cf' && command[2] === '-';
+      if (download) process.stderr!.resume();
+      else process.stderr!.on('data', send);
+      process.stdin!.on('error', () => undefined);
+      process.on('error', (err) => fail(`${FAILED}${err.message}; command terminated with exit code 1`));
+      process.on('close', (code, signal) => {
+        child = undefined;
+        const exit = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : 1);
+        if (exit !== 0) fail(`${FAILED}command terminated with exit code ${exit}`);
+        else ws.close(1000);
+      });
+    })();
+    ws.on('message', (message, isBinary) => {
+      if (!child) {
+        if (early.length < 64) early.push([message as Buffer, isBinary]);
+        return;
+      }
+      toStdin(message as Buffer, isBinary);
+    });
+  });
+  /** Stdin that came before the command started. */
+  const early: Array<[Buffer, boolean]> = [];
+  const toStdin = (message: Buffer, isBinary: boolean) => {
+    const stdin = child?.stdin;
+    if (!stdin || stdin.writableEnded) return;
+    if (!tty && isBinary) {
+      // Without a TTY the CLI sends its whole stdin as one (fragmented) message, ended by its close.
+      stdin.end(message);
+      // cp's upload counts the bytes the replica took to tell that it is complete.
+      if (countBytes && ws.readyState === ws.OPEN) ws.send(String(message.length));
+      return;
+    }
+    try {
+      const m = JSON.parse(message.toString()) as { type?: string; buffer?: number[] };
+      if (m.type === 'data' && Array.isArray(m.buffer)) stdin.write(Buffer.from(m.buffer));
+    } catch {
+      // resize and other messages a pipe has no use for
+    }
+  };
 }
 
 /**

@@ -1,0 +1,29 @@
+// The host tools the runc runtime drives (runc, umoci, ip), run without a shell.
+import { execFile } from 'node:child_process';
+
+export class CommandError extends Error {
+  constructor(
+    message: string,
+    readonly code: number | null,
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Runs `tool args…`; resolves with its stdout, rejects with its stderr in the message. */
+export function command(tool: string, args: string[], options: { timeoutMs?: number; input?: string } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(tool, args, { timeout: options.timeoutMs ?? 60_000, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' }, (err, stdout, stderr) => {
+      if (!err) return resolve(stdout);
+      const code = typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;
+      reject(new CommandError(`${tool} ${args.join(' ')}: ${(stderr || err.message).trim()}`, code, stderr));
+    });
+    if (options.input !== undefined) child.stdin?.end(options.input);
+  });
+}
+
+/** Runs it and ignores a failure (cleaning up what may already be gone). */
+export async function quietly(tool: string, args: string[]): Promise<void> {
+  await command(tool, args).catch(() => undefined);
+}

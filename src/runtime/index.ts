@@ -1,0 +1,12 @@
+// Chooses the runtime KEEL_RUNTIME names.
+import type { Config } from '../config.js';
+import type { BlobStore } from '../registry/blobs.js';
+import type { Store } from '../store/types.js';
+import { RuncRuntime } from './runc.js';
+import { SIMULATED } from './simulated.js';
+import type { Runtime } from './types.js';
+
+export function openRuntime(config: Config, store: Store, blobs: BlobStore, registryHosts: () => string[], onError: (err: unknown, what: string) => void): Runtime {
+  if (config.runtime !== 'runc') return SIMULATED;
+  return new RuncRuntime({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, subnet: config.runtimeSubnet, host: config.host, ingressPort: config.ingressPort, store, blobs, registryHosts, onError });
+}

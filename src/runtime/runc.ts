@@ -1,0 +1,644 @@
+// The runc runtime: each replica a set of runc containers (one per container of the workload)
+// sharing a network namespace on Keel's bridge, each on an overlay of its image's shared root
+// filesystem. The reconciler declares which replicas a deployment wants (observe); this class
+// starts and stops them on its own clock, restarts a replica whose container exited (with
+// back-off), runs the probes that decide readiness, feeds containers' output into the logs and
+// tells the reconciler when what it reports has changed.
+//
+// State on disk, all under $KEEL_DATA_DIR/runtime: runc's own (`runc/`, its --root), the
+// unpacked images (`unpacked/`, `layouts/`) and one directory per replica (`replicas/ID/`). A
+// Keel that starts finds whatever an earlier process left there (after a kill -9) and removes it:
+// the reconciler then starts the replicas the stored state wants.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import type { BlobStore } from '../registry/blobs.js';
+import { stamp } from '../logs/time.js';
+import type { NewLogLine, Store } from '../store/types.js';
+import { command, CommandError, quietly } from './command.js';
+import { Images, ImageError, type Unpacked } from './images.js';
+import { Ingress } from './ingress.js';
+import { Lease } from './lease.js';
+import { Network, parseSubnet } from './network.js';
+import { bytes, ociSpec, type ContainerSpec } from './spec.js';
+import type { Clock, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime } from './types.js';
+
+export interface RuncOptions {
+  dataDir: string;
+  subnet: string;
+  host: string;
+  ingressPort: number;
+  store: Store;
+  /** The store's PostgreSQL URL, if it is PostgreSQL (the lease on running replicas is taken there). */
+  databaseUrl?: string;
+  /** The registry's content, shared with the registry routes (images of an org's own registry are read from it). */
+  blobs: BlobStore;
+  onError: (err: unknown, what: string) => void;
+  /** The host:port names of Keel's own registry (references to it resolve to its blobs). */
+  registryHosts?: () => string[];
+}
+
+interface Probe {
+  httpGet?: { path?: string; port?: number; scheme?: string; httpHeaders?: Array<{ name: string; value: string }> };
+  tcpSocket?: { port?: number };
+  exec?: { command?: string[] };
+  initialDelaySeconds?: number;
+  periodSeconds?: number;
+  timeoutSeconds?: number;
+  successThreshold?: number;
+  failureThreshold?: number;
+}
+
+interface ProbeState {
+  probe: Probe;
+  nextAt: number;
+  successes: number;
+  failures: number;
+  running: boolean;
+  /** What the last run of the probe found wrong. */
+  failure?: string;
+}
+
+interface Container {
+  name: string;
+  spec: ContainerSpec;
+  runcId: string;
+  bundle: string;
+  log: string;
+  logOffset: number;
+  logRest: string;
+  child?: ChildProcess;
+  startedAt: number;
+  exited: boolean;
+  ready: boolean;
+  readiness?: ProbeState;
+  liveness?: ProbeState;
+}
+
+interface Replica {
+  id: string;
+  ref: DeploymentRef;
+  want: ReplicaWant;
+  address?: string;
+  containers: Container[];
+  restarts: number;
+  exitCode?: number;
+  message: string;
+  /** A run's end (a cron run is never restarted). */
+  finished?: { exitCode: number; at: number; message: string };
+  /** Why it is not running now: waiting out a back-off, or its image failed. */
+  waiting?: string;
+  removed: boolean;
+  /** The start or stop under way; the next one waits for it. */
+  busy: Promise<void>;
+  timer?: NodeJS.Timeout;
+  lastExit: number;
+  reported: string;
+}
+
+const TICK_MS = 200;
+const BACKOFF_FIRST_MS = 1_000;
+const BACKOFF_MAX_MS = 300_000;
+/** A replica that ran this long before exiting starts its back-off over. */
+const BACKOFF_RESET_MS = 600_000;
+const STOP_GRACE_MS = 5_000;
+const LOG_LINE_MAX = 16 * 1024;
+/** Log lines kept waiting for the store at most (older ones are dropped when it falls behind). */
+const LOG_BACKLOG_MAX = 50_000;
+
+/**
+ * A short name for one Keel data directory: the prefix of its network namespaces (`keel-SCOPE-…`),
+ * cgroups (`/keel-SCOPE-…`) and bridge (`kbSCOPE`), so that Keels on one host keep apart.
+ */
+export function scopeOf(dataDir: string): string {
+  return createHash('sha256').update(join(dataDir, 'runtime')).digest('hex').slice(0, 8);
+}
+
+const deploymentId = (d: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'location'>) => `${d.org}/${d.gvc}/${d.workload}/${d.location}`;
+
+export class RuncRuntime implements Runtime {
+  readonly kind = 'runc' as const;
+  readonly endsCommandRuns = true;
+  private readonly dir: string;
+  private readonly root: string;
+  private readonly network: Network;
+  /** What names this data directory's namespaces, cgroups and bridge on the host (scopeOf). */
+  private readonly scope: string;
+  private readonly images: Images;
+  private readonly blobs: BlobStore;
+  readonly ingress: Ingress;
+  /** Replicas by deployment, then by name. */
+  private readonly deployments = new Map<string, Map<string, Replica>>();
+  private readonly listeners: Array<(d: DeploymentRef) => void> = [];
+  private tick?: NodeJS.Timeout;
+  private readonly lease: Lease;
+  private pendingLogs: NewLogLine[] = [];
+  private writingLogs = false;
+  private stopped = false;
+
+  constructor(private readonly options: RuncOptions) {
+    this.dir = join(options.dataDir, 'runtime');
+    this.root = join(this.dir, 'runc');
+    this.scope = scopeOf(options.dataDir);
+    this.network = new Network(parseSubnet(options.subnet), this.scope);
+    this.blobs = options.blobs;
+    this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
+    this.ingress = new Ingress((host, path) => this.route(host, path));
+    // The reconcilers' periodic scan finds every workload once this process holds the lease.
+    this.lease = new Lease(
+      options.databaseUrl,
+      () => this.dropAll(),
+      (err) => options.onError(err, 'the runtime lease'),
+    );
+  }
+
+  owns(): boolean {
+    return this.lease.held && !this.stopped;
+  }
+
+  endpoint(host: string): string {
+    return `http://${host}.localhost:${this.ingress.port ?? this.options.ingressPort}`;
+  }
+
+  onChange(listener: (deployment: DeploymentRef) => void): void {
+    this.listeners.push(listener);
+  }
+
+  async start(): Promise<void> {
+    // Said at start rather than on the first workload: network namespaces, mounts and runc need root.
+    if (process.getuid?.() !== 0) throw new Error('KEEL_RUNTIME=runc needs root (network namespaces, overlay mounts and runc); run Keel as root or use KEEL_RUNTIME=simulated');
+    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V']]) {
+      await command(tool, [flag]).catch(() => {
+        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2)`);
+      });
+    }
+    mkdirSync(join(this.dir, 'replicas'), { recursive: true });
+    mkdirSync(this.root, { recursive: true });
+    await this.removeLeftovers();
+    await this.ingress.listen(this.options.host, this.options.ingressPort);
+    await this.lease.start();
+    this.tick = setInterval(() => this.onTick(), TICK_MS);
+    this.tick.unref();
+  }
+
+  /** Stops every replica this process runs (it no longer owns them, or it stops). */
+  private dropAll(): Promise<unknown> {
+    const all = [...this.deployments.values()].flatMap((d) => [...d.values()]);
+    this.deployments.clear();
+    return Promise.all(all.map((r) => this.remove(r)));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.tick);
+    await this.dropAll();
+    this.collectLogs();
+    await this.flushLogs();
+    await this.ingress.close();
+    await this.network.down();
+    await this.lease.stop();
+  }
+
+  observe(deployment: DeploymentRef, want: ReplicaWant[], _clock: Clock): Observation {
+    const id = deploymentId(deployment);
+    let replicas = this.deployments.get(id);
+    if (!replicas) {
+      if (want.length === 0) return { replicas: [], ready: true };
+      this.deployments.set(id, (replicas = new Map()));
+    }
+    const names = new Set(want.map((w) => w.name));
+    for (const [name, replica] of replicas) {
+      if (names.has(name)) continue;
+      replicas.delete(name);
+      void this.remove(replica);
+    }
+    for (const w of want) {
+      const current = replicas.get(w.name);
+      if (current && current.want.version === w.version) {
+        current.ref = deployment;
+        continue;
+      }
+      // A stateful replica keeps its name across versions: the old one goes before the new one starts.
+      if (current) void this.remove(current);
+      const replica = this.create(deployment, w, current?.busy);
+      replicas.set(w.name, replica);
+    }
+    if (replicas.size === 0) this.deployments.delete(id);
+    const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
+    // A cron workload's runs come and go: they say nothing of whether the deployment is ready.
+    const serving = states.filter((_, i) => !want[i].run);
+    const notReady = serving.find((s) => !s.ready && s.message !== 'Running' && s.message !== 'ContainerCreating');
+    return {
+      replicas: states,
+      ready: serving.every((s) => s.ready),
+      serving: serving.length === 0 ? undefined : serving.some((s) => s.ready),
+      message: notReady ? notReady.message : undefined,
+    };
+  }
+
+  /** The replicas of a deployment running now (with their addresses), for exec and the like. */
+  replicasOf(deployment: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'location'>): Array<{ name: string; address?: string; containers: string[]; ready: boolean }> {
+    return [...(this.deployments.get(deploymentId(deployment))?.values() ?? [])].map((r) => ({
+      name: r.want.name,
+      address: r.address,
+      containers: r.containers.map((c) => c.name),
+      ready: this.stateOf(r).ready,
+    }));
+  }
+
+  private stateOf(r: Replica): ReplicaState {
+    const running = r.containers.length > 0 && r.containers.every((c) => !c.exited);
+    const ready = running && r.containers.every((c) => c.ready);
+    const probe = running && !ready ? r.containers.find((c) => c.readiness?.failure !== undefined) : undefined;
+    const message = r.waiting ?? (probe ? `Readiness probe of container ${probe.name} failed: ${probe.readiness!.failure}` : running ? 'Running' : r.message);
+    return { name: r.want.name, running, ready, restarts: r.restarts, exitCode: r.exitCode, message: r.finished?.message ?? message, ...(r.finished ? { finished: r.finished } : {}) };
+  }
+
+  private create(ref: DeploymentRef, want: ReplicaWant, after?: Promise<void>): Replica {
+    const id = createHash('sha256').update([this.dir, ref.org, ref.gvc, ref.workload, ref.location, want.name].join('\u0000')).digest('hex').slice(0, 16);
+    const replica: Replica = { id, ref, want, containers: [], restarts: 0, message: 'ContainerCreating', removed: false, busy: Promise.resolve(), lastExit: 0, reported: '' };
+    replica.reported = this.fingerprint(replica);
+    replica.busy = (after ?? Promise.resolve()).then(() => this.run(replica));
+    return replica;
+  }
+
+  /** Starts a replica's containers; a failure leaves it waiting with the reason, to try again after a back-off. */
+  private async run(replica: Replica): Promise<void> {
+    if (replica.removed || this.stopped) return;
+    replica.waiting = undefined;
+    replica.message = 'ContainerCreating';
+    try {
+      const specs = ((replica.want.spec.containers ?? []) as ContainerSpec[]).filter((c) => c && c.name);
+      const images: Unpacked[] = [];
+      for (const c of specs) images.push(await this.images.prepare(replica.ref.org, String(c.image ?? '')));
+      if (replica.removed || this.stopped) return;
+      replica.address ??= this.network.allocate();
+      const netns = await this.network.attach(replica.id, replica.address);
+      const dir = join(this.dir, 'replicas', replica.id);
+      const port = firstPort(specs);
+      for (const [i, c] of specs.entries()) {
+        const bundle = join(dir, c.name);
+        const rootfs = join(bundle, 'rootfs');
+        for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true });
+        await command('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${images[i].rootfs},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, rootfs]);
+        const runcId = `${replica.id}-${i}`;
+        const env: Record<string, string> = {
+          CPLN_ORG: replica.ref.org,
+          CPLN_GVC: replica.ref.gvc,
+          CPLN_WORKLOAD: replica.ref.workload,
+          CPLN_LOCATION: replica.ref.location,
+          CPLN_REPLICA: replica.want.name,
+          ...(port ? { PORT: String(port) } : {}),
+        };
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env })));
+        const log = join(bundle, 'output.log');
+        const container: Container = { name: c.name, spec: c, runcId, bundle, log, logOffset: 0, logRest: '', startedAt: Date.now(), exited: false, ready: false };
+        container.readiness = probeState((c as { readinessProbe?: Probe }).readinessProbe);
+        container.liveness = probeState((c as { livenessProbe?: Probe }).livenessProbe);
+        replica.containers.push(container);
+        this.launch(replica, container);
+      }
+    } catch (err) {
+      const message = err instanceof ImageError ? err.message : `Failed to start replica ${replica.want.name}: ${(err as Error).message}`;
+      if (!(err instanceof ImageError)) this.options.onError(err, `starting replica ${replica.want.name}`);
+      this.log(replica, undefined, message);
+      await this.teardown(replica);
+      replica.message = message;
+      if (replica.want.run) replica.finished = { exitCode: 1, at: Date.now(), message: `Failed: ${message}` };
+      else this.backOff(replica, message);
+    }
+    this.changed(replica);
+  }
+
+  /** Runs one container in the foreground of a runc process of its own: its exit is the container's. */
+  private launch(replica: Replica, container: Container): void {
+    const fd = openSync(container.log, 'a');
+    const child = spawn('runc', ['--root', this.root, 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId], { detached: true, stdio: ['ignore', fd, fd] });
+    closeSync(fd);
+    container.child = child;
+    child.on('error', (err) => this.exited(replica, container, null, String(err.message)));
+    child.on('exit', (code, signal) => this.exited(replica, container, code, signal ?? undefined));
+  }
+
+  private exited(replica: Replica, container: Container, code: number | null, signal?: string): void {
+    if (container.exited) return;
+    container.exited = true;
+    container.ready = false;
+    if (replica.removed || this.stopped || replica.containers.indexOf(container) < 0) return;
+    const exitCode = code ?? 128;
+    replica.exitCode = exitCode;
+    replica.lastExit = Date.now();
+    const memory = container.spec.memory ?? '128Mi';
+    const why =
+      exitCode === 137 && !signal
+        ? `exit code 137: killed, most likely for exceeding its memory limit of ${memory} (${bytes(memory)} bytes; OOMKilled)`
+        : signal
+          ? `killed by ${signal}`
+          : `exit code ${exitCode}`;
+    replica.message = `Container ${container.name} of replica ${replica.want.name} exited (${why})`;
+    this.collectLogs();
+    this.log(replica, container, replica.message);
+    const ran = Date.now() - container.startedAt;
+    if (ran > BACKOFF_RESET_MS) replica.restarts = 0;
+    if (replica.want.run) {
+      // A run ends with its first container to exit; the others are stopped with it.
+      replica.finished = { exitCode, at: replica.lastExit, message: exitCode === 0 ? 'Completed (exit code 0)' : `Failed: ${replica.message}` };
+    }
+    replica.busy = replica.busy.then(async () => {
+      await this.teardown(replica);
+      if (!replica.want.run) this.backOff(replica, replica.message);
+      this.changed(replica);
+    });
+    this.changed(replica);
+  }
+
+  private backOff(replica: Replica, why: string): void {
+    if (replica.removed || this.stopped) return;
+    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** Math.min(20, replica.restarts));
+    replica.restarts++;
+    replica.waiting = `Back-off restarting replica ${replica.want.name} in ${Math.round(delay / 1000)}s (restart ${replica.restarts}): ${why}`;
+    clearTimeout(replica.timer);
+    replica.timer = setTimeout(() => {
+      replica.busy = replica.busy.then(() => this.run(replica));
+    }, delay);
+    replica.timer.unref();
+  }
+
+  /** Stops and forgets a replica. */
+  private remove(replica: Replica): Promise<void> {
+    replica.removed = true;
+    clearTimeout(replica.timer);
+    replica.busy = replica.busy.then(() => this.teardown(replica));
+    return replica.busy;
+  }
+
+  /** Stops a replica's containers and releases their mounts, cgroups, namespace and address. */
+  private async teardown(replica: Replica): Promise<void> {
+    const containers = replica.containers;
+    for (const c of containers) {
+      if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'TERM']);
+    }
+    await Promise.all(containers.map((c) => exitOf(c, STOP_GRACE_MS)));
+    for (const c of containers) {
+      if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'KILL']);
+    }
+    await Promise.all(containers.map((c) => exitOf(c, STOP_GRACE_MS)));
+    this.collectLogs();
+    replica.containers = [];
+    for (const c of containers) {
+      await quietly('runc', ['--root', this.root, 'delete', '--force', c.runcId]);
+      await unmount(join(c.bundle, 'rootfs'));
+    }
+    await this.network.detach(replica.id);
+    if (replica.removed && replica.address) {
+      this.network.release(replica.address);
+      replica.address = undefined;
+    }
+    rmSync(join(this.dir, 'replicas', replica.id), { recursive: true, force: true });
+  }
+
+  /** What an earlier Keel process left (runc containers, mounts, namespaces): removed. */
+  private async removeLeftovers(): Promise<void> {
+    const listed = await command('runc', ['--root', this.root, 'list', '--quiet']).catch(() => '');
+    for (const id of listed.split('\n').filter(Boolean)) {
+      await quietly('runc', ['--root', this.root, 'kill', id, 'KILL']);
+      await quietly('runc', ['--root', this.root, 'delete', '--force', id]);
+    }
+    const replicas = join(this.dir, 'replicas');
+    for (const id of readdirSync(replicas)) {
+      for (const c of readdirSync(join(replicas, id))) await unmount(join(replicas, id, c, 'rootfs'));
+      await this.network.detach(id);
+      rmSync(join(replicas, id), { recursive: true, force: true });
+    }
+  }
+
+  /** Probes due, readiness without a probe, new log output. */
+  private onTick(): void {
+    const now = Date.now();
+    for (const replicas of this.deployments.values()) {
+      for (const replica of replicas.values()) {
+        for (const c of replica.containers) {
+          if (c.exited) continue;
+          if (!c.readiness) {
+            // No readiness probe: ready once runc has started the process.
+            if (!c.ready && now - c.startedAt >= TICK_MS && runcStarted(this.root, c.runcId)) c.ready = true;
+          } else this.probe(replica, c, c.readiness, now, (ok) => (c.ready = ok));
+          if (c.liveness) this.probe(replica, c, c.liveness, now, (ok) => !ok && this.kill(replica, c, 'its liveness probe failed'));
+        }
+        this.changed(replica);
+      }
+    }
+    this.collectLogs();
+    void this.flushLogs();
+  }
+
+  private probe(replica: Replica, c: Container, state: ProbeState, now: number, settle: (ok: boolean) => void): void {
+    if (state.running || now < state.nextAt) return;
+    state.running = true;
+    const p = state.probe;
+    const timeoutMs = Math.max(1, p.timeoutSeconds ?? 1) * 1000;
+    void this.check(replica, c, p, timeoutMs).then((failure) => {
+      state.running = false;
+      state.nextAt = Date.now() + Math.max(1, p.periodSeconds ?? 10) * 1000;
+      state.failure = failure;
+      if (failure === undefined) {
+        state.successes++;
+        state.failures = 0;
+        if (state.successes >= Math.max(1, p.successThreshold ?? 1)) settle(true);
+      } else {
+        state.failures++;
+        state.successes = 0;
+        if (state.failures >= Math.max(1, p.failureThreshold ?? 3)) settle(false);
+      }
+      this.changed(replica);
+    });
+  }
+
+  /** Runs a probe once: undefined when it passed, else what failed. */
+  private async check(replica: Replica, c: Container, p: Probe, timeoutMs: number): Promise<string | undefined> {
+    const address = replica.address;
+    if (!address || c.exited) return 'the container is not running';
+    if (p.httpGet) {
+      const port = Number(p.httpGet.port ?? firstPort([c.spec]) ?? 8080);
+      const path = p.httpGet.path ?? '/';
+      return new Promise((resolve) => {
+        const headers = Object.fromEntries((p.httpGet!.httpHeaders ?? []).map((h) => [h.name, h.value]));
+        const req = httpRequest({ host: address, port, path, headers, timeout: timeoutMs }, (res) => {
+          res.resume();
+          const code = res.statusCode ?? 0;
+          resolve(code >= 200 && code < 400 ? undefined : `HTTP GET ${path} on port ${port} answered ${code}`);
+        });
+        req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+        req.on('error', (err) => resolve(`HTTP GET ${path} on port ${port}: ${(err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'connection refused (nothing listens on the port)' : err.message}`));
+        req.end();
+      });
+    }
+    if (p.tcpSocket) {
+      const port = Number(p.tcpSocket.port ?? firstPort([c.spec]) ?? 8080);
+      return new Promise((resolve) => {
+        const socket = connect({ host: address, port, timeout: timeoutMs });
+        socket.on('connect', () => (socket.destroy(), resolve(undefined)));
+        socket.on('timeout', () => (socket.destroy(), resolve(`TCP connect to port ${port}: no answer within ${timeoutMs} ms`)));
+        socket.on('error', (err) => resolve(`TCP connect to port ${port}: ${(err as NodeJS.ErrnoException).code === 'ECONNREFUSED' ? 'connection refused (nothing listens on the port)' : err.message}`));
+      });
+    }
+    if (p.exec?.command?.length) {
+      return command('runc', ['--root', this.root, 'exec', c.runcId, ...p.exec.command], { timeoutMs }).then(
+        () => undefined,
+        (err) => `command ${p.exec!.command!.join(' ')} failed${err instanceof CommandError && err.code !== null ? ` with exit code ${err.code}` : ''}`,
+      );
+    }
+    return undefined;
+  }
+
+  private kill(replica: Replica, c: Container, why: string): void {
+    if (c.exited) return;
+    this.log(replica, c, `Killing container ${c.name} of replica ${replica.want.name}: ${why}`);
+    void quietly('runc', ['--root', this.root, 'kill', c.runcId, 'KILL']);
+  }
+
+  stopReplica(deployment: Omit<DeploymentRef, 'host'>, name: string): boolean {
+    const replica = this.deployments.get(deploymentId(deployment))?.get(name);
+    if (!replica) return false;
+    for (const c of replica.containers) this.kill(replica, c, 'stopped on request (replica stop)');
+    return true;
+  }
+
+  exec(target: ExecTarget, args: string[]): { workload: string; start: () => ChildProcess } | { error: string } {
+    for (const replicas of this.deployments.values()) {
+      const replica = replicas.get(target.replica);
+      if (!replica || replica.ref.org !== target.org || replica.ref.gvc !== target.gvc || replica.ref.location !== target.location) continue;
+      const c = replica.containers.find((x) => target.container === undefined || x.name === target.container);
+      if (!c) return { error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
+      if (c.exited || !runcStarted(this.root, c.runcId)) return { error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
+      const root = this.root;
+      return { workload: replica.ref.workload, start: () => spawn('runc', ['--root', root, 'exec', c.runcId, ...args], { stdio: ['pipe', 'pipe', 'pipe'] }) };
+    }
+    return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
+  }
+
+  /** The ready replicas' addresses a request for `host` (or the path form) goes to, and the port. */
+  private route(host: string | undefined, path: string): { targets: string[]; port: number; path: string } | undefined {
+    const m = /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
+    for (const replicas of this.deployments.values()) {
+      const first = replicas.values().next().value as Replica | undefined;
+      if (!first) continue;
+      const ref = first.ref;
+      const byPath = m && m[1] === ref.org && m[2] === ref.gvc && m[3] === ref.workload;
+      if (!byPath && host !== ref.host) continue;
+      const ready = [...replicas.values()].filter((r) => r.address && this.stateOf(r).ready);
+      const port = firstPort((first.want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
+      const rest = byPath ? m![4] || '/' : path;
+      return { targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}` };
+    }
+    return undefined;
+  }
+
+  private fingerprint(r: Replica): string {
+    const s = this.stateOf(r);
+    return `${s.running}|${s.ready}|${s.restarts}|${s.message}|${s.finished?.exitCode}`;
+  }
+
+  private changed(replica: Replica): void {
+    if (replica.removed || this.stopped) return;
+    const now = this.fingerprint(replica);
+    if (now === replica.reported) return;
+    replica.reported = now;
+    for (const listener of this.listeners) listener(replica.ref);
+  }
+
+  /** A line of Keel's own about a replica, in its logs. */
+  private log(replica: Replica, container: Container | undefined, line: string): void {
+    const { gvc, workload, location } = replica.ref;
+    this.queue({ org: replica.ref.org, ts: stamp(Date.now()), labels: { gvc, workload, location, replica: replica.want.name, ...(container ? { container: container.name } : {}) }, line });
+  }
+
+  private queue(line: NewLogLine): void {
+    this.pendingLogs.push(line);
+    if (this.pendingLogs.length > LOG_BACKLOG_MAX) this.pendingLogs.splice(0, this.pendingLogs.length - LOG_BACKLOG_MAX);
+  }
+
+  /** Reads what each container wrote since the last read: complete lines go to the logs. */
+  private collectLogs(): void {
+    for (const replicas of this.deployments.values()) {
+      for (const replica of replicas.values()) {
+        for (const c of replica.containers) this.readLog(replica, c);
+      }
+    }
+  }
+
+  private readLog(replica: Replica, c: Container): void {
+    let size: number;
+    try {
+      size = statSync(c.log).size;
+    } catch {
+      return;
+    }
+    if (size <= c.logOffset) return;
+    const length = Math.min(size - c.logOffset, 4 * 1024 * 1024);
+    const buffer = Buffer.alloc(length);
+    const fd = openSync(c.log, 'r');
+    try {
+      readSync(fd, buffer, 0, length, c.logOffset);
+    } finally {
+      closeSync(fd);
+    }
+    c.logOffset += length;
+    const text = c.logRest + buffer.toString('utf8');
+    const lines = text.split('\n');
+    c.logRest = lines.pop() ?? '';
+    if (c.logRest.length > LOG_LINE_MAX) lines.push(c.logRest), (c.logRest = '');
+    const { gvc, workload, location } = replica.ref;
+    const labels = { gvc, workload, location, replica: replica.want.name, container: c.name };
+    for (const line of lines) this.queue({ org: replica.ref.org, ts: stamp(Date.now()), labels, line: line.replace(/\r$/, '').slice(0, LOG_LINE_MAX) });
+  }
+
+  private async flushLogs(): Promise<void> {
+    if (this.writingLogs || this.pendingLogs.length === 0) return;
+    this.writingLogs = true;
+    const lines = this.pendingLogs;
+    this.pendingLogs = [];
+    try {
+      await this.options.store.transaction((tx) => tx.appendLogs(lines));
+    } catch (err) {
+      this.options.onError(err, 'writing replica logs');
+    } finally {
+      this.writingLogs = false;
+    }
+  }
+}
+
+function probeState(probe: Probe | undefined): ProbeState | undefined {
+  if (!probe || (!probe.httpGet && !probe.tcpSocket && !probe.exec)) return undefined;
+  return { probe, nextAt: Date.now() + Math.max(0, probe.initialDelaySeconds ?? 0) * 1000, successes: 0, failures: 0, running: false };
+}
+
+/** The first port a container of the workload declares (the one its endpoint serves). */
+function firstPort(containers: ContainerSpec[]): number | undefined {
+  for (const c of containers) for (const p of c.ports ?? []) if (p.number) return Number(p.number);
+  return undefined;
+}
+
+/** Whether runc has started the container's process (its state file says running). */
+function runcStarted(root: string, id: string): boolean {
+  return existsSync(join(root, id, 'state.json'));
+}
+
+function exitOf(c: Container, timeoutMs: number): Promise<void> {
+  if (c.exited || !c.child || c.child.exitCode !== null || c.child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    c.child!.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+async function unmount(path: string): Promise<void> {
+  if (!existsSync(path)) return;
+  await quietly('umount', [path]);
+}

@@ -1,0 +1,98 @@
+// What the reconcilers ask of whatever runs replicas. A runtime is told, on each pass over a
+// deployment, which replicas should exist (a desired state, as a kubelet is told its pods) and
+// answers at once with what it observed; it never makes the pass wait for a container. A runtime
+// that runs processes does its work on its own clock and calls the change listener when what it
+// reports has changed, so the reconciler looks again. See docs/runtime.md.
+import type { ChildProcess } from 'node:child_process';
+
+/** The deployment (a workload in one location) whose replicas are meant. */
+export interface DeploymentRef {
+  org: string;
+  gvc: string;
+  workload: string;
+  location: string;
+  /** The first DNS label of the workload's endpoint (`WORKLOAD-GVCALIAS`): the ingress routes by it. */
+  host: string;
+}
+
+/** One replica a deployment should run. */
+export interface ReplicaWant {
+  /** From replicaNames() or runReplica() (src/reconcile/views.ts): the one name shown everywhere. */
+  name: string;
+  /** The workload version it runs. */
+  version: number;
+  /** The workload's spec of that version. */
+  spec: Record<string, any>;
+  /** Set for a cron workload's run: it runs once, to completion (never restarted), started at `since`. */
+  run?: { since: number };
+}
+
+export interface ReplicaState {
+  name: string;
+  running: boolean;
+  ready: boolean;
+  restarts: number;
+  /** The exit code of the last run that ended, if one has. */
+  exitCode?: number;
+  message: string;
+  /** A run that has ended: its exit code, when, and what its execution should say. */
+  finished?: { exitCode: number; at: number; message?: string };
+}
+
+export interface Observation {
+  replicas: ReplicaState[];
+  /** Whether every wanted replica is ready. */
+  ready: boolean;
+  /**
+   * Whether the deployment serves traffic now. A runtime that runs replicas knows; the
+   * simulation leaves it undefined, and a rolled-out older version keeps serving while a newer one deploys.
+   */
+  serving?: boolean;
+  /** Why the deployment is not ready (a pull that failed, a container that keeps crashing). */
+  message?: string;
+  /** In ms: when the report will change by itself (the simulation's clock). */
+  after?: number;
+}
+
+/** A replica named as the CLI's terminal requests name it: org, GVC, location, replica (pod) and perhaps a container. */
+export interface ExecTarget {
+  org: string;
+  gvc: string;
+  location: string;
+  replica: string;
+  container?: string;
+}
+
+/** The simulation's clock: since when the deployment's current rollout has been under way. */
+export interface Clock {
+  since: number;
+  now: number;
+  stepMs: number;
+}
+
+export interface Runtime {
+  readonly kind: 'simulated' | 'runc';
+  /**
+   * Whether runs started by a runCronWorkload command end when their process does. The
+   * simulation ends them when the command completes, a step later.
+   */
+  readonly endsCommandRuns: boolean;
+  /**
+   * Whether this process runs the replicas now. With several Keel processes on one PostgreSQL,
+   * one of them does (lease.ts); the others leave workloads to it.
+   */
+  owns(): boolean;
+  /** The URL a workload's endpoint is reached at (status.endpoint; what `cpln workload open` opens). */
+  endpoint(host: string): string;
+  /** Declares the replicas `deployment` runs from now on (none: it is gone) and reports what runs. */
+  observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock): Observation;
+  /** Stops one replica now (`cpln workload replica stop`); still wanted, it is started again. False: no such replica runs here. */
+  stopReplica(deployment: Omit<DeploymentRef, 'host'>, replica: string): boolean;
+  /** Starts `command` in a running replica's container, its stdio piped (exec, connect, cp); or says why it cannot. */
+  exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { error: string };
+  /** `listener` is called with a deployment whose observed state changed. */
+  onChange(listener: (deployment: DeploymentRef) => void): void;
+  start(): Promise<void>;
+  /** Stops every replica this process runs and releases what they held. */
+  stop(): Promise<void>;
+}

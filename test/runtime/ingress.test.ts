@@ -1,0 +1,84 @@
+// Keel's ingress under the runc runtime: requests spread over the ready replicas, a response
+// streams through as the replica writes it, and an Upgrade request becomes a byte pipe both ways.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { startKeel, type TestKeel } from '../support/keel.js';
+import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { waitFor } from '../support/wait.js';
+
+const skip = runtimeMissing();
+const LOCATION = 'aws-us-east-2';
+
+const CGI = {
+  'www/cgi-bin/who': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nhostname\n',
+  'www/cgi-bin/slow': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\necho first\nsleep 2\necho second\n',
+};
+
+describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
+  let keel: TestKeel;
+  let work: string;
+  let ingressPort: number;
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'keel-runtime-ingress-'));
+    const web = busyboxImage(work, 'web', ['/bin/sh', '-c', 'chmod +x /www/cgi-bin/*; exec httpd -f -p 8080 -h /www'], CGI);
+    const echo = busyboxImage(work, 'echo', ['/bin/nc', '-ll', '-p', '8080', '-e', '/bin/cat']);
+    keel = await startKeel('sqlite', 'acme', { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
+    ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
+    assert.equal((await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } })).status, 201);
+    const probe = { tcpSocket: { port: 8080 }, periodSeconds: 1 };
+    for (const [name, image] of [['pages', web], ['echo', echo]]) {
+      const created = await keel.call('POST', '/org/acme/gvc/web/workload', { name, spec: { type: 'standard', containers: [{ name: 'main', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: probe }], defaultOptions: { autoscaling: { minScale: 2 } } } });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      await waitFor(`${name} to be ready`, async () => (await keel.call('GET', `/org/acme/gvc/web/workload/${name}/deployment/${LOCATION}`)).body?.status, (s) => s?.ready === true, 60_000);
+    }
+  });
+  after(async () => {
+    await keel?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test('requests take turns over the ready replicas', async () => {
+    const replicas = (await keel.call('GET', `/org/acme/gvc/web/workload/pages/deployment/${LOCATION}`)).body.status.internal.replicas as string[];
+    const seen: string[] = [];
+    for (let i = 0; i < 4; i++) seen.push((await (await fetch(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/who`)).text()).trim());
+    assert.deepEqual([...new Set(seen)].sort(), [...replicas].sort());
+    assert.notEqual(seen[0], seen[1]);
+  });
+
+  test('a response streams through as the replica writes it', async () => {
+    const begun = Date.now();
+    const arrivals: Array<[number, string]> = [];
+    await new Promise<void>((resolve, reject) => {
+      httpRequest(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/slow`, (res) => {
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => arrivals.push([Date.now() - begun, chunk]));
+        res.on('end', () => resolve());
+      })
+        .on('error', reject)
+        .end();
+    });
+    const first = arrivals.find(([, c]) => c.includes('first'))!;
+    const second = arrivals.find(([, c]) => c.includes('second'))!;
+    assert.ok(second[0] - first[0] >= 1500, `"first" came at ${first[0]} ms and "second" at ${second[0]} ms: the response was held back`);
+  });
+
+  test('an Upgrade request becomes a byte pipe to the replica', async () => {
+    const socket = connect(ingressPort, '127.0.0.1');
+    let got = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (got += chunk));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('GET /-workload/acme/web/echo/chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
+    // The replica echoes what it is sent: first the request as the ingress passed it on, then the bytes that follow.
+    await waitFor('the echoed request', async () => got, (g) => g.includes('GET /chat HTTP/1.1'), 10_000);
+    socket.write('ping over the pipe\n');
+    await waitFor('the echoed bytes', async () => got, (g) => g.includes('ping over the pipe\n'), 10_000);
+    socket.destroy();
+  });
+});
