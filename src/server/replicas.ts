@@ -110,6 +110,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
 }
 
 const FAILED = 'Failed to create terminal session: ';
+const DOWNLOAD_CLOSE_DELAY_MS = 250;
 
 /** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */
 function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string): void {
@@ -166,6 +167,9 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
         child = undefined;
         const exit = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : 1);
         if (exit !== 0) fail(`${FAILED}command terminated with exit code ${exit}`);
+        // cp from a replica exits the moment the stream closes, while the files it extracts may
+        // still be on their way to disk: the close waits a moment so they land.
+        else if (download) setTimeout(() => ws.close(1000), DOWNLOAD_CLOSE_DELAY_MS).unref();
         else ws.close(1000);
       });
     })();

@@ -45,10 +45,12 @@ describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
 
   test('requests take turns over the ready replicas', async () => {
     const replicas = (await keel.call('GET', `/org/acme/gvc/web/workload/pages/deployment/${LOCATION}`)).body.status.internal.replicas as string[];
+    // A replica whose probe times out on a loaded machine is left out for a moment, so the turns
+    // are judged over several rounds: every ready replica answers, none answers most of them.
     const seen: string[] = [];
-    for (let i = 0; i < 4; i++) seen.push((await (await fetch(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/who`)).text()).trim());
-    assert.deepEqual([...new Set(seen)].sort(), [...replicas].sort());
-    assert.notEqual(seen[0], seen[1]);
+    for (let i = 0; i < 10; i++) seen.push((await (await fetch(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/who`)).text()).trim());
+    assert.deepEqual([...new Set(seen)].sort(), [...replicas].sort(), seen.join(' '));
+    for (const replica of replicas) assert.ok(seen.filter((r) => r === replica).length <= 7, `one replica answered most requests: ${seen.join(' ')}`);
   });
 
   test('a response streams through as the replica writes it', async () => {
