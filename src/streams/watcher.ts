@@ -239,11 +239,23 @@ export class Watcher implements FeedSubscriber {
     await yieldTurn();
   }
 
-  /** Reads the next stored events after the cursor up to `through` and sends those the stream wants. */
+  /**
+   * Reads the next stored events after the cursor up to `through` and sends those the stream wants,
+   * SLICE at a time with a turn of the event loop between, so that no replay holds the request thread
+   * for long. It stops early, for replayChunk to wait outside the seat, when its client has not taken
+   * half the stream's bound: a client that reads slowly must not hold a long-read seat meanwhile.
+   */
   private async sendChunk(narrowed: { resourceTypes: string[]; resourceNames?: string[] }, through: number): Promise<void> {
+    // Ended (its client went away) or held while it waited for its seat: the seat is given back at once.
+    if (!this.open || this.paused) return;
     const records = await this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed });
+    let handled = 0;
     for (const record of records) {
-      if (!this.open || this.paused) return;
+      if (!this.open || this.paused || this.o.out.writableLength > this.o.bufferBytes / 2) return;
+      if (++handled % SLICE === 0) {
+        await yieldTurn();
+        if (!this.open || this.paused) return;
+      }
       if (CHANGE_ACTIONS.has(record.actionType) && this.passes(record.resourceType, record.resourceName)) {
         const event = chainEvent(record);
         const decided = this.wants(event);
@@ -251,11 +263,7 @@ export class Watcher implements FeedSubscriber {
         if (!this.open || this.paused) return;
         if (wanted) {
           this.o.out.write(this.text(event));
-          this.last = record.seq;
           this.o.held.update(this.holder);
-          // A replay writes as fast as its client reads: never more than half the stream's bound ahead.
-          if (this.open && this.o.out.writableLength > this.o.bufferBytes / 2) await this.drained();
-          if (!this.open || this.paused) return;
         }
       }
       this.last = record.seq;
