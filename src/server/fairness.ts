@@ -67,6 +67,12 @@ interface Flow {
   running: number;
   /** Where this principal's next piece of work starts, in each lane's virtual time: the seat-time it has been given there so far. */
   finish: [number, number];
+  /**
+   * The finish tag of the work at the head of its line, in each lane, fixed when first compared: were
+   * it computed again at each dispatch from the moving virtual time, a principal whose work costs more
+   * would stay behind cheaper principals' backlogs for as long as they last.
+   */
+  headTag: [number | undefined, number | undefined];
 }
 
 /** Principals whose typical cost a level remembers after they go idle (the least recently seen are forgotten first). */
@@ -122,7 +128,7 @@ export class PriorityLevel {
    */
   acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
     let flow = this.flows.get(who);
-    if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: [this.virtualTime[0], this.virtualTime[1]] }));
+    if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: [this.virtualTime[0], this.virtualTime[1]], headTag: [undefined, undefined] }));
     if (this.waiting === 0 && this.running[0] < this.seats[0]) return this.dispatch(flow, 0);
     if (this.running[1] < this.seats[1]) {
       const short = this.shortBelow();
@@ -141,6 +147,7 @@ export class PriorityLevel {
         const at = queuedFlow.queue.indexOf(entry);
         if (at < 0) return;
         queuedFlow.queue.splice(at, 1);
+        if (at === 0) queuedFlow.headTag = [undefined, undefined];
         this.waiting--;
         this.forgetIfIdle(queuedFlow);
       });
@@ -188,9 +195,11 @@ export class PriorityLevel {
 
   private dispatch(flow: Flow, lane: Lane): Release {
     const startTag = Math.max(flow.finish[lane], this.virtualTime[lane]);
-    this.virtualTime[lane] = startTag;
     const charged = this.costOf(flow.who);
     flow.finish[lane] = startTag + charged;
+    // Self-clocked: the virtual time is the finish tag of the work last started, so a principal that
+    // starts asking goes right after the work whose tags were already below it, not a round later.
+    this.virtualTime[lane] = Math.max(this.virtualTime[lane], flow.finish[lane]);
     flow.running++;
     this.running[lane]++;
     const began = performance.now();
@@ -230,7 +239,7 @@ export class PriorityLevel {
     let chosenTag = Infinity;
     for (const flow of this.flows.values()) {
       if (flow.queue.length === 0 || (lane === 1 && !this.isShort(flow.who, short))) continue;
-      const tag = Math.max(flow.finish[lane], this.virtualTime[lane]) + this.costOf(flow.who);
+      const tag = (flow.headTag[lane] ??= Math.max(flow.finish[lane], this.virtualTime[lane]) + this.costOf(flow.who));
       if (tag < chosenTag) {
         chosen = flow;
         chosenTag = tag;
@@ -238,6 +247,7 @@ export class PriorityLevel {
     }
     if (!chosen) return false;
     const entry = chosen.queue.shift()!;
+    chosen.headTag = [undefined, undefined];
     this.waiting--;
     // Started on a later turn of the event loop: seats handed on one after another in promise
     // continuations would run every waiting piece of work in this one turn, ahead of all I/O.

@@ -8,7 +8,7 @@ import { matchesQuery, type Query } from '../query/index.js';
 import { withResolvedRemote } from '../reconcile/views.js';
 import { parseLink } from '../resources/links.js';
 import type { Store } from '../store/types.js';
-import { CHANGE_ACTIONS, chainEvent, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
+import { CHANGE_ACTIONS, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
 import type { HeldBytes, Holder } from './held.js';
 
 /** What a watch is narrowed to, besides permission. */
@@ -20,12 +20,12 @@ export interface WatchFilter {
 }
 
 /** Events read from the store per statement, and the widest seq range one statement covers: both bound one read's time. */
-const CHUNK = 200;
+const CHUNK = 100;
 const SPAN = 5000;
 /** How many Core API addresses an event keeps its resolved deployment bytes for. */
 const RESOLVED_BASES_KEPT = 4;
 /** Events handled between two turns of the event loop. */
-const SLICE = 64;
+const SLICE = 16;
 /** How long a replay waits for a client to take what was sent before it is disconnected. */
 const DRAIN_WAIT_MS = 30_000;
 /** How long an ended stream may take to hand its last bytes to a client that does not read. */
@@ -257,7 +257,7 @@ export class Watcher implements FeedSubscriber {
         if (!this.open || this.paused) return;
       }
       if (CHANGE_ACTIONS.has(record.actionType) && this.passes(record.resourceType, record.resourceName)) {
-        const event = chainEvent(record);
+        const event = this.o.feed.replayEvent(record);
         const decided = this.wants(event);
         const wanted = typeof decided === 'boolean' ? decided : await decided;
         if (!this.open || this.paused) return;
