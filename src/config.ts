@@ -46,6 +46,7 @@ export interface Config {
   readsQueuedPerPrincipal: number;
   maxLongReadsInFlight: number;
   longReadsQueuedPerPrincipal: number;
+  shortReadSeats: number;
   /** Failed authentications per minute each source address may make (429 above); 0 turns it off. */
   authFailureLimit: number;
   /** Who may create orgs through the API: `superusers` (of the first org), `anyone`, principal links and emails. */
@@ -200,6 +201,7 @@ export const OPTIONS: Option[] = [
   option('maxReadsInFlight', 'KEEL_MAX_READS_IN_FLIGHT', '--max-reads-in-flight', whole(1, 1_000_000), 'item reads running at once; more wait, shared fairly among principals'),
   option('readsQueuedPerPrincipal', 'KEEL_READS_QUEUED_PER_PRINCIPAL', '--reads-queued-per-principal', whole(0, 1_000_000), 'item reads one principal may have waiting for a seat (429 above)'),
   option('maxLongReadsInFlight', 'KEEL_MAX_LONG_READS_IN_FLIGHT', '--max-long-reads-in-flight', whole(1, 10_000), 'lists, queries, history, audit and log reads and watch replay reads running at once; more wait, shared fairly among principals'),
+  option('shortReadSeats', 'KEEL_SHORT_READ_SEATS', '--short-read-seats', whole(0, 10_000), 'long-read seats besides those, kept for short work (of a principal whose long reads usually take at most half the mean of those asking): a quick list is not queued behind heavy queries or replays'),
   option('longReadsQueuedPerPrincipal', 'KEEL_LONG_READS_QUEUED_PER_PRINCIPAL', '--long-reads-queued-per-principal', whole(0, 1_000_000), 'long reads one principal may have waiting for a seat (429 above)'),
   option('authFailureLimit', 'KEEL_AUTH_FAILURE_LIMIT', '--auth-failure-limit', whole(0, 1_000_000), 'failed authentications per minute per address (0 = unlimited; 429 above)'),
   option('orgCreators', 'KEEL_ORG_CREATORS', '--org-creators', creators, 'who may POST /org: superusers (of the first org), anyone, principal links, emails'),
@@ -254,6 +256,7 @@ export const DEFAULTS: Config = {
   readsQueuedPerPrincipal: 32,
   maxLongReadsInFlight: 2,
   longReadsQueuedPerPrincipal: 32,
+  shortReadSeats: 1,
   authFailureLimit: 120,
   orgCreators: ['superusers'],
   maxOrgsPerPrincipal: 20,

@@ -5,6 +5,9 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 
+/** Characters of a URL a request line keeps: a caller sending 16 KB URLs that are refused must not make each refusal a 16 KB write. */
+const LOGGED_URL = 512;
+
 export class AccessLog extends LogController {
   private readonly all: boolean;
   private readonly off: boolean;
@@ -28,7 +31,7 @@ export class AccessLog extends LogController {
       {
         reqId: request.id,
         method: request.method,
-        url: request.url,
+        url: request.url.length > LOGGED_URL ? `${request.url.slice(0, LOGGED_URL)}… (${request.url.length} characters)` : request.url,
         statusCode: reply.statusCode,
         responseTimeMs: Math.round(reply.elapsedTime * 10) / 10,
         principal: request.principal?.link,

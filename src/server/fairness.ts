@@ -34,6 +34,8 @@ export type Level = 'mutations' | 'reads' | 'longReads';
 export interface LevelLimits {
   /** Pieces of work of the level running at once, server-wide (this process). */
   seats: number;
+  /** Seats besides those, only for short work (see PriorityLevel). */
+  shortSeats: number;
   /** Pieces of work one principal may have waiting for a seat; more are refused with 429. */
   queued: number;
   /** The setting names an operator changes, for the refusal's message. */
@@ -52,13 +54,25 @@ interface Waiting {
   start: (release: Release) => void;
 }
 
+/** Work is short when its principal's typical cost is at most this share of the mean of the active principals' costs. */
+const SHORT_SHARE = 0.5;
+
+/** The level's seats for any work (0) and those kept for short work (1): each with its own virtual time. */
+type Lane = 0 | 1;
+
 /** One principal's work at one level. */
 interface Flow {
   who: string;
   queue: Waiting[];
   running: number;
-  /** Where this principal's next piece of work starts, in the level's virtual time: the seat-time it has been given so far. */
-  finish: number;
+  /** Where this principal's next piece of work starts, in each lane's virtual time: the seat-time it has been given there so far. */
+  finish: [number, number];
+  /**
+   * The finish tag of the work at the head of its line, in each lane, fixed when first compared: were
+   * it computed again at each dispatch from the moving virtual time, a principal whose work costs more
+   * would stay behind cheaper principals' backlogs for as long as they last.
+   */
+  headTag: [number | undefined, number | undefined];
 }
 
 /** Principals whose typical cost a level remembers after they go idle (the least recently seen are forgotten first). */
@@ -75,13 +89,25 @@ const REMEMBERED_COSTS = 10_000;
  * a quarter second. A principal that starts asking is placed at the current virtual time: idle time
  * banks no credit, and a swarm's backlog does not push it back. One whose cost is not known yet is
  * assumed to cost what the level's work costs on average, so fresh keys earn no head start.
+ *
+ * Fair order alone still leaves a short piece of work waiting for a seat to come free, and when
+ * every seat holds a heavy query or a replay's chunk that is the whole of a quarter second. So a level
+ * may keep `shortSeats` more seats for short work only: work whose principal's typical cost is at
+ * most half the mean of the principals' now asking. Those seats are never taken by the heavy work that
+ * makes the others wait, so a caller whose lists take milliseconds is answered in milliseconds however
+ * many principals hold the other seats with heavy work. They are shared by weighted fair queuing too,
+ * in a virtual time of their own: what a principal is given there does not cost it its turn at the
+ * other seats. A key that slips a heavy query into a short seat after cheap calls is charged what it
+ * held, and is no longer short for its next ones.
  */
 export class PriorityLevel {
-  private running = 0;
+  /** Work running in each lane. */
+  private readonly running: [number, number] = [0, 0];
+  private readonly seats: [number, number];
   private waiting = 0;
   private readonly flows = new Map<string, Flow>();
-  /** The start tag of the work dispatched last. */
-  private virtualTime = 0;
+  /** The start tag of the work dispatched last, in each lane. */
+  private readonly virtualTime: [number, number] = [0, 0];
   /** What the level's work costs on average (ms, a moving average). */
   private averageMs = 1;
   /** What each recently seen principal's work costs (ms, a moving average), in least recently seen order. */
@@ -90,7 +116,9 @@ export class PriorityLevel {
   constructor(
     readonly name: Level,
     private readonly limits: LevelLimits,
-  ) {}
+  ) {
+    this.seats = [limits.seats, limits.shortSeats];
+  }
 
   /**
    * Takes a seat for `who`'s work: the release at once when a seat is free and nobody waits, else
@@ -100,8 +128,12 @@ export class PriorityLevel {
    */
   acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
     let flow = this.flows.get(who);
-    if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: this.virtualTime }));
-    if (this.waiting === 0 && this.running < this.limits.seats) return this.dispatch(flow);
+    if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: [this.virtualTime[0], this.virtualTime[1]], headTag: [undefined, undefined] }));
+    if (this.waiting === 0 && this.running[0] < this.seats[0]) return this.dispatch(flow, 0);
+    if (this.running[1] < this.seats[1]) {
+      const short = this.shortBelow();
+      if (this.isShort(who, short) && !this.shortWaiting(short)) return this.dispatch(flow, 1);
+    }
     if (!options.mustWait && flow.queue.length >= this.limits.queued) {
       this.forgetIfIdle(flow);
       throw this.refusal(flow);
@@ -115,6 +147,7 @@ export class PriorityLevel {
         const at = queuedFlow.queue.indexOf(entry);
         if (at < 0) return;
         queuedFlow.queue.splice(at, 1);
+        if (at === 0) queuedFlow.headTag = [undefined, undefined];
         this.waiting--;
         this.forgetIfIdle(queuedFlow);
       });
@@ -123,7 +156,7 @@ export class PriorityLevel {
 
   /** Whether `who` could not queue one more piece of work now (checked before a body is read, so a refused caller sends none). */
   full(who: string): boolean {
-    return this.running >= this.limits.seats && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
+    return this.running[0] >= this.seats[0] && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
   }
 
   /** The 429 a principal whose queue is full gets. */
@@ -140,24 +173,46 @@ export class PriorityLevel {
     return this.costs.get(who) ?? this.averageMs;
   }
 
-  private dispatch(flow: Flow): Release {
-    const startTag = Math.max(flow.finish, this.virtualTime);
-    this.virtualTime = startTag;
+  /** The cost at or below which work is short now: a share of the mean cost of the principals running or waiting. */
+  private shortBelow(): number {
+    let sum = 0;
+    for (const flow of this.flows.values()) sum += this.costOf(flow.who);
+    return this.flows.size === 0 ? 0 : (sum / this.flows.size) * SHORT_SHARE;
+  }
+
+  /** Whether short work waits (then a newcomer must not pass it for a short seat). */
+  private shortWaiting(short: number): boolean {
+    if (this.waiting === 0) return false;
+    for (const flow of this.flows.values()) if (flow.queue.length > 0 && this.isShort(flow.who, short)) return true;
+    return false;
+  }
+
+  /** A principal whose cost is not known yet is not short: a swarm of fresh keys cannot take the short seats with heavy work. */
+  private isShort(who: string, short: number): boolean {
+    const known = this.costs.get(who);
+    return known !== undefined && known <= short;
+  }
+
+  private dispatch(flow: Flow, lane: Lane): Release {
+    const startTag = Math.max(flow.finish[lane], this.virtualTime[lane]);
     const charged = this.costOf(flow.who);
-    flow.finish = startTag + charged;
+    flow.finish[lane] = startTag + charged;
+    // Self-clocked: the virtual time is the finish tag of the work last started, so a principal that
+    // starts asking goes right after the work whose tags were already below it, not a round later.
+    this.virtualTime[lane] = Math.max(this.virtualTime[lane], flow.finish[lane]);
     flow.running++;
-    this.running++;
+    this.running[lane]++;
     const began = performance.now();
     let released = false;
     return () => {
       if (released) return;
       released = true;
       const spent = Math.max(0.1, performance.now() - began);
-      flow.finish += spent - charged;
+      flow.finish[lane] += spent - charged;
       this.averageMs = this.averageMs * 0.9 + spent * 0.1;
       this.remember(flow.who, spent);
       flow.running--;
-      this.running--;
+      this.running[lane]--;
       this.forgetIfIdle(flow);
       this.next();
     };
@@ -170,26 +225,34 @@ export class PriorityLevel {
     if (this.costs.size > REMEMBERED_COSTS) this.costs.delete(this.costs.keys().next().value!);
   }
 
-  /** Gives free seats to the waiting work with the smallest finish tags. */
+  /** Gives free seats to the waiting work with the smallest finish tags; free short seats to the short work among it. */
   private next(): void {
-    while (this.waiting > 0 && this.running < this.limits.seats) {
-      let chosen: Flow | undefined;
-      let chosenTag = Infinity;
-      for (const flow of this.flows.values()) {
-        if (flow.queue.length === 0) continue;
-        const tag = Math.max(flow.finish, this.virtualTime) + this.costOf(flow.who);
-        if (tag < chosenTag) {
-          chosen = flow;
-          chosenTag = tag;
-        }
+    while (this.waiting > 0 && this.running[0] < this.seats[0]) if (!this.startNext(0, 0)) return;
+    if (this.waiting === 0 || this.running[1] >= this.seats[1]) return;
+    const short = this.shortBelow();
+    while (this.waiting > 0 && this.running[1] < this.seats[1]) if (!this.startNext(1, short)) return;
+  }
+
+  /** Starts the waiting work with the smallest tag in the lane (in the short lane, of a principal whose cost is at most `short`). */
+  private startNext(lane: Lane, short: number): boolean {
+    let chosen: Flow | undefined;
+    let chosenTag = Infinity;
+    for (const flow of this.flows.values()) {
+      if (flow.queue.length === 0 || (lane === 1 && !this.isShort(flow.who, short))) continue;
+      const tag = (flow.headTag[lane] ??= Math.max(flow.finish[lane], this.virtualTime[lane]) + this.costOf(flow.who));
+      if (tag < chosenTag) {
+        chosen = flow;
+        chosenTag = tag;
       }
-      if (!chosen) return;
-      const entry = chosen.queue.shift()!;
-      this.waiting--;
-      // Started on a later turn of the event loop: seats handed on one after another in promise
-      // continuations would run every waiting piece of work in this one turn, ahead of all I/O.
-      setImmediate(entry.start, this.dispatch(chosen));
     }
+    if (!chosen) return false;
+    const entry = chosen.queue.shift()!;
+    chosen.headTag = [undefined, undefined];
+    this.waiting--;
+    // Started on a later turn of the event loop: seats handed on one after another in promise
+    // continuations would run every waiting piece of work in this one turn, ahead of all I/O.
+    setImmediate(entry.start, this.dispatch(chosen, lane));
+    return true;
   }
 
   /** A principal with nothing running or waiting is forgotten but for its typical cost (memory stays bounded by the active ones). */
@@ -227,9 +290,9 @@ export class Scheduler {
 /** The levels' seats and queues from the settings. */
 export function schedulerOf(config: Config): Scheduler {
   return new Scheduler({
-    mutations: { seats: config.maxMutationsInFlight, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
-    reads: { seats: config.maxReadsInFlight, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
-    longReads: { seats: config.maxLongReadsInFlight, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
+    mutations: { seats: config.maxMutationsInFlight, shortSeats: 0, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
+    reads: { seats: config.maxReadsInFlight, shortSeats: 0, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
+    longReads: { seats: config.maxLongReadsInFlight, shortSeats: config.shortReadSeats, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
   });
 }
 

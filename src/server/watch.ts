@@ -66,7 +66,8 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
         throw new ApiError('gone', `position ${from} is older than the retained history (it starts after ${head.prunedUpTo}); list again and watch from its Keel-Seq`, { oldest: head.prunedUpTo });
       }
       // The events between a position and a later restore were undone: replaying them would show a state that no longer is.
-      const [restore] = from < head.seq ? await store.audit({ org, actionType: RESTORE_ACTION, afterSeq: from, throughSeq: head.seq, limit: 1 }) : [];
+      // A restore's event names no resource (resourceId ''): looked up by that, on the index, not by scanning the chain since `from`.
+      const [restore] = from < head.seq ? await store.audit({ org, resourceId: '', actionType: RESTORE_ACTION, afterSeq: from, throughSeq: head.seq, limit: 1 }) : [];
       if (restore) {
         throw new ApiError('gone', `the org was restored from a snapshot at position ${restore.seq}, after ${from}; list again and watch from its Keel-Seq`, { restoredAt: restore.seq });
       }

@@ -14,6 +14,12 @@ const READ_BATCH = 500;
 /** Recent events kept in memory, at most so many and so large (their stored bodies): a watcher behind them reads the store instead (see Watcher). */
 const RING = 2048;
 export const RING_BYTES = 16 * 1024 * 1024;
+/**
+ * Events read back from the store for replays, kept by seq up to this many bytes of their stored
+ * bodies: streams replaying one stretch of history (a swarm reconnecting from 0) parse and encode each
+ * event once between them, not once each.
+ */
+const REPLAYED_BYTES = 16 * 1024 * 1024;
 /** Watchers woken per turn of the event loop (thousands share one feed). */
 const WAKE_SLICE = 250;
 
@@ -73,6 +79,9 @@ export class OrgFeed {
   private base: number;
   private readonly ring: ChainEvent[] = [];
   private ringBytes = 0;
+  /** Events replays read from the store, oldest kept first out (see REPLAYED_BYTES). */
+  private readonly replayed = new Map<number, ChainEvent>();
+  private replayedBytes = 0;
   readonly subscribers = new Set<FeedSubscriber>();
   private readonly reader: Coalesced;
   private readonly timer: NodeJS.Timeout;
@@ -123,6 +132,21 @@ export class OrgFeed {
     return lo < ring.length ? ring[lo] : 'none';
   }
 
+  /** A stored event as replays send it: made once for every stream that replays it while it is kept. */
+  replayEvent(record: Pick<AuditRecord, 'seq' | 'resourceType' | 'resourceName' | 'actionType' | 'body'>): ChainEvent {
+    let event = this.replayed.get(record.seq);
+    if (event) return event;
+    event = chainEvent(record);
+    this.replayed.set(record.seq, event);
+    this.replayedBytes += event.bytes;
+    for (const [seq, old] of this.replayed) {
+      if (this.replayedBytes <= REPLAYED_BYTES) break;
+      this.replayed.delete(seq);
+      this.replayedBytes -= old.bytes;
+    }
+    return event;
+  }
+
   /** Reads what the chain holds after the position; one read at a time, again if woken meanwhile. */
   read(): Promise<void> {
     return this.reader.run();
@@ -155,6 +179,7 @@ export class OrgFeed {
     if (access.length) {
       // Decisions made before the change are not reused after it.
       for (const event of this.ring) event.views = undefined;
+      for (const event of this.replayed.values()) event.views = undefined;
       this.hooks.onAccess(this.org, access);
     }
     const all = [...this.subscribers];

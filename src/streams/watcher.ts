@@ -8,7 +8,7 @@ import { matchesQuery, type Query } from '../query/index.js';
 import { withResolvedRemote } from '../reconcile/views.js';
 import { parseLink } from '../resources/links.js';
 import type { Store } from '../store/types.js';
-import { CHANGE_ACTIONS, chainEvent, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
+import { CHANGE_ACTIONS, encoded, type ChainEvent, type FeedSubscriber, type OrgFeed } from './feed.js';
 import type { HeldBytes, Holder } from './held.js';
 
 /** What a watch is narrowed to, besides permission. */
@@ -20,12 +20,12 @@ export interface WatchFilter {
 }
 
 /** Events read from the store per statement, and the widest seq range one statement covers: both bound one read's time. */
-const CHUNK = 200;
+const CHUNK = 100;
 const SPAN = 5000;
 /** How many Core API addresses an event keeps its resolved deployment bytes for. */
 const RESOLVED_BASES_KEPT = 4;
 /** Events handled between two turns of the event loop. */
-const SLICE = 64;
+const SLICE = 16;
 /** How long a replay waits for a client to take what was sent before it is disconnected. */
 const DRAIN_WAIT_MS = 30_000;
 /** How long an ended stream may take to hand its last bytes to a client that does not read. */
@@ -239,23 +239,31 @@ export class Watcher implements FeedSubscriber {
     await yieldTurn();
   }
 
-  /** Reads the next stored events after the cursor up to `through` and sends those the stream wants. */
+  /**
+   * Reads the next stored events after the cursor up to `through` and sends those the stream wants,
+   * SLICE at a time with a turn of the event loop between, so that no replay holds the request thread
+   * for long. It stops early, for replayChunk to wait outside the seat, when its client has not taken
+   * half the stream's bound: a client that reads slowly must not hold a long-read seat meanwhile.
+   */
   private async sendChunk(narrowed: { resourceTypes: string[]; resourceNames?: string[] }, through: number): Promise<void> {
+    // Ended (its client went away) or held while it waited for its seat: the seat is given back at once.
+    if (!this.open || this.paused) return;
     const records = await this.o.store.audit({ org: this.org, context: PLATFORM_CONTEXT, afterSeq: this.last, throughSeq: through, limit: CHUNK, ...narrowed });
+    let handled = 0;
     for (const record of records) {
-      if (!this.open || this.paused) return;
+      if (!this.open || this.paused || this.o.out.writableLength > this.o.bufferBytes / 2) return;
+      if (++handled % SLICE === 0) {
+        await yieldTurn();
+        if (!this.open || this.paused) return;
+      }
       if (CHANGE_ACTIONS.has(record.actionType) && this.passes(record.resourceType, record.resourceName)) {
-        const event = chainEvent(record);
+        const event = this.o.feed.replayEvent(record);
         const decided = this.wants(event);
         const wanted = typeof decided === 'boolean' ? decided : await decided;
         if (!this.open || this.paused) return;
         if (wanted) {
           this.o.out.write(this.text(event));
-          this.last = record.seq;
           this.o.held.update(this.holder);
-          // A replay writes as fast as its client reads: never more than half the stream's bound ahead.
-          if (this.open && this.o.out.writableLength > this.o.bufferBytes / 2) await this.drained();
-          if (!this.open || this.paused) return;
         }
       }
       this.last = record.seq;

@@ -96,6 +96,30 @@ forEachBackend('fair sharing among principals', (backend) => {
     assert.deepEqual([...new Set(statuses)], [400], 'each heavy query ran to its budget; none was refused, as each principal stayed within its line');
   });
 
+  test("heavy queries from many principals hold every seat but the one kept for short work: a caller whose lists are short does not wait for any of them to end", async () => {
+    // Each side's cost is known: the bystander's lists are short, each hostile key's query runs to its budget.
+    for (let i = 0; i < 8; i++) assert.equal((await call(bystander, 'GET', '/org/acme/gvc?limit=5')).status, 200);
+    await Promise.all(hostile.map(async (key) => assert.equal((await call(key, 'POST', '/org/acme/gvc/-query', HEAVY)).status, 400)));
+    let answered = 0;
+    const attack = hostile.flatMap((key) =>
+      Array.from({ length: 2 }, () => call(key, 'POST', '/org/acme/gvc/-query', HEAVY).then(() => void answered++)),
+    );
+    await waitFor('the first heavy query to be answered', async () => answered, (n) => n >= 1, 60_000);
+    const before = answered;
+    // One after another, as a client pages: with no seat of its own, each list after the first would
+    // wait for the heavy query holding the one general seat to end.
+    const LISTS = 6;
+    for (let i = 0; i < LISTS; i++) {
+      const list = await call(bystander, 'GET', '/org/acme/gvc?limit=5');
+      assert.equal(list.status, 200, JSON.stringify(list.body));
+    }
+    const meanwhile = answered - before;
+    const ongoing = answered < attack.length;
+    await Promise.all(attack);
+    assert.ok(ongoing, 'the attack was still going on');
+    assert.ok(meanwhile <= LISTS / 2, `${LISTS} lists waited for ${meanwhile} heavy queries to end`);
+  });
+
   test('a principal whose line is full gets 429 rate_limited with Retry-After; the first org\'s superusers and /about still answer', async () => {
     const flood = Array.from({ length: 8 }, () => call(hostile[0], 'POST', '/org/acme/gvc/-query', HEAVY));
     // Exempt: neither queued nor counted, whatever the long-read line holds.

@@ -58,6 +58,12 @@ export class PostgresStore implements Store {
   private readonly sweeper: NodeJS.Timeout;
   /** Connections for lists with a budget: each carries the statement_timeout last set on it, which no other read should get. */
   private readonly lists: pg.Pool;
+  /**
+   * Connections for audit and log reads (history, audit pages, replay chunks, Loki reads): pages of
+   * events with their bodies, or thousands of log lines. On `reads` they would take the connections
+   * that item reads and authentication wait for, and every caller's GET would queue behind a swarm's replays.
+   */
+  private readonly pages: pg.Pool;
   /** The statement_timeout each of those connections has. */
   private readonly timeouts = new WeakMap<pg.PoolClient, number>();
   readonly snapshots: Snapshots;
@@ -66,10 +72,11 @@ export class PostgresStore implements Store {
   private readonly instance = randomUUID();
   private schema = '';
 
-  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool) {
+  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool, pages: pg.Pool) {
     this.pool = pool;
     this.reads = reads;
     this.lists = lists;
+    this.pages = pages;
     this.snapshots = new PostgresSnapshots(pool, { replaced: () => this.replaced(), chain: async (orgs) => void (await Promise.all(orgs.map((org) => this.sealer.seal(org)))) });
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
@@ -81,8 +88,9 @@ export class PostgresStore implements Store {
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
     const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const lists = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
-    for (const p of [pool, reads, lists]) p.on('error', () => {}); // an idle client's error is reported on its next use
-    const store = new PostgresStore(pool, reads, lists);
+    const pages = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
+    for (const p of [pool, reads, lists, pages]) p.on('error', () => {}); // an idle client's error is reported on its next use
+    const store = new PostgresStore(pool, reads, lists, pages);
     await store.migrate();
     await store.listen(url);
     return store;
@@ -244,7 +252,7 @@ export class PostgresStore implements Store {
     // Up to a seq read from the head, everything is sealed already.
     if (filter.throughSeq === undefined) await this.sealPending(filter.org);
     const { sql, values } = auditQuery(AUDIT_LAYOUT, filter);
-    const { rows } = await this.reads.query<AuditRow>(prepared(sql, values));
+    const { rows } = await this.pages.query<AuditRow>(prepared(sql, values));
     return rows.map(fromAuditRow);
   }
 
@@ -275,13 +283,13 @@ export class PostgresStore implements Store {
 
   async logs(filter: LogFilter): Promise<LogLine[]> {
     const { sql, values } = logsQuery('postgres', filter);
-    const { rows } = await this.reads.query<LogRow>(sql, values);
+    const { rows } = await this.pages.query<LogRow>(sql, values);
     return rows.map(fromLogRow);
   }
 
   async logLabelValues(org: string, label: LogLabel, from: string, to: string, limit: number): Promise<string[]> {
     const { sql, values } = labelValuesQuery('postgres', org, label, from, to, limit);
-    const { rows } = await this.reads.query(sql, values);
+    const { rows } = await this.pages.query(sql, values);
     return rows.map((r) => r.value as string);
   }
 
@@ -400,7 +408,7 @@ export class PostgresStore implements Store {
     clearInterval(this.sweeper);
     await this.listener?.end().catch(() => {});
     await this.sealer.idle();
-    await Promise.all([this.pool.end(), this.reads.end(), this.lists.end()]);
+    await Promise.all([this.pool.end(), this.reads.end(), this.lists.end(), this.pages.end()]);
   }
 }
 

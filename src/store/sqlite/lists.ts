@@ -3,8 +3,9 @@ import { Worker } from 'node:worker_threads';
 import { overBudget } from '../conflicts.js';
 import type { ResourceRow } from '../rows.js';
 
-// Lists and queries run in a worker thread with its own read-only connection: however long a
-// caller's query runs, the thread that serves every other request is not held by it. The worker
+// Lists, queries and audit reads run in worker threads with read-only connections of their own:
+// however long a caller's query runs, or however many events a replay or a history page reads, the
+// thread that serves every other request is not held by it. The worker
 // stops a statement past its budget: better-sqlite3 has no progress handler, so the statement calls
 // keel_within_budget() once per row it looks at, and the function throws once the budget, counted
 // from the first row (waiting for a lock does not count), is spent.
@@ -24,6 +25,8 @@ try {
 }
 const db = new Database(workerData.file, { readonly: true });
 db.pragma('busy_timeout = 5000');
+// Audit reads find events through the lookup file (see lookup.ts), attached as the reader has it.
+db.prepare('ATTACH ? AS lookup').run(workerData.lookupFile);
 let deadline = 0;
 let budget = Infinity;
 let spent = false;
@@ -53,27 +56,29 @@ parentPort.on('message', ({ id, sql, values, budgetMs }) => {
 `;
 
 interface Pending {
-  budgetMs: number;
-  resolve: (rows: ResourceRow[]) => void;
+  budgetMs?: number;
+  resolve: (rows: unknown[]) => void;
   reject: (error: Error) => void;
 }
 
 /**
- * List worker threads: as many as the scheduler's default long-read seats (maxLongReadsInFlight), so
- * that the lists it lets run at once run side by side, each on its own thread, rather than one behind
- * another in a single thread's line (where a light list would wait out a heavy query's whole budget).
+ * List worker threads: as many as the scheduler's default long-read seats (maxLongReadsInFlight) and
+ * its seat for short work (shortReadSeats), so that the lists it lets run at once run side by side,
+ * each on its own thread, rather than one behind another in a single thread's line (where a light
+ * list would wait out a heavy query's whole budget).
  */
-const LIST_THREADS = 2;
+const LIST_THREADS = 3;
 
 /** The list worker threads; each statement goes to the one with the least to do. Threads start when first needed. */
 export class ListWorkers {
   private readonly workers: ListWorker[];
 
-  constructor(file: string) {
-    this.workers = Array.from({ length: LIST_THREADS }, () => new ListWorker(file));
+  constructor(file: string, lookupFile: string) {
+    this.workers = Array.from({ length: LIST_THREADS }, () => new ListWorker(file, lookupFile));
   }
 
-  all(sql: string, values: unknown[], budgetMs: number): Promise<ResourceRow[]> {
+  /** The rows of a statement; with `budgetMs`, a list statement whose WHERE calls keel_within_budget(). */
+  all<Row = ResourceRow>(sql: string, values: unknown[], budgetMs?: number): Promise<Row[]> {
     let idlest = this.workers[0];
     for (const worker of this.workers) if (worker.waiting < idlest.waiting) idlest = worker;
     return idlest.all(sql, values, budgetMs);
@@ -89,35 +94,38 @@ class ListWorker {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
-  constructor(private readonly file: string) {}
+  constructor(
+    private readonly file: string,
+    private readonly lookupFile: string,
+  ) {}
 
   /** Statements given to this thread and not answered yet. */
   get waiting(): number {
     return this.pending.size;
   }
 
-  /** The rows of a list statement (whose WHERE calls keel_within_budget()), or overBudget() past `budgetMs`. */
-  all(sql: string, values: unknown[], budgetMs: number): Promise<ResourceRow[]> {
+  /** The rows of a statement, or overBudget() past `budgetMs` (when its WHERE calls keel_within_budget()). */
+  all<Row>(sql: string, values: unknown[], budgetMs?: number): Promise<Row[]> {
     const worker = this.started();
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { budgetMs, resolve, reject });
+    return new Promise<Row[]>((resolve, reject) => {
+      this.pending.set(id, { budgetMs, resolve: resolve as (rows: unknown[]) => void, reject });
       worker.ref();
-      worker.postMessage({ id, sql, values, budgetMs });
+      worker.postMessage({ id, sql, values, budgetMs: budgetMs ?? Infinity });
     });
   }
 
   private started(): Worker {
     if (this.worker) return this.worker;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.file, driver, nice: WORKER_NICE } });
-    worker.on('message', (message: { id: number; rows?: ResourceRow[]; error?: string; spent?: boolean }) => {
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.file, lookupFile: this.lookupFile, driver, nice: WORKER_NICE } });
+    worker.on('message', (message: { id: number; rows?: unknown[]; error?: string; spent?: boolean }) => {
       const waiting = this.pending.get(message.id);
       if (!waiting) return;
       this.pending.delete(message.id);
       if (this.pending.size === 0) worker.unref();
       if (message.rows) waiting.resolve(message.rows);
-      else waiting.reject(message.spent ? overBudget(waiting.budgetMs) : new Error(`list statement failed: ${message.error}`));
+      else waiting.reject(message.spent && waiting.budgetMs !== undefined ? overBudget(waiting.budgetMs) : new Error(`list statement failed: ${message.error}`));
     });
     // A dead worker fails what it was given; the next list starts another.
     const fail = (err: Error) => {

@@ -83,7 +83,7 @@ export class SqliteStore implements Store {
    */
   private appendedRows: unknown[] = [];
   private versionChecked = false;
-  /** Where lists with a budget run (an in-memory database has no file a second connection could open: they run on the reader). */
+  /** Where lists with a budget and audit reads run (an in-memory database has no file a second connection could open: they run on the reader). */
   private readonly lists?: ListWorkers;
   /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
   private deadline = 0;
@@ -110,7 +110,7 @@ export class SqliteStore implements Store {
       // Detached again: a write transaction of a connection locks every database attached to it.
       this.writer.exec('DETACH lookup');
       this.reader = new Database(file, { readonly: true });
-      this.lists = new ListWorkers(file);
+      this.lists = new ListWorkers(file, lookupFile);
       this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
     }
     this.reader.pragma('busy_timeout = 5000');
@@ -302,7 +302,9 @@ export class SqliteStore implements Store {
     if (no === undefined) return [];
     await this.lookupsThroughLast(filter.org);
     const { sql, values } = auditQuery(auditLayout(no * ORG_SPAN), filter);
-    return (this.stmt(this.reader, sql).all(...values) as AuditRow[]).map(fromAuditRow);
+    // Off the request thread where there is a file to open (see lists.ts): a page of events with their bodies is long work.
+    const rows = this.lists ? await this.lists.all<AuditRow>(sql, values) : (this.stmt(this.reader, sql).all(...values) as AuditRow[]);
+    return rows.map(fromAuditRow);
   }
 
   /**
