@@ -166,6 +166,16 @@ export function cpuSeconds(pid: number | string, mainThread = false): number {
     return 0;
   }
 }
+/** A process's resident memory in MB, from /proc (0 where it cannot be read: not Linux, or the process is gone). */
+export function rssMb(pid: number): number {
+  try {
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+    return kb / 1024;
+  } catch {
+    return 0;
+  }
+}
+
 /** USER_HZ: 100 on every Linux this runs on. */
 const CLOCK_TICKS = 100;
 

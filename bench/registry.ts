@@ -4,13 +4,13 @@
 // uploads everything. Goals: Keel ≥ 0.8× docker-registry's throughput, and Keel's RSS growth
 // during a push ≤ 64 MB (blobs are streamed, never held whole).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/support/ports.js';
 import { buildOciImage } from '../test/support/oci.js';
 import { runTool } from '../test/support/registry-tools.js';
-import { PG_URL, startKeel, type Section } from './harness.js';
+import { PG_URL, rssMb, startKeel, type Section } from './harness.js';
 import { withBenchSchema } from './pg-schema.js';
 
 const ROUNDS = Number(process.env.BENCH_REGISTRY_ROUNDS ?? 3);
@@ -31,14 +31,6 @@ interface Round {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
-function rssMb(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
 
 const distribution: Target = {
   name: 'docker-registry (Distribution)',

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/support/ports.js';
 import { busyboxImage, runtimeMissing } from '../test/support/runtime.js';
-import { startKeel, type Section } from './harness.js';
+import { rssMb, startKeel, type Section } from './harness.js';
 
 const WORKLOADS = 20;
 const REPLICAS = 50;
@@ -15,14 +15,6 @@ const LOCATION = 'aws-us-east-2';
 
 const quantile = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
 
-function rssMb(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
 
 /** The RSS of every `runc run` process (each container's foreground runc), in MB. */
 function runcRssMb(): number {

@@ -1,12 +1,12 @@
 // Watch fan-out: 1,000 and 5,000 open watch streams on one Keel process (SQLite); the time one
 // change takes to reach every one of them, and the memory the streams add to the process.
 import { Agent, request, type IncomingMessage } from 'node:http';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../src/store/open.js';
 import type { Store } from '../src/store/types.js';
-import { cpuSeconds, PG_URL, startKeel, type RunningKeel, type Section } from './harness.js';
+import { cpuSeconds, PG_URL, rssMb, startKeel, type RunningKeel, type Section } from './harness.js';
 import { withBenchSchema } from './pg-schema.js';
 
 const COUNTS = (process.env.BENCH_WATCHERS ?? '1000,5000').split(',').map(Number);
@@ -14,15 +14,6 @@ const COUNTS = (process.env.BENCH_WATCHERS ?? '1000,5000').split(',').map(Number
 const CHANGES = Number(process.env.BENCH_WATCH_CHANGES ?? 5);
 const OPEN_AT_ONCE = 100;
 
-/** The process's resident memory in MB (from /proc; 0 elsewhere). */
-function rssMb(pid: number): number {
-  try {
-    const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-    return kb / 1024;
-  } catch {
-    return 0;
-  }
-}
 
 interface Stream {
   response: IncomingMessage;
