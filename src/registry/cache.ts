@@ -197,7 +197,9 @@ export class CacheFiller {
 
 /**
  * A copy of an upload's bytes as they stream to PostgreSQL, passed on unchanged. A failure to
- * write the copy only loses the copy (`failed`), never the upload.
+ * write the copy only loses the copy (`failed`), never the upload. A piece is passed on once the
+ * one before it is on disk, so a disk slower than the upload slows the upload instead of
+ * queueing it in memory.
  */
 export function teeTo(handle: FileHandle, at: number): Transform & { failed: boolean; flushed: Promise<unknown> } {
   let position = at;
@@ -205,8 +207,9 @@ export function teeTo(handle: FileHandle, at: number): Transform & { failed: boo
     transform(chunk: Buffer, _encoding, done) {
       const from = position;
       position += chunk.length;
-      tee.flushed = tee.flushed.then(() => handle.write(chunk, 0, chunk.length, from)).catch(() => (tee.failed = true));
-      done(null, chunk);
+      const previous = tee.flushed;
+      tee.flushed = previous.then(() => handle.write(chunk, 0, chunk.length, from)).catch(() => (tee.failed = true));
+      void previous.then(() => done(null, chunk));
     },
   }) as Transform & { failed: boolean; flushed: Promise<unknown> };
   tee.failed = false;
