@@ -96,6 +96,8 @@ export interface Config {
   allowSnapshots?: boolean;
   /** Largest blob the registry accepts, in bytes (KEEL_REGISTRY_MAX_BLOB_BYTES). */
   registryMaxBlobBytes: number;
+  /** Bytes of PostgreSQL registry content each process keeps on local disk (KEEL_REGISTRY_CACHE_BYTES; 0 = none). */
+  registryCacheBytes: number;
   /** Fault injection: the /-admin/faults rules and their request hook (KEEL_FAULTS=on). */
   faults?: boolean;
   /** A JSON or YAML file of fault rules loaded at start (KEEL_FAULTS_FILE; needs KEEL_FAULTS=on). */
@@ -227,6 +229,7 @@ export const OPTIONS: Option[] = [
   option('allowReset', 'KEEL_ALLOW_RESET', '--allow-reset', onOff, 'on/off: allow keel reset and POST /-admin/reset'),
   option('allowSnapshots', 'KEEL_ALLOW_SNAPSHOTS', '--allow-snapshots', onOff, 'on/off: allow keel snapshot and /-admin/snapshots (a restore rewinds every org; see docs/ci.md)'),
   option('registryMaxBlobBytes', 'KEEL_REGISTRY_MAX_BLOB_BYTES', '--registry-max-blob-bytes', whole(1024, Number.MAX_SAFE_INTEGER), 'largest blob (image layer) the registry accepts, in bytes (413 SIZE_INVALID above)'),
+  option('registryCacheBytes', 'KEEL_REGISTRY_CACHE_BYTES', '--registry-cache-bytes', whole(0, Number.MAX_SAFE_INTEGER), 'with PostgreSQL: bytes of registry content each process keeps on local disk to serve pulls from (least recently used out first; 0 = no cache)'),
   option('faults', 'KEEL_FAULTS', '--faults', onOff, 'on/off: fault injection (/-admin/faults)'),
   option('faultsFile', 'KEEL_FAULTS_FILE', '--faults-file', text, 'JSON or YAML file of fault rules loaded at start (with KEEL_FAULTS=on)'),
 ];
@@ -275,6 +278,7 @@ export const DEFAULTS: Config = {
   watchBufferBytes: 1024 * 1024,
   watchBufferTotalBytes: 64 * 1024 * 1024,
   registryMaxBlobBytes: 10 * 1024 * 1024 * 1024,
+  registryCacheBytes: 1024 * 1024 * 1024,
 };
 
 export interface ConfigSources {

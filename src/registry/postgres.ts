@@ -3,12 +3,15 @@
 // session owns a number while it receives, and finishing it with the right digest names that
 // number in `registry_blobs` in one short transaction: the bytes are written once, as they arrive.
 import { createHash, randomUUID, type Hash } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { inTransaction } from '../store/postgres/statements.js';
 import { RegistryError } from './errors.js';
+import { BlobCache, teeTo } from './cache.js';
 import { linkedOf, type BlobStore, type LinkInfo, type Linked, type LinkRow } from './blobs.js';
 import { digestMismatch, meter, receive, uploadBusy, uploadUnknown, type Upload, type UploadSessions } from './uploads.js';
 
@@ -67,8 +70,8 @@ const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, 
 const linkParams = (org: string, digest: string, info?: LinkInfo) => [org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, new Date().toISOString()];
 
 /** Both halves of the registry on one database: content and links, and the uploads that add to them. */
-export function openPostgresRegistry(databaseUrl: string, maxBlobBytes: number): { blobs: PostgresBlobStore; uploads: PostgresUploads } {
-  const blobs = new PostgresBlobStore(databaseUrl);
+export function openPostgresRegistry(databaseUrl: string, maxBlobBytes: number, cache?: BlobCache): { blobs: PostgresBlobStore; uploads: PostgresUploads } {
+  const blobs = new PostgresBlobStore(databaseUrl, cache);
   return { blobs, uploads: new PostgresUploads(blobs, maxBlobBytes) };
 }
 
@@ -77,7 +80,11 @@ export class PostgresBlobStore implements BlobStore {
   readonly writes: pg.Pool;
   readonly ready: Promise<void>;
 
-  constructor(databaseUrl: string) {
+  constructor(
+    databaseUrl: string,
+    /** Content this process received or read whole, on local disk (none when the cache is off). */
+    readonly cache?: BlobCache,
+  ) {
     this.reads = new pg.Pool({ connectionString: databaseUrl, max: READ_CONNECTIONS });
     this.writes = new pg.Pool({ connectionString: databaseUrl, max: WRITE_CONNECTIONS });
     this.reads.on('error', () => {});
@@ -129,12 +136,35 @@ export class PostgresBlobStore implements BlobStore {
     const store = this;
     return Readable.from(
       (async function* () {
+        // Asked even when the cache holds the content: a blob another process removed is not served, and the size checks the file.
         const [blob] = await store.query<{ size: string; content: string }>('SELECT size, content FROM registry_blobs WHERE digest = $1', [digest]);
-        if (!blob) throw new Error(`blob ${digest} is gone`);
+        if (!blob) {
+          store.cache?.drop(digest);
+          throw new Error(`blob ${digest} is gone`);
+        }
         const size = Number(blob.size);
         const last = Math.min(end ?? size - 1, size - 1);
         if (start > last) return;
-        yield* readContent(store.reads, Number(blob.content), start, last);
+        const cached = await store.cache?.open(digest, size, start, last);
+        if (cached) return yield* cached;
+        const filler = start === 0 && last === size - 1 ? store.cache?.filler(digest, size) : undefined;
+        let filled = false;
+        let got = 0;
+        try {
+          for await (const piece of readContent(store.reads, Number(blob.content), start, last)) {
+            await filler?.write(piece);
+            got += piece.length;
+            // Before the last piece goes out: a server may close the stream as soon as the client has all its bytes.
+            if (filler && got === size) {
+              await filler.commit();
+              filled = true;
+            }
+            yield piece;
+          }
+        } finally {
+          // A reader gone early, or content that failed to arrive: the temp file goes.
+          if (!filled) await filler?.abort();
+        }
       })(),
       { objectMode: false },
     );
@@ -156,6 +186,7 @@ export class PostgresBlobStore implements BlobStore {
       await client.query('DELETE FROM registry_links WHERE digest = $1', [digest]);
       if (removed.rowCount) await client.query('DELETE FROM registry_content WHERE content = $1', [removed.rows[0].content]);
     });
+    this.cache?.drop(digest);
   }
 
   async close(): Promise<void> {
@@ -168,6 +199,8 @@ interface Received {
   size: number;
   hash: Hash;
   touched: number;
+  /** A temp file holding the same bytes, for the cache (when it is on and every byte came through this process). */
+  copy?: string;
 }
 
 /**
@@ -192,7 +225,7 @@ export class PostgresUploads implements UploadSessions {
     await this.blobs.ready;
     const id = randomUUID();
     await this.blobs.reads.query(`INSERT INTO registry_uploads (id, org, repository, content, size, touched) VALUES ($1, $2, $3, nextval('registry_content_ids'), 0, now())`, [id, org, repository]);
-    this.hashes.set(id, { size: 0, hash: createHash('sha256'), touched: Date.now() });
+    this.hashes.set(id, { size: 0, hash: createHash('sha256'), touched: Date.now(), copy: this.blobs.cache?.tempFile() });
     return { id, org, repository, size: 0 };
   }
 
@@ -213,12 +246,27 @@ export class PostgresUploads implements UploadSessions {
       const known = this.hashes.get(upload.id);
       const hash = known?.size === row.size ? known.hash.copy() : undefined;
       const stage = meter(row.size, this.maxBlobBytes, hash);
-      await receive(body, stage, expectedLength, new Framer(row.content, row.size), copyIn(client));
+      let copy = hash ? known?.copy : undefined;
+      // The bytes written to the copy are those hashed, and in the same order.
+      const file = copy ? await open(copy, row.size === 0 ? 'w' : 'r+').catch(() => undefined) : undefined;
+      const tee = file && teeTo(file, row.size);
+      try {
+        await receive(body, stage, expectedLength, ...(tee ? [tee] : []), new Framer(row.content, row.size), copyIn(client));
+        await tee?.flushed;
+      } catch (err) {
+        // The session stays where it was and the copy no longer matches it: the copy goes.
+        if (known) this.dropCopy(known);
+        throw err;
+      } finally {
+        await file?.close().catch(() => {});
+      }
+      if (!tee || tee.failed) copy = undefined;
       const size = row.size + stage.received;
       await client.query('UPDATE registry_uploads SET size = $2, touched = now() WHERE id = $1', [upload.id, size]);
       return () => {
         upload.size = size;
-        if (hash) this.hashes.set(upload.id, { size, hash, touched: Date.now() });
+        if (known && !copy) this.dropCopy(known);
+        if (hash) this.hashes.set(upload.id, { size, hash, touched: Date.now(), copy });
         else this.hashes.delete(upload.id);
       };
     });
@@ -226,15 +274,29 @@ export class PostgresUploads implements UploadSessions {
 
   async finish(upload: Upload, claimed: string): Promise<void> {
     let mismatch: Error | undefined;
+    let copy: string | undefined;
+    try {
+      await this.finishSession(upload, claimed, (c) => (copy = c), (err) => (mismatch = err));
+    } finally {
+      // Whatever did not become the cached content (a failure, a mismatch) goes.
+      if (copy) rmSync(copy, { force: true });
+    }
+    if (mismatch) throw mismatch;
+  }
+
+  private async finishSession(upload: Upload, claimed: string, keep: (copy: string | undefined) => void, refuse: (err: Error) => void): Promise<void> {
     await this.session(upload, async (client, row) => {
       const known = this.hashes.get(upload.id);
       this.hashes.delete(upload.id);
+      const copy = known?.size === row.size ? known.copy : undefined;
+      keep(copy);
+      if (known && !copy) this.dropCopy(known);
       const digest = known?.size === row.size ? `sha256:${known.hash.digest('hex')}` : await hashContent(client, row.content, row.size);
       await client.query('SET LOCAL synchronous_commit = off');
       await client.query('DELETE FROM registry_uploads WHERE id = $1', [upload.id]);
       if (digest !== claimed) {
         await client.query('DELETE FROM registry_content WHERE content = $1', [row.content]);
-        mismatch = digestMismatch(digest, claimed);
+        refuse(digestMismatch(digest, claimed));
         return () => {};
       }
       // A concurrent push of the same content waits here on the key, then finds it stored: this copy goes.
@@ -244,12 +306,17 @@ export class PostgresUploads implements UploadSessions {
         await client.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
       }
       await client.query(LINK_SQL, linkParams(upload.org, digest));
-      return () => {};
+      // Once the blob is committed: the copy's bytes were hashed to this digest on their way in.
+      return () => {
+        if (copy) this.blobs.cache?.adopt(copy, digest, row.size);
+        keep(undefined);
+      };
     });
-    if (mismatch) throw mismatch;
   }
 
   async cancel(upload: Upload): Promise<void> {
+    const known = this.hashes.get(upload.id);
+    if (known) this.dropCopy(known);
     this.hashes.delete(upload.id);
     await this.blobs.ready;
     await this.blobs.writes.query(`WITH gone AS (DELETE FROM registry_uploads WHERE id = $1 RETURNING content) DELETE FROM registry_content WHERE content IN (SELECT content FROM gone)`, [upload.id]);
@@ -263,11 +330,21 @@ export class PostgresUploads implements UploadSessions {
        DELETE FROM registry_content WHERE content IN (SELECT content FROM gone)`,
       [new Date(before).toISOString()],
     );
-    for (const [id, received] of this.hashes) if (received.touched < before) this.hashes.delete(id);
+    for (const [id, received] of this.hashes) {
+      if (received.touched >= before) continue;
+      this.dropCopy(received);
+      this.hashes.delete(id);
+    }
   }
 
   async close(): Promise<void> {
+    for (const received of this.hashes.values()) this.dropCopy(received);
     this.hashes.clear();
+  }
+
+  private dropCopy(received: Received): void {
+    if (received.copy) rmSync(received.copy, { force: true });
+    received.copy = undefined;
   }
 
   /**

@@ -1,5 +1,6 @@
 // Where the registry keeps content and uploads: the backend that goes with the store.
 import { FileBlobStore, type BlobStore } from './blobs.js';
+import { BlobCache } from './cache.js';
 import { openPostgresRegistry } from './postgres.js';
 import { FileUploads, type UploadSessions } from './uploads.js';
 
@@ -9,8 +10,12 @@ export interface RegistryStorage {
 }
 
 /** Rows in PostgreSQL when the store is there (every process on the database serves them), else files beside SQLite. */
-export function openRegistry(options: { databaseUrl?: string; dataDir: string; registryMaxBlobBytes: number }): RegistryStorage {
-  if (options.databaseUrl && /^postgres(ql)?:\/\//.test(options.databaseUrl)) return openPostgresRegistry(options.databaseUrl, options.registryMaxBlobBytes);
+export function openRegistry(options: { databaseUrl?: string; dataDir: string; registryMaxBlobBytes: number; registryCacheBytes: number }): RegistryStorage {
+  if (options.databaseUrl && /^postgres(ql)?:\/\//.test(options.databaseUrl)) {
+    // Content read from PostgreSQL is also kept on local disk, up to the bound (files beside SQLite need no such copy).
+    const cache = options.registryCacheBytes > 0 ? new BlobCache(options.dataDir, options.registryCacheBytes) : undefined;
+    return openPostgresRegistry(options.databaseUrl, options.registryMaxBlobBytes, cache);
+  }
   const blobs = new FileBlobStore(options.dataDir);
   return { blobs, uploads: new FileUploads(options.dataDir, options.registryMaxBlobBytes, blobs) };
 }

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -55,14 +55,19 @@ forEachBackend('registry: the distribution API', (backend) => {
     });
   const putManifest = (repo: string, ref: string, body: string, key?: string, type = OCI_MANIFEST) => reg('PUT', `/v2/${repo}/manifests/${ref}`, { body, headers: { 'content-type': type }, key });
   /** What unfinished uploads left behind: temp files beside SQLite; sessions and content no blob names in PostgreSQL. */
-  const leftovers = async (): Promise<string[]> => {
+  const leftovers = async (withCacheTemps = true): Promise<string[]> => {
     if (backend === 'sqlite') {
       const dir = join(keel.config.dataDir, 'registry', 'uploads');
       return readdirSync(dir).flatMap((d) => readdirSync(join(dir, d)));
     }
     const sessions = await rawExec(keel, 'SELECT 1 FROM registry_uploads');
     const orphans = await rawExec(keel, 'SELECT DISTINCT content FROM registry_content WHERE content NOT IN (SELECT content FROM registry_blobs)');
-    return [...Array(sessions).fill('session'), ...Array(orphans).fill('content')];
+    return [...Array(sessions).fill('session'), ...Array(orphans).fill('content'), ...(withCacheTemps ? cacheTemps() : [])];
+  };
+  /** Temp files of the local cache of PostgreSQL content (an upload's copy, a read being cached). */
+  const cacheTemps = () => {
+    const dir = join(keel.config.dataDir, 'registry', 'cache', 'tmp');
+    return existsSync(dir) ? readdirSync(dir).flatMap((d) => readdirSync(join(dir, d)).map((f) => `cache temp ${f}`)) : [];
   };
   const code = (res: { json: any }) => res.json?.errors?.[0]?.code;
   /** `keel registry gc` as an operator runs it, on this Keel's store. */
@@ -357,7 +362,8 @@ forEachBackend('registry: the distribution API', (backend) => {
       assert.equal((await reg('GET', live)).headers.get('range'), '0-5', 'the session being written to is whole');
       const done = await reg('PUT', `${live}?digest=${sha('abcdef')}`);
       assert.equal(done.status, 201, done.raw.toString());
-      assert.deepEqual(await leftovers(), [], 'nothing of the abandoned session is left');
+      // The serving process's cached copy of what the session received goes with its own expiry of sessions idle an hour (gc ran in another process here).
+      assert.deepEqual(await leftovers(false), [], 'nothing of the abandoned session is left');
     });
   }
 
@@ -462,6 +468,97 @@ forEachBackend('registry: the distribution API', (backend) => {
     await pushBlob('stolen', 'org secret layer', rivalKey);
     assert.equal((await reg('HEAD', `/v2/stolen/blobs/${secret.digest}`, { key: rivalKey })).status, 200);
   });
+
+  if (backend === 'postgres') {
+    /** A process's cached copy of a digest, or undefined. */
+    const cacheFile = (dataDir: string, d: string) => join(dataDir, 'registry', 'cache', 'sha256', d.slice(7, 9), d.slice(7));
+    const cached = (dataDir: string, d: string) => (existsSync(cacheFile(dataDir, d)) ? readFileSync(cacheFile(dataDir, d)) : undefined);
+    const cacheBytes = (dataDir: string) => {
+      const root = join(dataDir, 'registry', 'cache', 'sha256');
+      return readdirSync(root).flatMap((p) => readdirSync(join(root, p)).map((f) => statSync(join(root, p, f)).size)).reduce((a, b) => a + b, 0);
+    };
+    /** Flips the first byte of the blob's rows in PostgreSQL (twice restores it): what a read from PostgreSQL returns changes, the cache's copy does not. */
+    const flipFirstByte = (digest: string) =>
+      rawExec(keel, 'UPDATE registry_content SET data = set_byte(data, 0, 255 - get_byte(data, 0)) WHERE start = 0 AND content = (SELECT content FROM registry_blobs WHERE digest = ?)', [digest]);
+    const layer = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) % 251));
+
+    test('the local cache: a push is kept as it arrives, pulls are served from it whole and by range; a cut-short copy is not served, content with the wrong digest not cached', async () => {
+      const content = layer(40_000, 1);
+      const { digest } = await pushBlob('cached/app', content);
+      // Written through: the bytes the upload received, without a read from PostgreSQL.
+      assert.deepEqual(cached(keel.config.dataDir, digest), content);
+      await flipFirstByte(digest);
+      // PostgreSQL now holds other bytes: what is pulled is the cached copy.
+      assert.deepEqual((await reg('GET', `/v2/cached/app/blobs/${digest}`)).raw, content);
+      const ranged = await reg('GET', `/v2/cached/app/blobs/${digest}`, { headers: { range: 'bytes=0-9999' } });
+      assert.equal(ranged.status, 206);
+      assert.deepEqual(ranged.raw, content.subarray(0, 10_000));
+      assert.deepEqual((await reg('GET', `/v2/cached/app/blobs/${digest}`, { headers: { range: 'bytes=-5' } })).raw, content.subarray(-5));
+      // A copy of the wrong length (cut short on disk) is dropped, and the read goes to PostgreSQL…
+      truncateSync(cacheFile(keel.config.dataDir, digest), 20_000);
+      const fromPg = await reg('GET', `/v2/cached/app/blobs/${digest}`);
+      assert.equal(fromPg.raw.length, content.length);
+      assert.notEqual(fromPg.raw[0], content[0]);
+      // …whose bytes, not having the digest, are not cached.
+      assert.equal(cached(keel.config.dataDir, digest), undefined);
+      await flipFirstByte(digest);
+      // A range read fills nothing; a whole read of the right bytes fills the cache again.
+      assert.deepEqual((await reg('GET', `/v2/cached/app/blobs/${digest}`, { headers: { range: 'bytes=100-199' } })).raw, content.subarray(100, 200));
+      assert.equal(cached(keel.config.dataDir, digest), undefined);
+      assert.deepEqual((await reg('GET', `/v2/cached/app/blobs/${digest}`)).raw, content);
+      assert.deepEqual(cached(keel.config.dataDir, digest), content);
+      // A refused upload (wrong digest) leaves no copy and no temp file behind.
+      const temps = cacheTemps();
+      const wrong = await reg('POST', `/v2/cached/app/blobs/uploads/?digest=${sha('other')}`, { body: layer(1000, 2), headers: { 'content-type': 'application/octet-stream' } });
+      assert.equal(wrong.status, 400);
+      assert.equal(cached(keel.config.dataDir, sha(layer(1000, 2))), undefined);
+      assert.deepEqual(cacheTemps(), temps);
+    });
+
+    test('a blob pushed through one process is cached by another that pulls it; once deleted and collected neither serves it; a bounded cache evicts; 0 turns it off', async () => {
+      const second = await spawnKeel(keel.config.databaseUrl!, { KEEL_REGISTRY_CACHE_BYTES: '100000' });
+      const off = await spawnKeel(keel.config.databaseUrl!, { KEEL_REGISTRY_CACHE_BYTES: '0' });
+      try {
+        const content = layer(30_000, 3);
+        const { digest } = await pushBlob('shared/app', content);
+        assert.equal(cached(second.dataDir, digest), undefined);
+        assert.deepEqual((await reg('GET', `/v2/shared/app/blobs/${digest}`, { at: second.base })).raw, content);
+        assert.deepEqual(cached(second.dataDir, digest), content);
+        assert.deepEqual((await reg('GET', `/v2/shared/app/blobs/${digest}`, { at: second.base, headers: { range: 'bytes=29990-' } })).raw, content.subarray(29_990));
+        // Deleted: the link goes first (both processes refuse at once), then gc the content and this process's copy.
+        assert.equal((await reg('DELETE', `/v2/shared/app/blobs/${digest}`)).status, 202);
+        for (const at of [base, second.base]) assert.equal((await reg('GET', `/v2/shared/app/blobs/${digest}`, { at })).status, 404);
+        await gc('--grace-minutes', '0');
+        assert.equal(cached(keel.config.dataDir, digest), undefined);
+        assert.equal(await rawExec(keel, 'SELECT 1 FROM registry_blobs WHERE digest = ?', [digest]), 0);
+        for (const at of [base, second.base]) {
+          assert.equal((await reg('GET', `/v2/shared/app/blobs/${digest}`, { at })).status, 404);
+          assert.equal((await reg('HEAD', `/v2/shared/app/blobs/${digest}`, { at })).status, 404);
+        }
+        // The bound: 100000 bytes hold two blobs of 40000, the least recently used goes.
+        const blobs = [1, 2, 3].map((i) => layer(40_000, 10 + i));
+        for (const b of blobs) await pushBlob('bounded/app', b);
+        for (const b of blobs) assert.deepEqual((await reg('GET', `/v2/bounded/app/blobs/${sha(b)}`, { at: second.base })).raw, b);
+        assert.ok(cacheBytes(second.dataDir) <= 100_000, `${cacheBytes(second.dataDir)} bytes cached`);
+        assert.equal(cached(second.dataDir, sha(blobs[0])), undefined);
+        assert.deepEqual(cached(second.dataDir, sha(blobs[2])), blobs[2]);
+        // Pulled again, the first comes back and the least recently used other one goes.
+        assert.deepEqual((await reg('GET', `/v2/bounded/app/blobs/${sha(blobs[0])}`, { at: second.base })).raw, blobs[0]);
+        assert.deepEqual(cached(second.dataDir, sha(blobs[0])), blobs[0]);
+        assert.equal(cached(second.dataDir, sha(blobs[1])), undefined);
+        assert.ok(cacheBytes(second.dataDir) <= 100_000);
+        // Off: pushes and pulls work, nothing is written to local disk.
+        const plain = layer(20_000, 5);
+        const res = await reg('POST', `/v2/plain/app/blobs/uploads/?digest=${sha(plain)}`, { at: off.base, body: plain, headers: { 'content-type': 'application/octet-stream' } });
+        assert.equal(res.status, 201);
+        assert.deepEqual((await reg('GET', `/v2/plain/app/blobs/${sha(plain)}`, { at: off.base })).raw, plain);
+        assert.deepEqual((await reg('GET', `/v2/plain/app/blobs/${sha(plain)}`, { at: off.base, headers: { range: 'bytes=5-9' } })).raw, plain.subarray(5, 10));
+        assert.equal(existsSync(join(off.dataDir, 'registry', 'cache')), false);
+      } finally {
+        await Promise.all([second.stop(), off.stop()]);
+      }
+    });
+  }
 
   test('keel registry gc removes content no image refers to and keeps what images need', async () => {
     const kept = await pushBlob('gc/app', 'kept layer');

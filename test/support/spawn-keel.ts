@@ -9,6 +9,7 @@ const CLI = join(import.meta.dirname, '..', '..', 'src', 'cli.ts');
 
 export interface KeelProcess {
   base: string;
+  dataDir: string;
   stop(): Promise<void>;
 }
 
@@ -35,6 +36,7 @@ export async function spawnKeel(databaseUrl: string, env: Record<string, string>
   });
   return {
     base,
+    dataDir,
     async stop() {
       child.kill('SIGTERM');
       await exited;
