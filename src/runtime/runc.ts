@@ -6,9 +6,10 @@
 // tells the reconciler when what it reports has changed.
 //
 // State on disk, all under $KEEL_DATA_DIR/runtime: runc's own (`runc/`, its --root), the
-// unpacked images (`unpacked/`, `layouts/`) and one directory per replica (`replicas/ID/`). A
-// Keel that starts finds whatever an earlier process left there (after a kill -9) and removes it:
-// the reconciler then starts the replicas the stored state wants.
+// unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`) and the
+// volume sets' data (`volumes/`, volumes.ts). A Keel that starts finds whatever an earlier process
+// left of replicas (after a kill -9) and removes it, volume sets' data aside: the reconciler then
+// starts the replicas the stored state wants.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';

@@ -109,8 +109,8 @@ function mayReveal(policies: StoredItem[], secretLink: string, identityLink: str
 const FILE_NAME = /^[-_.A-Za-z0-9]{1,253}$/;
 
 /**
- * The files a secret becomes: an opaque secret's payload as `payload` (decoded when its encoding
- * is base64), a JSON document type's data as `payload`, and one file per field of the others (a
+ * The files a secret becomes: an opaque secret's payload as `payload` (values decoded when the
+ * secret's encoding is base64), data given as a string (the JSON document types) as `payload`, and one file per field of the others (a
  * dictionary's keys, tls's key/cert/chain, …). With `key`, that one file. A string: why not.
  */
 function secretFiles(item: Record<string, unknown>, key: string | undefined): Record<string, string | Buffer> | string {
@@ -119,7 +119,8 @@ function secretFiles(item: Record<string, unknown>, key: string | undefined): Re
   if (typeof data === 'string') files.payload = data;
   else if (data && typeof data === 'object') {
     const record = data as Record<string, unknown>;
-    const base64 = record.encoding === 'base64';
+    // A dictionary's `encoding` is a key like any other; elsewhere it says how the values are written.
+    const base64 = item.type !== 'dictionary' && record.encoding === 'base64';
     for (const [name, value] of Object.entries(record)) {
       if (name === 'encoding' && item.type !== 'dictionary') continue;
       const text = typeof value === 'string' ? value : JSON.stringify(value);
