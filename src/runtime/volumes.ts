@@ -42,7 +42,7 @@ export async function prepareVolumes(store: Store, runtimeDir: string, replicaDi
   const mounts = new Map<string, BindMount[]>();
   const own = join(replicaDir, 'volumes');
   let policies: StoredItem[] | undefined;
-  for (const container of (spec.containers ?? []) as ContainerVolumes[]) {
+  for (const [i, container] of ((spec.containers ?? []) as ContainerVolumes[]).entries()) {
     const list: BindMount[] = [];
     mounts.set(String(container.name), list);
     for (const [j, volume] of (container.volumes ?? []).entries()) {
@@ -82,7 +82,8 @@ export async function prepareVolumes(store: Store, runtimeDir: string, replicaDi
         }
         const files = secretFiles(secret.data, source.key);
         if (typeof files === 'string') throw fail(files);
-        const dir = join(own, `secret-${container.name}-${j}`);
+        // Named by position: a container's name may be any string, not a file name.
+        const dir = join(own, `secret-${i}-${j}`);
         privateDir(own);
         rmSync(dir, { recursive: true, force: true });
         mkdirSync(dir, { mode: 0o755 });
