@@ -1,5 +1,6 @@
 import { ApiError, type FieldError } from '../errors.js';
 import { parseQuantity } from './formats.js';
+import { CLOUD_SCHEMES, parseVolumeUri, volumePathProblem } from './volumeuri.js';
 import { defineKind, standardPermissions } from './define.js';
 import {
   anyObject, arr, bool, cpu, cronSchedule, hostPattern, image, immutable, int, keyed, link, memory, num, obj, oneOf, readOnly, str, type JsonSchema,
@@ -380,8 +381,18 @@ function checkContainerShape(containers: Array<Record<string, unknown>>, vm: boo
   containers.forEach((c, i) => {
     if (!vm && c.image === undefined) errors.push({ path: `spec.containers[${i}].image`, message: 'is required (only a vm workload may leave it out)' });
     const volumes = Array.isArray(c.volumes) ? (c.volumes as Array<Record<string, unknown>>) : [];
+    const paths = new Set<string>();
     volumes.forEach((v, j) => {
       const at = `spec.containers[${i}].volumes[${j}]`;
+      if (typeof v.uri === 'string' && !parseVolumeUri(v.uri)) {
+        errors.push({ path: `${at}.uri`, message: `'${v.uri}' is not a volume URI: cpln://volumeset/NAME, cpln://secret/NAME[.KEY], scratch://NAME or ${CLOUD_SCHEMES.map((s) => `${s}://…`).join(', ')}` });
+      }
+      if (!vm && typeof v.path === 'string') {
+        const problem = volumePathProblem(v.path);
+        if (problem) errors.push({ path: `${at}.path`, message: problem });
+        else if (paths.has(v.path)) errors.push({ path: `${at}.path`, message: `is mounted twice in container ${String(c.name)}` });
+        paths.add(v.path);
+      }
       if (vm) {
         if (v.name === undefined) errors.push({ path: `${at}.name`, message: 'is required for a vm workload' });
         if (v.path !== undefined) errors.push({ path: `${at}.path`, message: 'is not allowed for a vm workload (its volumes are disks, not mounts)' });

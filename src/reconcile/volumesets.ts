@@ -52,6 +52,8 @@ export function setVolumeSize(volume: Volume, size: number, performanceClass: un
 export async function reconcileVolumeset(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const item = await ctx.tx.get(key, 'update');
   if (!item) {
+    // The volumes' data goes with the set (a workload's deletion leaves it).
+    ctx.runtime?.removeVolumeSet?.(key.org, key.gvc, key.name);
     await deleteChildren(ctx, key.org, key.gvc, 'command', commandPrefix('volumeset', key.name), commandView);
     return {};
   }

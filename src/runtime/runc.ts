@@ -6,9 +6,10 @@
 // tells the reconciler when what it reports has changed.
 //
 // State on disk, all under $KEEL_DATA_DIR/runtime: runc's own (`runc/`, its --root), the
-// unpacked images (`unpacked/`, `layouts/`) and one directory per replica (`replicas/ID/`). A
-// Keel that starts finds whatever an earlier process left there (after a kill -9) and removes it:
-// the reconciler then starts the replicas the stored state wants.
+// unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`) and the
+// volume sets' data (`volumes/`, volumes.ts). A Keel that starts finds whatever an earlier process
+// left of replicas (after a kill -9) and removes it, volume sets' data aside: the reconciler then
+// starts the replicas the stored state wants.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -24,6 +25,7 @@ import { Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
+import { prepareVolumes, VolumeError, volumeSetDir } from './volumes.js';
 import type { Clock, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime } from './types.js';
 
 export interface RuncOptions {
@@ -275,9 +277,11 @@ export class RuncRuntime implements Runtime {
       const images: Unpacked[] = [];
       for (const c of specs) images.push(await this.images.prepare(replica.ref.org, String(c.image ?? '')));
       if (replica.removed || this.stopped) return;
+      const dir = join(this.dir, 'replicas', replica.id);
+      const mounts = await prepareVolumes(this.options.store, this.dir, dir, replica.ref, replica.want.name, replica.want.spec);
+      if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
-      const dir = join(this.dir, 'replicas', replica.id);
       const port = firstPort(specs);
       for (const [i, c] of specs.entries()) {
         const bundle = join(dir, c.name);
@@ -293,7 +297,7 @@ export class RuncRuntime implements Runtime {
           CPLN_REPLICA: replica.want.name,
           ...(port ? { PORT: String(port) } : {}),
         };
-        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env })));
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name) })));
         const log = join(bundle, 'output.log');
         const container: Container = { name: c.name, spec: c, runcId, bundle, log, logOffset: 0, logRest: '', startedAt: Date.now(), exited: false, ready: false };
         container.readiness = probeState((c as { readinessProbe?: Probe }).readinessProbe);
@@ -302,8 +306,9 @@ export class RuncRuntime implements Runtime {
         this.launch(replica, container);
       }
     } catch (err) {
-      const message = err instanceof ImageError ? err.message : `Failed to start replica ${replica.want.name}: ${(err as Error).message}`;
-      if (!(err instanceof ImageError)) this.options.onError(err, `starting replica ${replica.want.name}`);
+      const told = err instanceof ImageError || err instanceof VolumeError;
+      const message = told ? err.message : `Failed to start replica ${replica.want.name}: ${(err as Error).message}`;
+      if (!told) this.options.onError(err, `starting replica ${replica.want.name}`);
       this.log(replica, undefined, message);
       await this.teardown(replica);
       replica.message = message;
@@ -498,6 +503,10 @@ export class RuncRuntime implements Runtime {
     if (c.exited) return;
     this.log(replica, c, `Killing container ${c.name} of replica ${replica.want.name}: ${why}`);
     void quietly('runc', ['--root', this.root, 'kill', c.runcId, 'KILL']);
+  }
+
+  removeVolumeSet(org: string, gvc: string, name: string): void {
+    rmSync(volumeSetDir(this.dir, org, gvc, name), { recursive: true, force: true });
   }
 
   stopReplica(deployment: Omit<DeploymentRef, 'host'>, name: string): boolean {

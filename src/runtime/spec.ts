@@ -1,8 +1,10 @@
 // The OCI runtime spec (config.json) of one container of a replica: the process from the image's
 // config and the workload's container spec, resource limits as cgroup limits, the usual
 // container default capabilities and a seccomp filter refusing what a container has no business
-// doing, the replica's network namespace, and no host path but its overlay root.
+// doing, the replica's network namespace, and no host path but its overlay root and the
+// replica's volume directories (volumes.ts).
 import type { ImageConfig } from './images.js';
+import type { BindMount } from './volumes.js';
 
 /** The capabilities a container engine grants by default (Docker's and containerd's set). */
 export const DEFAULT_CAPABILITIES = [
@@ -45,6 +47,8 @@ export interface SpecInput {
   cgroup: string;
   /** Set for every container: CPLN_* and PORT, as the hosted platform sets them. */
   env: Record<string, string>;
+  /** The container's volumes: host directories of the replica's, mounted last so that one under /tmp lands on its tmpfs. */
+  mounts?: BindMount[];
 }
 
 /** The process a container runs: `command` replaces the image's entrypoint and `args` its cmd, as Kubernetes does. */
@@ -91,6 +95,12 @@ export function ociSpec(input: SpecInput): Record<string, unknown> {
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+      ...(input.mounts ?? []).map((m) => ({
+        destination: m.destination,
+        type: 'bind',
+        source: m.source,
+        options: ['rbind', 'rprivate', 'nosuid', 'nodev', ...(m.readonly ? ['ro', 'noexec'] : ['rw'])],
+      })),
     ],
     linux: {
       cgroupsPath: input.cgroup,

@@ -88,6 +88,8 @@ export interface Runtime {
   observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock): Observation;
   /** Stops one replica now (`cpln workload replica stop`); still wanted, it is started again. False: no such replica runs here. */
   stopReplica(deployment: Omit<DeploymentRef, 'host'>, replica: string): boolean;
+  /** Removes the data of a deleted volume set's volumes, when the runtime keeps any. */
+  removeVolumeSet?(org: string, gvc: string, name: string): void;
   /** Starts `command` in a running replica's container, its stdio piped (exec, connect, cp); or says why it cannot. */
   exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { error: string };
   /** `listener` is called with a deployment whose observed state changed. */

@@ -110,6 +110,8 @@ function sampleString(s: Sampler, path: string, keel?: JsonSchema): string {
   if (/^retentionDuration$/.test(name)) return '7d';
   if (/^checksum$/.test(name)) return 'sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08';
   if (path === 'spec.vm.hostname') return 'guest';
+  // A mount path is absolute (the hosted docs: "a unique absolute path").
+  if (path === 'spec.containers[].volumes[].path') return '/mnt/data';
   if (/^(workloadLink|aliasWorkloadLink|inboundAllowWorkload|link)$/.test(name)) return WORKLOAD;
   if (/^identityLink$/.test(name)) return `/org/${ORG}/gvc/prod/identity/app-id`;
   if (/secret|Secret|credentials|pullSecretLinks|secrets/.test(name)) return SECRET;

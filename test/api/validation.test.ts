@@ -158,6 +158,30 @@ forEachBackend('validation as the hosted API does it', (backend) => {
     assert.equal(vm.body.spec.vm.runStrategy, 'Always');
   });
 
+  test("volumes: a uri is a volume URI and a path a plain absolute path outside /proc, /sys and /dev, once per container", async () => {
+    const at = 'spec.containers[0].volumes[0]';
+    for (const path of ['/proc', '/proc/self', '/sys/fs', '/dev', '/']) {
+      refusedAt(await k.call('POST', WORKLOADS, workload('vol', { volumes: [{ uri: 'scratch://x', path }] })), `${at}.path`, /must not be/);
+    }
+    for (const path of ['/data/../etc', '/data/./x', '/data//x', '/data/', 'data']) {
+      refusedAt(await k.call('POST', WORKLOADS, workload('vol', { volumes: [{ uri: 'scratch://x', path }] })), `${at}.path`, /plain path|absolute/);
+    }
+    for (const uri of ['cpln://volumeset/../x', 'cpln://volumeset/data/sub', 'cpln://secret/s/../../t', 'cpln://secret/s...', 'scratch://../x', 'file:///etc', '/etc', 'hostpath://x']) {
+      refusedAt(await k.call('POST', WORKLOADS, workload('vol', { volumes: [{ uri, path: '/data' }] })), `${at}.uri`, /is not a volume URI/);
+    }
+    const twice = [{ uri: 'scratch://a', path: '/data' }, { uri: 'scratch://b', path: '/data' }];
+    refusedAt(await k.call('POST', WORKLOADS, workload('vol', { volumes: twice })), 'spec.containers[0].volumes[1].path', /mounted twice/);
+    const volumes = [
+      { uri: 'cpln://volumeset/data', path: '/var/lib/data' },
+      { uri: 'cpln://secret/db.DB_HOST', path: '/etc/db-host' },
+      { uri: 'scratch://work', path: '/tmp/work' },
+      { uri: 's3://my-bucket', path: '/s3' },
+      { uri: 'azureblob://account/container', path: '/blob' },
+    ];
+    const ok = await k.call('POST', WORKLOADS, workload('vol', { volumes }));
+    assert.equal(ok.status, 201, JSON.stringify(ok.body));
+  });
+
   test('cpln apply -f of a manifest Keel refuses prints the field and what is allowed', async () => {
     const endpoint = await k.listen();
     const cpln = new Cpln([endpoint.replace('http://', '')]);

@@ -1,0 +1,150 @@
+// A replica's volumes as host directories, bind-mounted into its containers (docs/runtime.md,
+// "Volumes"). Each URI names what it names in the workload's own org and GVC (kinds/volumeuri.ts
+// admits no other form), so one org's workloads reach nothing of another's:
+// - cpln://volumeset/NAME: a directory of the volume set's, per location and replica index
+//   (or one for all replicas of a `shared` set), under runtime/volumes/; it outlives replicas and
+//   the workload, and goes when the volume set is deleted;
+// - cpln://secret/NAME[.KEY]: the secret's value as read-only files, written for the replica when
+//   the workload's identity is granted `reveal` on it, and removed with the replica;
+// - scratch://NAME: an empty directory of the replica's own, shared by its containers;
+// - cloud storage: not mounted; the replica does not start, and says why.
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { grants } from '../kinds/derive.js';
+import { findKind } from '../kinds/index.js';
+import { parseVolumeUri } from '../kinds/volumeuri.js';
+import { parseLink } from '../resources/links.js';
+import type { Store, StoredItem } from '../store/types.js';
+import type { DeploymentRef } from './types.js';
+
+/** A volume that cannot be given to the replica: the replica waits, with this as its message. */
+export class VolumeError extends Error {}
+
+export interface BindMount {
+  destination: string;
+  source: string;
+  readonly: boolean;
+}
+
+type VolumeSpec = { uri?: string; path?: string };
+type ContainerVolumes = { name?: string; volumes?: VolumeSpec[] };
+
+/** Where a volume set's volumes live on this host. */
+export function volumeSetDir(runtimeDir: string, org: string, gvc: string, name: string): string {
+  return join(runtimeDir, 'volumes', org, gvc, name);
+}
+
+/**
+ * Makes the directories and files of the replica's volumes (its private ones under `replicaDir`)
+ * and gives each container's bind mounts; throws VolumeError when a volume cannot be had.
+ */
+export async function prepareVolumes(store: Store, runtimeDir: string, replicaDir: string, ref: DeploymentRef, replica: string, spec: Record<string, any>): Promise<Map<string, BindMount[]>> {
+  const mounts = new Map<string, BindMount[]>();
+  const own = join(replicaDir, 'volumes');
+  let policies: StoredItem[] | undefined;
+  for (const [i, container] of ((spec.containers ?? []) as ContainerVolumes[]).entries()) {
+    const list: BindMount[] = [];
+    mounts.set(String(container.name), list);
+    for (const [j, volume] of (container.volumes ?? []).entries()) {
+      const uri = String(volume.uri ?? '');
+      const path = String(volume.path ?? '');
+      const fail = (why: string) => new VolumeError(`Volume ${uri} at ${path} of container ${container.name}: ${why}`);
+      const source = parseVolumeUri(uri);
+      if (!source) throw fail('not a volume URI');
+      if (source.kind === 'cloud') throw fail(`${source.scheme}:// cloud storage is not mounted by Keel's runc runtime`);
+      if (source.kind === 'volumeset') {
+        const set = await store.get({ org: ref.org, kind: 'volumeset', gvc: ref.gvc, name: source.name });
+        if (!set) throw fail(`volume set ${source.name} does not exist in GVC ${ref.gvc}`);
+        let leaf: string;
+        if ((set.data.spec as { fileSystemType?: string } | undefined)?.fileSystemType === 'shared') leaf = 'shared';
+        else if (spec.type === 'stateful' && replica.startsWith(`${ref.workload}-`) && /^\d+$/.test(replica.slice(ref.workload.length + 1))) leaf = replica.slice(ref.workload.length + 1);
+        else throw fail(`volume set ${source.name} is ${(set.data.spec as { fileSystemType?: string } | undefined)?.fileSystemType ?? 'ext4'}: only a stateful workload mounts it (one volume per replica); a shared volume set mounts on any workload`);
+        const dir = join(volumeSetDir(runtimeDir, ref.org, ref.gvc, source.name), ref.location, leaf);
+        privateDir(join(runtimeDir, 'volumes'));
+        if (makeDir(dir)) chmodSync(dir, 0o777);
+        list.push({ destination: path, source: dir, readonly: false });
+      } else if (source.kind === 'scratch') {
+        const dir = join(own, `scratch-${source.name}`);
+        privateDir(own);
+        if (makeDir(dir)) chmodSync(dir, 0o777);
+        list.push({ destination: path, source: dir, readonly: false });
+      } else {
+        const secret = await store.get({ org: ref.org, kind: 'secret', gvc: '', name: source.name });
+        if (!secret) throw fail(`secret ${source.name} does not exist in org ${ref.org}`);
+        const identity = typeof spec.identityLink === 'string' ? parseLink(spec.identityLink) : undefined;
+        if (!identity || identity.kind !== 'identity' || identity.org !== ref.org || identity.gvc !== ref.gvc) {
+          throw fail(`the workload has no identity of GVC ${ref.gvc}: a secret is mounted for an identity granted reveal on it`);
+        }
+        if (!(await store.get({ org: ref.org, kind: 'identity', gvc: ref.gvc, name: identity.name }))) throw fail(`identity ${identity.name} does not exist in GVC ${ref.gvc}`);
+        policies ??= await store.list({ org: ref.org, kind: 'policy', gvc: '', limit: 10_000, build: () => ({ where: '1 = 1', orderBy: 'r.name' }) });
+        if (!mayReveal(policies, `/org/${ref.org}/secret/${source.name}`, spec.identityLink)) {
+          throw fail(`identity ${identity.name} is not granted reveal on secret ${source.name} (a policy must grant it)`);
+        }
+        const files = secretFiles(secret.data, source.key);
+        if (typeof files === 'string') throw fail(files);
+        // Named by position: a container's name may be any string, not a file name.
+        const dir = join(own, `secret-${i}-${j}`);
+        privateDir(own);
+        rmSync(dir, { recursive: true, force: true });
+        mkdirSync(dir, { mode: 0o755 });
+        chmodSync(dir, 0o755);
+        for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o444 });
+        list.push({ destination: path, source: dir, readonly: true });
+      }
+    }
+  }
+  return mounts;
+}
+
+/** Whether a policy of the org grants `reveal` (or a permission implying it) on the secret to the identity. */
+function mayReveal(policies: StoredItem[], secretLink: string, identityLink: string): boolean {
+  const def = findKind('secret')!;
+  return policies.some(({ data: d }) => {
+    if (d.targetKind !== 'secret') return false;
+    if (d.target !== 'all' && !((d.targetLinks as string[] | undefined) ?? []).includes(secretLink)) return false;
+    const bindings = (d.bindings as Array<{ permissions?: string[]; principalLinks?: string[] }> | undefined) ?? [];
+    return bindings.some((b) => (b.principalLinks ?? []).includes(identityLink) && (b.permissions ?? []).some((p) => grants(def, p, 'reveal')));
+  });
+}
+
+const FILE_NAME = /^[-_.A-Za-z0-9]{1,253}$/;
+
+/**
+ * The files a secret becomes: an opaque secret's payload as `payload` (values decoded when the
+ * secret's encoding is base64), data given as a string (the JSON document types) as `payload`, and one file per field of the others (a
+ * dictionary's keys, tls's key/cert/chain, …). With `key`, that one file. A string: why not.
+ */
+function secretFiles(item: Record<string, unknown>, key: string | undefined): Record<string, string | Buffer> | string {
+  const data = item.data;
+  const files: Record<string, string | Buffer> = {};
+  if (typeof data === 'string') files.payload = data;
+  else if (data && typeof data === 'object') {
+    const record = data as Record<string, unknown>;
+    // A dictionary's `encoding` is a key like any other; elsewhere it says how the values are written.
+    const base64 = item.type !== 'dictionary' && record.encoding === 'base64';
+    for (const [name, value] of Object.entries(record)) {
+      if (name === 'encoding' && item.type !== 'dictionary') continue;
+      const text = typeof value === 'string' ? value : JSON.stringify(value);
+      files[name] = base64 && typeof value === 'string' ? Buffer.from(value, 'base64') : text;
+    }
+  }
+  if (item.type === 'opaque') files.payload ??= '';
+  if (key !== undefined) {
+    if (!Object.hasOwn(files, key)) return `secret has no key ${key}`;
+    return { [key]: files[key] };
+  }
+  const unsafe = Object.keys(files).find((name) => !FILE_NAME.test(name) || /^\.+$/.test(name));
+  if (unsafe !== undefined) return `the secret's key '${unsafe}' is not a file name (letters, digits, '-', '_' and '.')`;
+  return files;
+}
+
+/** A directory only root may enter: what is under it is reached by the containers' bind mounts alone. */
+function privateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+}
+
+/** Makes a directory (and its parents); true when it did not exist. */
+function makeDir(dir: string): boolean {
+  return mkdirSync(dir, { recursive: true }) !== undefined;
+}

@@ -1,0 +1,200 @@
+// Volumes under the runc runtime, as a user drives them with the cpln CLI: a stateful workload's
+// volume set volume keeps what a replica wrote across a replica stop, a scratch volume does not,
+// a secret appears as read-only files for an identity granted reveal, and what should not work
+// does not: another org's volume set or secret, a workload without the grant, cloud storage, a
+// mount path over /proc or with '..'. Deleting the workload keeps the volume set's data; deleting
+// the volume set removes it; nothing is left mounted.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { KEEL_ACTOR } from '../../src/audit/events.js';
+import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
+import { Cpln } from '../support/cpln.js';
+import { startKeel, type TestKeel } from '../support/keel.js';
+import { freePort } from '../support/ports.js';
+import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { waitFor } from '../support/wait.js';
+
+const skip = runtimeMissing();
+const LOCATION = 'aws-us-east-2';
+
+describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
+  let keel: TestKeel;
+  let cpln: Cpln;
+  let work: string;
+  let image: string;
+  let otherToken: string;
+  const run = async (args: string[], expect = 0) => {
+    const r = await cpln.run(args, { timeoutMs: 60_000 });
+    assert.equal(r.code, expect, `cpln ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
+    return r;
+  };
+  let files = 0;
+  const apply = async (resource: Record<string, unknown>, ...extra: string[]) => {
+    const file = join(work, `resource-${++files}.json`);
+    writeFileSync(file, JSON.stringify(resource));
+    return run(['apply', '--file', file, ...extra]);
+  };
+  const deployment = async (workload: string, org = 'acme') =>
+    (await keel.call('GET', `/org/${org}/gvc/web/workload/${workload}/deployment/${LOCATION}`, undefined, org === 'acme' ? {} : { token: otherToken })).body;
+  const exec = (workload: string, replica: string, ...command: string[]) => cpln.run(['workload', 'exec', workload, '--location', LOCATION, '--replica', replica, '--', ...command], { timeoutMs: 60_000 });
+  /** A workload of one container running the idle image; `container` adds to that container, the rest to the spec. */
+  const workload = (name: string, { container = {}, ...spec }: Record<string, unknown> & { container?: Record<string, unknown> }) => ({
+    kind: 'workload',
+    name,
+    spec: { containers: [{ name: 'main', image, cpu: '50m', memory: '64Mi', ...container }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } }, ...spec },
+  });
+  const volumeDir = () => join(keel.config.dataDir, 'runtime', 'volumes', 'acme', 'web', 'data');
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'keel-volumes-'));
+    image = busyboxImage(work, 'idle', ['/bin/sh', '-c', 'exec sleep 1000000']);
+    const port = await freePort();
+    keel = await startKeel('sqlite', 'acme', { port, reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
+    await keel.app.core.listen({ host: '127.0.0.1', port });
+    otherToken = (await createOrg(keel.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('other'), adminServiceAccount: 'admin' })).token!;
+    cpln = new Cpln([`127.0.0.1:${port}`]);
+    await run(['profile', 'update', 'keel', '--endpoint', `http://127.0.0.1:${port}`, '--token', keel.token, '--org', 'acme', '--gvc', 'web', '--default']);
+    await run(['profile', 'update', 'other', '--endpoint', `http://127.0.0.1:${port}`, '--token', otherToken, '--org', 'other', '--gvc', 'web']);
+    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION]);
+    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', 'other']);
+  });
+  after(async () => {
+    cpln?.cleanup();
+    await keel?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("a stateful replica's volume set volume outlives it; its scratch volume does not", async () => {
+    await apply({ kind: 'volumeset', name: 'data', spec: { initialCapacity: 10, fileSystemType: 'ext4' } });
+    await apply(
+      workload('db', {
+        type: 'stateful',
+        container: { volumes: [{ uri: 'cpln://volumeset/data', path: '/var/lib/data' }, { uri: 'scratch://work', path: '/scratch' }] },
+      }),
+    );
+    await waitFor('db to be ready', () => deployment('db'), (d) => d.status?.ready === true, 60_000);
+    const wrote = await exec('db', 'db-0', 'sh', '-c', 'echo kept > /var/lib/data/f && echo gone > /scratch/f && touch /tmp/first-run && ls /var/lib/data');
+    assert.equal(wrote.code, 0, wrote.stdout);
+    assert.equal(wrote.stdout, 'f', 'the volume holds only what this replica wrote');
+    // On the host: the volume set's directory for the location and replica index 0.
+    assert.equal(readFileSync(join(volumeDir(), LOCATION, '0', 'f'), 'utf8'), 'kept\n');
+    // The bind mounts live in the container's mount namespace alone: the host has nothing to unmount after a kill -9.
+    assert.deepEqual(leftovers(keel.config.dataDir).mounts.filter((m) => !m.startsWith('overlay ')), []);
+
+    await run(['workload', 'replica', 'stop', 'db', '--location', LOCATION, '--replica-name', 'db-0']);
+    // The replacement is a new container: its /tmp no longer has the first run's marker.
+    const read = await waitFor(
+      'the replacement replica to read the volume',
+      () => exec('db', 'db-0', 'sh', '-c', 'test -e /tmp/first-run && echo first || { cat /var/lib/data/f; ls -A /scratch; }'),
+      (r) => r.code === 0 && r.stdout !== 'first',
+      60_000,
+    );
+    assert.equal(read.stdout, 'kept', 'the volume set volume kept the file; the scratch volume came back empty');
+    // Keel's data directory stays out of reach, volumes or not.
+    const listed = await exec('db', 'db-0', 'ls', keel.config.dataDir);
+    assert.notEqual(listed.code, 0);
+  });
+
+  test('a secret is mounted as read-only files for a workload whose identity is granted reveal', async () => {
+    await apply({ kind: 'secret', name: 'token', type: 'opaque', data: { payload: 's3cr3t', encoding: 'plain' } });
+    await apply({ kind: 'secret', name: 'db', type: 'dictionary', data: { host: 'db.internal', port: '5432' } });
+    await apply({ kind: 'identity', name: 'app' });
+    await apply({
+      kind: 'policy',
+      name: 'app-reads-secrets',
+      targetKind: 'secret',
+      targetLinks: ['//secret/token', '//secret/db'],
+      bindings: [{ permissions: ['reveal'], principalLinks: ['//gvc/web/identity/app'] }],
+    });
+    await apply(
+      workload('reader', {
+        type: 'standard',
+        identityLink: '//gvc/web/identity/app',
+        container: {
+          volumes: [
+            { uri: 'cpln://secret/token', path: '/run/token' },
+            { uri: 'cpln://secret/db', path: '/etc/db' },
+            { uri: 'cpln://secret/db.host', path: '/etc/db-host' },
+          ],
+        },
+      }),
+    );
+    const ready = await waitFor('reader to be ready', () => deployment('reader'), (d) => d.status?.ready === true, 60_000);
+    const replica = ready.status.internal.replicas[0] as string;
+    assert.equal((await exec('reader', replica, 'cat', '/run/token/payload')).stdout, 's3cr3t');
+    assert.equal((await exec('reader', replica, 'sh', '-c', 'cat /etc/db/host; echo; cat /etc/db/port')).stdout, 'db.internal\n5432');
+    assert.equal((await exec('reader', replica, 'ls', '/etc/db-host')).stdout, 'host', 'the .KEY form mounts that one key');
+    const write = await exec('reader', replica, 'sh', '-c', 'echo changed > /run/token/payload');
+    assert.notEqual(write.code, 0, 'a secret volume is read-only');
+    assert.match(write.stdout, /Read-only file system/);
+    // On the host, the replica's secret files sit in a directory only root may enter.
+    const replicas = join(keel.config.dataDir, 'runtime', 'replicas');
+    const privateDirs = readdirSync(replicas).map((id) => join(replicas, id, 'volumes')).filter((d) => existsSync(d) && readdirSync(d).some((n) => n.startsWith('secret-')));
+    assert.equal(privateDirs.length, 1);
+    assert.equal(statSync(privateDirs[0]).mode & 0o777, 0o700);
+
+    await run(['workload', 'delete', 'reader']);
+    await waitFor('the secret files to be gone with the replica', async () => existsSync(privateDirs[0]), (there) => !there, 30_000);
+  });
+
+  test("misuse: another org's volume set and secret, no grant, cloud storage, paths over /proc or with '..'", async () => {
+    // Org "other" has a GVC of the same name, but not acme's volume set nor its secret: it gets nothing of them.
+    const other = (name: string, volumes: unknown[], extra: Record<string, unknown> = {}) =>
+      apply(workload(name, { type: 'stateful', container: { volumes }, ...extra }), '--profile', 'other');
+    await other('thief', [{ uri: 'cpln://volumeset/data', path: '/data' }]);
+    await other('spy', [{ uri: 'cpln://secret/token', path: '/run/token' }]);
+    const thief = await waitFor('the thief to say why it does not start', () => deployment('thief', 'other'), (d) => /volume set data does not exist in GVC web/.test(d.status?.message ?? ''), 30_000);
+    assert.equal(thief.status.ready, false);
+    const spy = await waitFor('the spy to say why it does not start', () => deployment('spy', 'other'), (d) => /secret token does not exist in org other/.test(d.status?.message ?? ''), 30_000);
+    assert.equal(spy.status.ready, false);
+    assert.ok(!existsSync(join(keel.config.dataDir, 'runtime', 'volumes', 'other')), 'nothing was made for org other');
+
+    // In acme itself: without an identity, or with one that is not granted reveal, no secret.
+    await apply(workload('nosy', { type: 'standard', container: { volumes: [{ uri: 'cpln://secret/token', path: '/run/token' }] } }));
+    await apply({ kind: 'identity', name: 'nobody' });
+    await apply(workload('ungranted', { type: 'standard', identityLink: '//gvc/web/identity/nobody', container: { volumes: [{ uri: 'cpln://secret/token', path: '/run/token' }] } }));
+    await apply(workload('bucket', { type: 'standard', container: { volumes: [{ uri: 's3://my-bucket', path: '/data' }] } }));
+    for (const [name, why] of [
+      ['nosy', /the workload has no identity/],
+      ['ungranted', /identity nobody is not granted reveal on secret token/],
+      ['bucket', /s3:\/\/ cloud storage is not mounted by Keel's runc runtime/],
+    ] as const) {
+      const d = await waitFor(`${name} to say why it does not start`, () => deployment(name), (x) => why.test(x.status?.message ?? ''), 30_000);
+      assert.equal(d.status.ready, false);
+    }
+
+    // Validation refuses mount paths over the container's own filesystems, '..' and URIs that are not volumes.
+    for (const [volume, field] of [
+      [{ uri: 'scratch://x', path: '/proc' }, /path must not be \/proc/],
+      [{ uri: 'scratch://x', path: '/data/../etc' }, /path must be a plain path/],
+      [{ uri: 'cpln://volumeset/../../other', path: '/data' }, /is not a volume URI/],
+      [{ uri: 'cpln://secret/token/../../x', path: '/data' }, /is not a volume URI/],
+      [{ uri: 'file:///etc', path: '/data' }, /is not a volume URI/],
+    ] as const) {
+      const res = await keel.call('POST', '/org/acme/gvc/web/workload', workload('bad', { type: 'standard', container: { volumes: [volume] } }));
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.match(res.body.message, field);
+    }
+    const file = join(work, 'bad.json');
+    writeFileSync(file, JSON.stringify(workload('bad', { type: 'standard', container: { volumes: [{ uri: 'scratch://x', path: '/proc' }] } })));
+    const refused = await cpln.run(['apply', '--file', file], { timeoutMs: 60_000 });
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stdout + refused.stderr, /must not be \/proc/);
+    for (const name of ['nosy', 'ungranted', 'bucket']) await run(['workload', 'delete', name]);
+    for (const name of ['thief', 'spy']) await run(['workload', 'delete', name, '--profile', 'other']);
+  });
+
+  test('deleting the workload keeps the volume set data; deleting the volume set removes it; nothing stays mounted', async () => {
+    await run(['workload', 'delete', 'db']);
+    await waitFor('every container to be gone', async () => leftovers(keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
+    await waitFor("the replicas' directories to be gone", async () => readdirSync(join(keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
+    assert.deepEqual(leftovers(keel.config.dataDir), NOTHING_LEFT);
+    assert.equal(readFileSync(join(volumeDir(), LOCATION, '0', 'f'), 'utf8'), 'kept\n', 'the volume set still holds what the replica wrote');
+
+    await run(['volumeset', 'delete', 'data']);
+    await waitFor('the volume set data to be removed', async () => existsSync(volumeDir()), (there) => !there, 30_000);
+  });
+});
