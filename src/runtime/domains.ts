@@ -77,6 +77,8 @@ export class DomainRoutes {
   /** The target of a request for `hostname` (no port) and `url`, why it has none, or undefined: no domain has that name. */
   match(hostname: string, url: string): DomainMatch {
     const host = hostname.toLowerCase().replace(/\.$/, '');
+    // Workload endpoints are `WORKLOAD-GVCALIAS.localhost`: no domain, of whatever org, stands in their place.
+    if (host === 'localhost' || host.endsWith('.localhost')) return undefined;
     const exact = this.owner(host);
     if (exact) return this.route(exact, host, url);
     // A subdomain: of a domain that accepts all subdomains, or `WORKLOAD.DOMAIN` of a gvcLink domain.

@@ -154,6 +154,13 @@ describe('domains routed by the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
     const still = await get('/api/x', 'app.example.com');
     assert.equal(still.status, 200);
     assert.match(still.body, /^replica=api-/m);
+    // Nor can a domain take the host name of a workload's endpoint.
+    const endpoint = new URL((await keel.call('GET', '/org/acme/gvc/web/workload/api')).body.status.endpoint).hostname;
+    assert.equal((await keel.call('POST', '/org/evil/domain', { name: endpoint, spec: { workloadLink: '/org/evil/gvc/web/workload/api' } })).status, 201);
+    await waitFor("evil's endpoint domain to be reconciled", async () => (await keel.call('GET', `/org/evil/domain/${endpoint}`)).body?.status?.status, (s) => s !== undefined, 30_000);
+    const own = await get('/cgi-bin/echo/x', endpoint);
+    assert.equal(own.status, 200);
+    assert.match(own.body, /^replica=api-/m);
   });
 
   test('a deleted domain is no longer served', async () => {
