@@ -1,7 +1,8 @@
 // Keel's ingress (KEEL_INGRESS_PORT): workload traffic to ready replicas, round robin. A request
 // names its workload by Host, the endpoint's first DNS label (`WORKLOAD-GVCALIAS.localhost:PORT`,
 // what status.endpoint says), or, for a client that cannot set Host, by path:
-// `/-workload/ORG/GVC/WORKLOAD/rest…` reaches `/rest…` of the workload. Bodies stream both ways;
+// `/-workload/ORG/GVC/WORKLOAD/rest…` reaches `/rest…` of the workload; a Host that is a domain's
+// name goes by that domain's routes (domains.ts). Bodies stream both ways;
 // an Upgrade (WebSocket) becomes a byte pipe to the replica.
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
