@@ -117,6 +117,39 @@ describe('domains routed by the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.deepEqual([...seen], ['db-1']);
   });
 
+  test('a gvcLink domain serves WORKLOAD.DOMAIN; with acceptAllSubdomains, hostPrefix tells subdomains apart', async () => {
+    await apply({ kind: 'domain', name: 'apps.example.com', spec: { dnsMode: 'ns', gvcLink: '//gvc/web' } });
+    const site = await waitFor('the domain to route', () => get('/cgi-bin/echo/x', 'site.apps.example.com'), (r) => r.status === 200, 30_000);
+    assert.match(site.body, /^replica=site-/m);
+    assert.match((await get('/cgi-bin/echo/x', 'api.apps.example.com')).body, /^replica=api-/m);
+
+    await apply({
+      kind: 'domain',
+      name: 'wild.example.com',
+      spec: {
+        acceptAllSubdomains: true,
+        ports: [
+          {
+            number: 443,
+            routes: [
+              { prefix: '/', replacePrefix: '/cgi-bin/echo/', workloadLink: '//gvc/web/workload/site' },
+              { prefix: '/', replacePrefix: '/cgi-bin/echo/', workloadLink: '//gvc/web/workload/api', hostPrefix: 'api' },
+            ],
+          },
+        ],
+      },
+    });
+    const api = await waitFor('the domain to route', () => get('/x', 'api.wild.example.com'), (r) => r.status === 200, 30_000);
+    assert.match(api.body, /^replica=api-/m);
+    assert.match((await get('/x', 'www.wild.example.com')).body, /^replica=site-/m);
+    assert.match((await get('/x', 'wild.example.com')).body, /^replica=site-/m);
+
+    // A domain that does not accept subdomains says so.
+    const sub = await get('/x', 'www.app.example.com');
+    assert.equal(sub.status, 404);
+    assert.match(JSON.parse(sub.body).message, /domain 'app\.example\.com' does not accept subdomains .*acceptAllSubdomains/);
+  });
+
   test('the client address ends X-Forwarded-For: neither the client nor a route can replace it', async () => {
     await apply({
       kind: 'domain',
