@@ -79,6 +79,8 @@ export class DomainRoutes {
     const host = hostname.toLowerCase().replace(/\.$/, '');
     // Workload endpoints are `WORKLOAD-GVCALIAS.localhost`: no domain, of whatever org, stands in their place.
     if (host === 'localhost' || host.endsWith('.localhost')) return undefined;
+    // No DNS name is longer; a longer Host would only cost a lookup per dot.
+    if (host.length > 253) return undefined;
     const exact = this.owner(host);
     if (exact) return this.route(exact, host, url);
     // A subdomain: of a domain that accepts all subdomains, or `WORKLOAD.DOMAIN` of a gvcLink domain.
