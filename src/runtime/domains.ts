@@ -53,7 +53,6 @@ interface Entry {
  */
 const RESERVED = new Set(['content-length', 'transfer-encoding', 'connection', 'upgrade', 'te', 'trailer', 'keep-alive', 'proxy-connection', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-// eslint-disable-next-line no-control-regex
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 export class DomainRoutes {
