@@ -75,6 +75,10 @@ export interface Config {
   ingressPort: number;
   /** The private IPv4 range replicas' network namespaces take addresses from (KEEL_RUNTIME_SUBNET). */
   runtimeSubnet: string;
+  /** Terminal sessions (exec, connect, cp) one principal may have open at once on one process. */
+  terminalSessionsPerPrincipal: number;
+  /** Terminal sessions all principals together may have open at once on one process. */
+  maxTerminalSessions: number;
   /** A quiet watch gets a bookmark event carrying its position this often. */
   watchBookmarkMs: number;
   /** Watch streams one principal may hold open at once on one process (429 above). */
@@ -223,6 +227,8 @@ export const OPTIONS: Option[] = [
   option('runtime', 'KEEL_RUNTIME', '--runtime', oneOf(['simulated', 'runc']) as Parser<Config['runtime']>, "what runs workloads: simulated (nothing runs) or runc (containers on this host, as root; see docs/runtime.md)"),
   option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
   option('runtimeSubnet', 'KEEL_RUNTIME_SUBNET', '--runtime-subnet', subnet, "private IPv4 range for replicas' network namespaces with --runtime runc"),
+  option('terminalSessionsPerPrincipal', 'KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL', '--terminal-sessions-per-principal', whole(1, 100_000), 'open terminal sessions (exec, connect, cp) per principal with --runtime runc; more are refused'),
+  option('maxTerminalSessions', 'KEEL_MAX_TERMINAL_SESSIONS', '--max-terminal-sessions', whole(1, 1_000_000), 'open terminal sessions (exec, connect, cp) of all principals together with --runtime runc; more are refused'),
   option('reconcileStepMs', 'KEEL_RECONCILE_SPEED', '--reconcile-speed', whole(1, 3_600_000), 'ms per simulated lifecycle step of the reconcilers'),
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
@@ -272,6 +278,8 @@ export const DEFAULTS: Config = {
   runtime: 'simulated',
   ingressPort: 8082,
   runtimeSubnet: '10.213.0.0/16',
+  terminalSessionsPerPrincipal: 20,
+  maxTerminalSessions: 200,
   watchBookmarkMs: 30_000,
   watchStreamsPerPrincipal: 100,
   watchReplaysPerPrincipal: 2,

@@ -42,6 +42,8 @@ const DOMAIN_STAGES = ['pendingDnsConfig', 'pendingCertificate', 'ready'] as con
 
 export async function reconcileDomain(ctx: ReconcileContext, key: ItemKey): Promise<Outcome> {
   const item = await ctx.tx.get(key, 'update');
+  // The ingress routes by what each pass finds (every change, and the periodic scan after a restart).
+  ctx.runtime?.domain?.(key.org, key.name, item ? ((item.data.spec ?? {}) as Record<string, unknown>) : undefined, item?.created);
   if (!item) return {};
   const spec = (item.data.spec ?? {}) as Record<string, any>;
   const created = Date.parse(item.created);

@@ -304,7 +304,8 @@ export class ReconcileRunner {
       }
       case 'mk8s':
       case 'domain':
-        if (event.actionType !== 'delete') this.enqueue({ org, kind, gvc: '', name: event.resourceName });
+        // A deleted domain's pass takes its routes off the ingress.
+        if (event.actionType !== 'delete' || kind === 'domain') this.enqueue({ org, kind, gvc: '', name: event.resourceName });
         break;
       case 'image':
         // A pushed image may be the one a workload waits to pull.

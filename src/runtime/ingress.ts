@@ -1,14 +1,20 @@
 // Keel's ingress (KEEL_INGRESS_PORT): workload traffic to ready replicas, round robin. A request
 // names its workload by Host, the endpoint's first DNS label (`WORKLOAD-GVCALIAS.localhost:PORT`,
 // what status.endpoint says), or, for a client that cannot set Host, by path:
-// `/-workload/ORG/GVC/WORKLOAD/rest…` reaches `/rest…` of the workload. Bodies stream both ways;
+// `/-workload/ORG/GVC/WORKLOAD/rest…` reaches `/rest…` of the workload; a Host that is a domain's
+// name goes by that domain's routes (domains.ts). Bodies stream both ways;
 // an Upgrade (WebSocket) becomes a byte pipe to the replica.
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 
-export type Route = (host: string | undefined, path: string) => { targets: string[]; port: number; path: string } | undefined;
+/** Where a request goes (and the headers its route sets), why it cannot go anywhere, or undefined: nothing is served at that host or path. */
+export type Route = (
+  host: string | undefined,
+  path: string,
+  hostname: string,
+) => { targets: string[]; port: number; path: string; headers?: Record<string, string> } | { status: number; message: string } | undefined;
 
 export class Ingress {
   private server?: Server;
@@ -38,16 +44,18 @@ export class Ingress {
   }
 
   /** The replica a request goes to, or why there is none. */
-  private pick(req: IncomingMessage): { address: string; port: number; path: string } | { status: number; message: string } {
-    const host = (req.headers.host ?? '').replace(/:\d+$/, '').split('.')[0] || undefined;
-    const route = this.route(host, req.url ?? '/');
+  private pick(req: IncomingMessage): { address: string; port: number; path: string; headers?: Record<string, string> } | { status: number; message: string } {
+    const hostname = (req.headers.host ?? '').replace(/:\d+$/, '');
+    const host = hostname.split('.')[0] || undefined;
+    const route = this.route(host, req.url ?? '/', hostname);
+    if (route && 'status' in route) return route;
     if (!route) return { status: 404, message: `no workload is served at host '${req.headers.host ?? ''}' or path ${req.url}: use the workload's endpoint (Host WORKLOAD-GVCALIAS.localhost) or /-workload/ORG/GVC/WORKLOAD/…` };
     if (route.targets.length === 0) return { status: 503, message: 'no replica of the workload is ready' };
     const key = `${host}|${route.targets.join(',')}`;
     const turn = this.turns.get(key) ?? 0;
     this.turns.set(key, turn + 1);
     if (this.turns.size > 10_000) this.turns.clear();
-    return { address: route.targets[turn % route.targets.length], port: route.port, path: route.path };
+    return { address: route.targets[turn % route.targets.length], port: route.port, path: route.path, headers: route.headers };
   }
 
   private serve(req: IncomingMessage, res: ServerResponse): void {
@@ -60,7 +68,7 @@ export class Ingress {
     // A kept-alive connection the replica has just closed fails the request sent on it: a GET or
     // HEAD (nothing of the body sent yet) is sent again once, on a fresh connection.
     const send = (retry: boolean) => {
-      const upstream = request({ host: address, port: target.port, method: req.method, path: target.path, headers: forwarded(req) }, (answer) => {
+      const upstream = request({ host: address, port: target.port, method: req.method, path: target.path, headers: forwarded(req, target.headers) }, (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.rawHeaders as unknown as Record<string, string>);
         answer.pipe(res);
       });
@@ -87,7 +95,9 @@ export class Ingress {
     }
     const upstream = connect({ host: target.address, port: target.port }, () => {
       const lines = [`${req.method} ${target.path} HTTP/1.1`];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      const set = target.headers ?? {};
+      for (let i = 0; i < req.rawHeaders.length; i += 2) if (!Object.hasOwn(set, req.rawHeaders[i].toLowerCase())) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      for (const [name, value] of Object.entries(set)) lines.push(`${name}: ${value}`);
       upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
       if (head.length > 0) upstream.write(head);
       upstream.pipe(socket);
@@ -98,10 +108,14 @@ export class Ingress {
   }
 }
 
-/** The request's headers with the X-Forwarded-* ones a proxy adds. */
-function forwarded(req: IncomingMessage): Record<string, string | string[]> {
+/**
+ * The request's headers, with those its route sets (never the X-Forwarded-* ones: see
+ * domains.ts), and the X-Forwarded-* ones a proxy adds: the client's address always ends X-Forwarded-For.
+ */
+function forwarded(req: IncomingMessage, set: Record<string, string> = {}): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = v;
+  Object.assign(headers, set);
   const from = req.socket.remoteAddress ?? '';
   headers['x-forwarded-for'] = headers['x-forwarded-for'] ? `${headers['x-forwarded-for']}, ${from}` : from;
   headers['x-forwarded-host'] ??= req.headers.host ?? '';

@@ -21,6 +21,7 @@ import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
 import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
+import { DomainRoutes } from './domains.js';
 import { Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
@@ -132,6 +133,7 @@ export class RuncRuntime implements Runtime {
   private readonly images: Images;
   private readonly blobs: BlobStore;
   readonly ingress: Ingress;
+  private readonly domains = new DomainRoutes();
   /** Replicas by deployment, then by name. */
   private readonly deployments = new Map<string, Map<string, Replica>>();
   private readonly listeners: Array<(d: DeploymentRef) => void> = [];
@@ -148,7 +150,7 @@ export class RuncRuntime implements Runtime {
     this.network = new Network(parseSubnet(options.subnet), this.scope);
     this.blobs = options.blobs;
     this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
-    this.ingress = new Ingress((host, path) => this.route(host, path));
+    this.ingress = new Ingress((host, path, hostname) => this.route(host, path, hostname));
     // The reconcilers' periodic scan finds every workload once this process holds the lease.
     this.lease = new Lease(
       options.databaseUrl,
@@ -163,6 +165,10 @@ export class RuncRuntime implements Runtime {
 
   endpoint(host: string): string {
     return `http://${host}.localhost:${this.ingress.port ?? this.options.ingressPort}`;
+  }
+
+  domain(org: string, name: string, spec: Record<string, unknown> | undefined, created?: string): void {
+    this.domains.set(org, name, spec, created);
   }
 
   onChange(listener: (deployment: DeploymentRef) => void): void {
@@ -529,8 +535,20 @@ export class RuncRuntime implements Runtime {
     return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }
 
-  /** The ready replicas' addresses a request for `host` (or the path form) goes to, and the port. */
-  private route(host: string | undefined, path: string): { targets: string[]; port: number; path: string } | undefined {
+  /** The ready replicas' addresses a request for `host` (a domain, or the path form) goes to, and the port. */
+  private route(host: string | undefined, path: string, hostname: string): ReturnType<ConstructorParameters<typeof Ingress>[0]> {
+    const domain = this.domains.match(hostname, path);
+    if (domain && 'status' in domain) return domain;
+    if (domain) {
+      const { org, gvc, workload } = domain;
+      const replicas = [...this.deployments.values()].flatMap((d) => [...d.values()]).filter((r) => r.ref.org === org && r.ref.gvc === gvc && r.ref.workload === workload && !r.want.run);
+      const what = `domain '${domain.domain}' routes to workload '${workload}' of GVC '${gvc}'`;
+      if (replicas.length === 0) return { status: 503, message: `${what}, which runs no replica here (it does not exist, or is not deployed yet)` };
+      const ready = replicas.filter((r) => r.address && this.stateOf(r).ready && (domain.replica === undefined || r.want.name === `${workload}-${domain.replica}`));
+      if (domain.replica !== undefined && ready.length === 0) return { status: 503, message: `${what}, replica ${domain.replica} (${workload}-${domain.replica}), which is not running and ready` };
+      const port = domain.port ?? firstPort((replicas[0].want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
+      return { targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers };
+    }
     const m = /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
     for (const replicas of this.deployments.values()) {
       const first = replicas.values().next().value as Replica | undefined;

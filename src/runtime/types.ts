@@ -92,6 +92,11 @@ export interface Runtime {
   removeVolumeSet?(org: string, gvc: string, name: string): void;
   /** Starts `command` in a running replica's container, its stdio piped (exec, connect, cp); or says why it cannot. */
   exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { error: string };
+  /**
+   * Takes a domain's spec, for the ingress to route its host names by (undefined: the domain is
+   * gone); `created` decides between orgs holding the same name. A runtime without an ingress has none.
+   */
+  domain?(org: string, name: string, spec: Record<string, unknown> | undefined, created?: string): void;
   /** `listener` is called with a deployment whose observed state changed. */
   onChange(listener: (deployment: DeploymentRef) => void): void;
   start(): Promise<void>;

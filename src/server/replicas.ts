@@ -16,6 +16,7 @@ import type { ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authorizer } from '../auth/authorizer.js';
+import { identity } from '../auth/principal.js';
 import type { BearerAuthenticator } from '../auth/bearer.js';
 import type { Runtime } from '../runtime/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
@@ -82,6 +83,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica
   // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
   const terminals = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_MAX_PAYLOAD });
+  const sessions = new Sessions(config.terminalSessionsPerPrincipal, config.maxTerminalSessions);
   app.addHook('onClose', async () => {
     for (const ws of terminals.clients) ws.terminate();
     terminals.close();
@@ -98,7 +100,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const runtime = app.runtime;
     if (what === 'exec' && runtime && runtime.kind !== 'simulated') {
       const location = decodeURIComponent(/^\/-remote\/([^/?]+)\//.exec(request.url ?? '')![1]);
-      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location));
+      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions));
       return;
     }
     const messages =
@@ -113,7 +115,7 @@ const FAILED = 'Failed to create terminal session: ';
 const DOWNLOAD_CLOSE_DELAY_MS = 250;
 
 /** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */
-function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string): void {
+function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions): void {
   let child: ChildProcess | undefined;
   let tty = false;
   let countBytes = false;
@@ -149,6 +151,10 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
         return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
       }
       if (ws.readyState !== ws.OPEN) return;
+      const who = identity(principal);
+      const refused = sessions.admit(who);
+      if (refused) return fail(`${FAILED}${refused}; command terminated with exit code 1`);
+      ws.once('close', () => sessions.release(who));
       tty = asked.tty === true;
       countBytes = asked.writeReceivedBytes === true;
       const process = (child = found.start());
@@ -200,6 +206,38 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
       // resize and other messages a pipe has no use for
     }
   };
+}
+
+/**
+ * Open terminal sessions, per principal and in all: each holds a process in a replica and a
+ * stream, so one principal cannot take them all (KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL,
+ * KEEL_MAX_TERMINAL_SESSIONS).
+ */
+class Sessions {
+  private readonly open = new Map<string, number>();
+  private total = 0;
+
+  constructor(
+    private readonly perPrincipal: number,
+    private readonly max: number,
+  ) {}
+
+  /** Counts a new session of `who`, or says why it is refused. */
+  admit(who: string): string | undefined {
+    const mine = this.open.get(who) ?? 0;
+    if (mine >= this.perPrincipal) return `too many terminal sessions: this principal already has ${mine} open (exec, connect and cp; at most ${this.perPrincipal}, KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL); end one and try again`;
+    if (this.total >= this.max) return `too many terminal sessions: ${this.total} are open on this Keel (at most ${this.max}, KEEL_MAX_TERMINAL_SESSIONS); try again later`;
+    this.open.set(who, mine + 1);
+    this.total++;
+    return undefined;
+  }
+
+  release(who: string): void {
+    const mine = (this.open.get(who) ?? 1) - 1;
+    if (mine > 0) this.open.set(who, mine);
+    else this.open.delete(who);
+    this.total--;
+  }
 }
 
 /**
