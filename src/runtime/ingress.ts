@@ -67,7 +67,7 @@ export class Ingress {
     const load = this.loads.get(key);
     for (const held of load?.held ?? []) {
       const target = this.pick(held.req);
-      if ('status' in target && target.status === 503 && target.hold) continue;
+      if ('hold' in target && target.hold > 0) continue;
       this.release(load!, held);
       if ('status' in target) this.answer(held.res, target.status, target.message);
       else this.forward(held.req, held.res, target);
@@ -106,7 +106,9 @@ export class Ingress {
   }
 
   /** The replica a request goes to, or why there is none. */
-  private pick(req: IncomingMessage): { key: string; address: string; port: number; path: string } | { key?: string; status: number; message: string; hold?: number } {
+  private pick(
+    req: IncomingMessage,
+  ): { key: string; address: string; port: number; path: string } | { key: string; status: number; message: string; hold: number } | { key?: undefined; status: number; message: string } {
     const host = (req.headers.host ?? '').replace(/:\d+$/, '').split('.')[0] || undefined;
     const route = this.route(host, req.url ?? '/');
     if (!route) return { status: 404, message: `no workload is served at host '${req.headers.host ?? ''}' or path ${req.url}: use the workload's endpoint (Host WORKLOAD-GVCALIAS.localhost) or /-workload/ORG/GVC/WORKLOAD/…` };
@@ -120,10 +122,7 @@ export class Ingress {
 
   private serve(req: IncomingMessage, res: ServerResponse): void {
     const target = this.pick(req);
-    if (target.key === undefined) {
-      if ('status' in target) this.answer(res, target.status, target.message);
-      return;
-    }
+    if (target.key === undefined) return this.answer(res, target.status, target.message);
     const load = this.arrive(target.key);
     res.on('close', () => this.leave(load));
     if (!('status' in target)) return this.forward(req, res, target);
@@ -199,7 +198,7 @@ export class Ingress {
         if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 502, message: `the replica did not answer: ${err.message}` }));
         else res.destroy();
       });
-      res.once('close', () => {
+      res.on('close', () => {
         if (!res.writableFinished) upstream.destroy();
       });
       if (req.method === 'GET' || req.method === 'HEAD') upstream.end();
