@@ -1,8 +1,9 @@
 // Autoscaling under the runc runtime, as a user sees it through the cpln CLI and the workload's
-// endpoint: a serverless workload with minScale 0 runs nothing while idle, a request wakes it
-// (held at the ingress until a replica is ready), it goes back to zero after scaleToZeroDelay,
-// and concurrent requests scale it up to maxScale and never past it. Misuse: a flood of requests
-// to a workload whose replica never becomes ready gets bounded 503s, not a hang.
+// endpoint: a serverless workload with minScale 0 (in its location's localOptions) runs nothing
+// while idle, a request wakes it (held at the ingress until a replica is ready), it goes back to
+// zero after scaleToZeroDelay, and concurrent requests scale it up to maxScale and never past it.
+// Misuse: a flood of requests to a workload whose replica never becomes ready gets bounded 503s,
+// not a hang.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -93,7 +94,9 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
       spec: {
         type: 'serverless',
         containers: [{ name: 'httpd', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } }],
-        defaultOptions: { timeoutSeconds: 30, autoscaling: { metric: 'concurrency', target: 1, minScale: 0, maxScale: 3, scaleToZeroDelay: DELAY_S } },
+        // The location's own options are the ones that count there.
+        defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } },
+        localOptions: [{ location: LOCATION, timeoutSeconds: 30, autoscaling: { metric: 'concurrency', target: 1, minScale: 0, maxScale: 3, scaleToZeroDelay: DELAY_S } }],
       },
     });
     // Scaled to zero, the deployment is ready, as the hosted platform reports it.
