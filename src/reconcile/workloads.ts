@@ -13,7 +13,7 @@ import { deepEqual } from '../json.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import type { Clock, DeploymentRef, ReplicaWant } from '../runtime/types.js';
+import type { Clock, DeploymentRef, ReplicaWant, Runtime, Wake } from '../runtime/types.js';
 import { SIMULATED } from '../runtime/simulated.js';
 import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath, replicaNames, runReplica, stableId } from './views.js';
@@ -94,14 +94,15 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       moved = true;
     }
     // The replicas of the latest version this location should run (a cron workload's are its runs, below).
-    const count = suspended || spec.type === 'cron' ? 0 : Math.max(0, Number(options.autoscaling?.minScale ?? 1));
-    const wanted = replicaNames(key.name, spec.type, location, workload.version, count);
+    const scaled = suspended || spec.type === 'cron' ? { count: 0 } : scale(runtime, deploymentRef(key, location, host), spec, options);
+    const wanted = replicaNames(key.name, spec.type, location, workload.version, scaled.count);
     const clock = { since, now: ctx.now, stepMs: ctx.stepMs };
     // A cron workload's replicas are its active runs (those this pass starts are added below).
     const observed = runtime.observe(
       deploymentRef(key, location, host),
       spec.type === 'cron' ? runWants(spec, (status.jobExecutions ?? []) as JobExecution[]) : pulled.failure ? [] : wanted.map((name) => ({ name, version: workload.version, spec })),
       clock,
+      pulled.failure ? undefined : scaled.wake,
     );
     if (!moved) {
       const latest = versions.find((v) => v.workload === workload.version)!;
@@ -304,6 +305,25 @@ function loadBalancers(spec: Record<string, any>, locations: string[], host: str
   return locations.flatMap((location) =>
     ports.map((p) => ({ origin: location, url: `${p.scheme ?? String(p.protocol ?? 'tcp').toLowerCase()}://${host}.${location}.cpln.app:${p.externalPort}` })),
   );
+}
+
+/**
+ * How many replicas a deployment runs: minScale, or, under a runtime that measures traffic and for
+ * the concurrency or rps metric, what its traffic over the last scaleToZeroDelay asks for at
+ * `target` a replica, within minScale and maxScale. At minScale 0 it wakes on a request, which
+ * waits for a replica at most the workload's timeoutSeconds. See docs/runtime.md.
+ */
+function scale(runtime: Runtime, ref: DeploymentRef, spec: Record<string, any>, options: Record<string, any>): { count: number; wake?: Wake } {
+  const scaling = (options.autoscaling ?? {}) as Record<string, unknown>;
+  const min = Math.max(0, Number(scaling.minScale ?? 1));
+  const metric = scaling.metric ?? 'concurrency';
+  if (metric !== 'concurrency' && metric !== 'rps') return { count: min };
+  const demand = runtime.demand?.(ref, Number(scaling.scaleToZeroDelay ?? 300) * 1000);
+  if (!demand) return { count: min };
+  const max = Math.max(min, Number(scaling.maxScale ?? min));
+  const target = Number(scaling.target) > 0 ? Number(scaling.target) : 100;
+  const count = Math.min(max, Math.max(min, Math.ceil((metric === 'rps' ? demand.rps : demand.concurrency) / target)));
+  return { count, wake: min === 0 && max > 0 ? { spec, holdMs: Number(options.timeoutSeconds ?? 5) * 1000 } : undefined };
 }
 
 /** A location's options: its localOptions entry over the defaultOptions. */

@@ -3,7 +3,9 @@
 // what status.endpoint says), or, for a client that cannot set Host, by path:
 // `/-workload/ORG/GVC/WORKLOAD/rest…` reaches `/rest…` of the workload; a Host that is a domain's
 // name goes by that domain's routes (domains.ts). Bodies stream both ways;
-// an Upgrade (WebSocket) becomes a byte pipe to the replica.
+// an Upgrade (WebSocket) becomes a byte pipe to the replica. It measures each deployment's traffic
+// (requests in flight, requests a second) for autoscaling, and holds a request for a deployment
+// with no ready replica that may wake (one scaled to zero) until a replica is ready.
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -14,14 +16,88 @@ export type Route = (
   host: string | undefined,
   path: string,
   hostname: string,
-) => { targets: string[]; port: number; path: string; headers?: Record<string, string> } | { status: number; message: string } | undefined;
+) =>
+  | {
+      key: string;
+      targets: string[];
+      port: number;
+      path: string;
+      headers?: Record<string, string>;
+      /** How long a request may wait for a ready replica (0: a 503 at once). */
+      holdMs: number;
+    }
+  | { status: number; message: string }
+  | undefined;
+
+/** Requests held for one deployment at most, and for all of them: past that, a 503 at once. */
+const HELD_MAX = 100;
+const HELD_TOTAL_MAX = 1_000;
+/** The longest window traffic is asked about over (the longest scaleToZeroDelay). */
+const WINDOW_MAX_S = 3_600;
+
+interface Held {
+  req: IncomingMessage;
+  res: ServerResponse;
+  timer: NodeJS.Timeout;
+}
+
+/** A deployment's traffic: requests in flight now and, per second, the most in flight and those that arrived. */
+interface Load {
+  inFlight: number;
+  seconds: Array<{ second: number; peak: number; arrived: number }>;
+  held: Set<Held>;
+}
 
 export class Ingress {
   private server?: Server;
   private readonly turns = new Map<string, number>();
+  private readonly loads = new Map<string, Load>();
+  private heldTotal = 0;
   port?: number;
 
-  constructor(private readonly route: Route) {}
+  /** `onHold` is called with a deployment a request is now held for. */
+  constructor(
+    private readonly route: Route,
+    private readonly onHold: (key: string) => void = () => undefined,
+  ) {}
+
+  /** The most requests in flight at once and the most arriving in one second over the last `windowMs`. */
+  demand(key: string, windowMs: number): { concurrency: number; rps: number } {
+    const load = this.loads.get(key);
+    if (!load) return { concurrency: 0, rps: 0 };
+    const from = Math.floor((Date.now() - windowMs) / 1000);
+    let concurrency = load.inFlight;
+    let rps = 0;
+    for (const s of load.seconds) {
+      if (s.second < from) continue;
+      concurrency = Math.max(concurrency, s.peak);
+      rps = Math.max(rps, s.arrived);
+    }
+    return { concurrency, rps };
+  }
+
+  /** Sends the requests held for `key` on to a replica, if one is ready now. */
+  retry(key: string): void {
+    const load = this.loads.get(key);
+    for (const held of load?.held ?? []) {
+      const target = this.pick(held.req);
+      if ('hold' in target && target.hold > 0) continue;
+      this.release(load!, held);
+      if ('status' in target) this.answer(held.res, target.status, target.message);
+      else this.forward(held.req, held.res, target);
+    }
+  }
+
+  /** Forgets a deployment's traffic (it is gone); its held requests are answered 503. */
+  forget(key: string): void {
+    const load = this.loads.get(key);
+    if (!load) return;
+    for (const held of load.held) {
+      this.release(load, held);
+      this.answer(held.res, 503, 'the workload is no longer served here');
+    }
+    this.loads.delete(key);
+  }
 
   async listen(host: string, port: number): Promise<void> {
     const server = createServer((req, res) => this.serve(req, res));
@@ -44,26 +120,90 @@ export class Ingress {
   }
 
   /** The replica a request goes to, or why there is none. */
-  private pick(req: IncomingMessage): { address: string; port: number; path: string; headers?: Record<string, string> } | { status: number; message: string } {
+  private pick(
+    req: IncomingMessage,
+  ):
+    | { key: string; address: string; port: number; path: string; headers?: Record<string, string> }
+    | { key: string; status: number; message: string; hold: number }
+    | { key?: undefined; status: number; message: string } {
     const hostname = (req.headers.host ?? '').replace(/:\d+$/, '');
     const host = hostname.split('.')[0] || undefined;
     const route = this.route(host, req.url ?? '/', hostname);
-    if (route && 'status' in route) return route;
+    if (route && 'status' in route) return { status: route.status, message: route.message };
     if (!route) return { status: 404, message: `no workload is served at host '${req.headers.host ?? ''}' or path ${req.url}: use the workload's endpoint (Host WORKLOAD-GVCALIAS.localhost) or /-workload/ORG/GVC/WORKLOAD/…` };
-    if (route.targets.length === 0) return { status: 503, message: 'no replica of the workload is ready' };
+    if (route.targets.length === 0) return { key: route.key, status: 503, message: 'no replica of the workload is ready', hold: route.holdMs };
     const key = `${host}|${route.targets.join(',')}`;
     const turn = this.turns.get(key) ?? 0;
     this.turns.set(key, turn + 1);
     if (this.turns.size > 10_000) this.turns.clear();
-    return { address: route.targets[turn % route.targets.length], port: route.port, path: route.path, headers: route.headers };
+    return { key: route.key, address: route.targets[turn % route.targets.length], port: route.port, path: route.path, headers: route.headers };
   }
 
   private serve(req: IncomingMessage, res: ServerResponse): void {
     const target = this.pick(req);
-    if ('status' in target) {
-      res.writeHead(target.status, { 'content-type': 'application/json' }).end(JSON.stringify({ status: target.status, message: target.message }));
-      return;
+    if (target.key === undefined) return this.answer(res, target.status, target.message);
+    const load = this.arrive(target.key);
+    res.on('close', () => this.leave(load));
+    if (!('status' in target)) return this.forward(req, res, target);
+    if (!target.hold) return this.answer(res, target.status, target.message);
+    if (load.held.size >= HELD_MAX || this.heldTotal >= HELD_TOTAL_MAX) {
+      return this.answer(res, 503, `no replica of the workload is ready, and ${load.held.size >= HELD_MAX ? HELD_MAX : HELD_TOTAL_MAX} requests already wait for one: try again later`);
     }
+    // Held until a replica is ready (retry) or for `hold` ms; its body waits unread in the socket.
+    const seconds = Math.round(target.hold / 1000);
+    const held: Held = {
+      req,
+      res,
+      timer: setTimeout(() => {
+        this.release(load, held);
+        this.answer(res, 503, `no replica of the workload became ready within ${seconds} s (the workload's timeoutSeconds)`);
+      }, target.hold),
+    };
+    load.held.add(held);
+    this.heldTotal++;
+    res.on('close', () => this.release(load, held));
+    this.onHold(target.key);
+  }
+
+  private answer(res: ServerResponse, status: number, message: string): void {
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ status, message }));
+  }
+
+  private release(load: Load, held: Held): void {
+    if (!load.held.delete(held)) return;
+    clearTimeout(held.timer);
+    this.heldTotal--;
+  }
+
+  /** Counts a request in: in flight until its response closes. */
+  private arrive(key: string): Load {
+    let load = this.loads.get(key);
+    if (!load) this.loads.set(key, (load = { inFlight: 0, seconds: [], held: new Set() }));
+    load.inFlight++;
+    const second = this.second(load);
+    second.arrived++;
+    second.peak = Math.max(second.peak, load.inFlight);
+    return load;
+  }
+
+  private leave(load: Load): void {
+    this.second(load);
+    load.inFlight--;
+  }
+
+  /** This second's entry of a deployment's traffic (entries past the longest window are dropped). */
+  private second(load: Load): { second: number; peak: number; arrived: number } {
+    const now = Math.floor(Date.now() / 1000);
+    let last = load.seconds[load.seconds.length - 1];
+    if (last?.second !== now) {
+      load.seconds.push((last = { second: now, peak: load.inFlight, arrived: 0 }));
+      while (load.seconds[0].second < now - WINDOW_MAX_S) load.seconds.shift();
+    }
+    return last;
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse, target: { address: string; port: number; path: string; headers?: Record<string, string> }): void {
     const address = target.address;
     // A kept-alive connection the replica has just closed fails the request sent on it: a GET or
     // HEAD (nothing of the body sent yet) is sent again once, on a fresh connection.

@@ -3,7 +3,7 @@
 // filesystem. The reconciler declares which replicas a deployment wants (observe); this class
 // starts and stops them on its own clock, restarts a replica whose container exited (with
 // back-off), runs the probes that decide readiness, feeds containers' output into the logs and
-// tells the reconciler when what it reports has changed.
+// tells the reconciler when what it reports has changed, or the traffic its ingress measured has.
 //
 // State on disk, all under $KEEL_DATA_DIR/runtime: runc's own (`runc/`, its --root), the
 // unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`) and the
@@ -27,7 +27,7 @@ import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import { prepareVolumes, VolumeError, volumeSetDir } from './volumes.js';
-import type { Clock, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime } from './types.js';
+import type { Clock, Demand, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime, Wake } from './types.js';
 
 export interface RuncOptions {
   dataDir: string;
@@ -137,6 +137,10 @@ export class RuncRuntime implements Runtime {
   /** Replicas by deployment, then by name. */
   private readonly deployments = new Map<string, Map<string, Replica>>();
   private readonly listeners: Array<(d: DeploymentRef) => void> = [];
+  /** Deployments that wake on a request (observe's `wake`), by deployment. */
+  private readonly waking = new Map<string, { ref: DeploymentRef; wake: Wake }>();
+  /** Deployments whose traffic the reconciler asks about: the window and what it was last told. */
+  private readonly demands = new Map<string, { ref: DeploymentRef; windowMs: number; reported: string }>();
   private tick?: NodeJS.Timeout;
   private readonly lease: Lease;
   private pendingLogs: NewLogLine[] = [];
@@ -150,7 +154,13 @@ export class RuncRuntime implements Runtime {
     this.network = new Network(parseSubnet(options.subnet), this.scope);
     this.blobs = options.blobs;
     this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
-    this.ingress = new Ingress((host, path, hostname) => this.route(host, path, hostname));
+    this.ingress = new Ingress(
+      (host, path, hostname) => this.route(host, path, hostname),
+      (id) => {
+        const ref = this.waking.get(id)?.ref;
+        if (ref) for (const listener of this.listeners) listener(ref);
+      },
+    );
     // The reconcilers' periodic scan finds every workload once this process holds the lease.
     this.lease = new Lease(
       options.databaseUrl,
@@ -196,6 +206,7 @@ export class RuncRuntime implements Runtime {
   private dropAll(): Promise<unknown> {
     const all = [...this.deployments.values()].flatMap((d) => [...d.values()]);
     this.deployments.clear();
+    for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
     return Promise.all(all.map((r) => this.remove(r)));
   }
 
@@ -210,8 +221,11 @@ export class RuncRuntime implements Runtime {
     await this.lease.stop();
   }
 
-  observe(deployment: DeploymentRef, want: ReplicaWant[], _clock: Clock): Observation {
+  observe(deployment: DeploymentRef, want: ReplicaWant[], _clock: Clock, wake?: Wake): Observation {
     const id = deploymentId(deployment);
+    if (wake) this.waking.set(id, { ref: deployment, wake });
+    else if (want.length === 0) this.forget(id);
+    else this.waking.delete(id);
     let replicas = this.deployments.get(id);
     if (!replicas) {
       if (want.length === 0) return { replicas: [], ready: true };
@@ -242,9 +256,24 @@ export class RuncRuntime implements Runtime {
     return {
       replicas: states,
       ready: serving.every((s) => s.ready),
-      serving: serving.length === 0 ? undefined : serving.some((s) => s.ready),
+      // One that wakes on a request serves while its replicas start, unless they fail to.
+      serving: wake && !notReady ? true : serving.length === 0 ? undefined : serving.some((s) => s.ready),
       message: notReady ? notReady.message : undefined,
     };
+  }
+
+  demand(deployment: DeploymentRef, windowMs: number): Demand {
+    const id = deploymentId(deployment);
+    const demand = this.ingress.demand(id, windowMs);
+    this.demands.set(id, { ref: deployment, windowMs, reported: `${demand.concurrency}|${demand.rps}` });
+    return demand;
+  }
+
+  /** A deployment neither runs nor wakes any more: its traffic is forgotten and its held requests answered. */
+  private forget(id: string): void {
+    this.waking.delete(id);
+    this.demands.delete(id);
+    this.ingress.forget(id);
   }
 
   /** The replicas of a deployment running now (with their addresses), for exec and the like. */
@@ -442,6 +471,14 @@ export class RuncRuntime implements Runtime {
         this.changed(replica);
       }
     }
+    // Traffic that rose, or fell out of the window the reconciler asked about, may change the replica count.
+    for (const [id, d] of this.demands) {
+      const demand = this.ingress.demand(id, d.windowMs);
+      const now = `${demand.concurrency}|${demand.rps}`;
+      if (now === d.reported) continue;
+      d.reported = now;
+      for (const listener of this.listeners) listener(d.ref);
+    }
     this.collectLogs();
     void this.flushLogs();
   }
@@ -535,32 +572,40 @@ export class RuncRuntime implements Runtime {
     return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }
 
-  /** The ready replicas' addresses a request for `host` (a domain, or the path form) goes to, and the port. */
+  /**
+   * Where a request goes: the ready replicas' addresses of the workload its Host names (a domain's
+   * route, or the endpoint's first label) or the path form names, the port, and how long it may wait.
+   */
   private route(host: string | undefined, path: string, hostname: string): ReturnType<ConstructorParameters<typeof Ingress>[0]> {
     const domain = this.domains.match(hostname, path);
     if (domain && 'status' in domain) return domain;
-    if (domain) {
-      const { org, gvc, workload } = domain;
-      const replicas = [...this.deployments.values()].flatMap((d) => [...d.values()]).filter((r) => r.ref.org === org && r.ref.gvc === gvc && r.ref.workload === workload && !r.want.run);
-      const what = `domain '${domain.domain}' routes to workload '${workload}' of GVC '${gvc}'`;
-      if (replicas.length === 0) return { status: 503, message: `${what}, which runs no replica here (it does not exist, or is not deployed yet)` };
-      const ready = replicas.filter((r) => r.address && this.stateOf(r).ready && (domain.replica === undefined || r.want.name === `${workload}-${domain.replica}`));
-      if (domain.replica !== undefined && ready.length === 0) return { status: 503, message: `${what}, replica ${domain.replica} (${workload}-${domain.replica}), which is not running and ready` };
-      const port = domain.port ?? firstPort((replicas[0].want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
-      return { targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers };
-    }
-    const m = /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
-    for (const replicas of this.deployments.values()) {
-      const first = replicas.values().next().value as Replica | undefined;
-      if (!first) continue;
-      const ref = first.ref;
+    const m = domain ? null : /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
+    // A deployment that wakes on a request is served while it runs no replica.
+    for (const id of new Set([...this.deployments.keys(), ...this.waking.keys()])) {
+      const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run);
+      const waking = this.waking.get(id);
+      const ref = replicas[0]?.ref ?? waking?.ref;
+      if (!ref) continue;
+      const spec = replicas[0]?.want.spec ?? waking!.wake.spec;
+      const holdMs = waking?.wake.holdMs ?? 0;
+      if (domain) {
+        const { org, gvc, workload } = domain;
+        if (ref.org !== org || ref.gvc !== gvc || ref.workload !== workload) continue;
+        const ready = replicas.filter((r) => r.address && this.stateOf(r).ready && (domain.replica === undefined || r.want.name === `${workload}-${domain.replica}`));
+        if (domain.replica !== undefined && ready.length === 0 && holdMs === 0) {
+          return { status: 503, message: `domain '${domain.domain}' routes to workload '${workload}' of GVC '${gvc}', replica ${domain.replica} (${workload}-${domain.replica}), which is not running and ready` };
+        }
+        const port = domain.port ?? firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
+        return { key: id, targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers, holdMs };
+      }
       const byPath = m && m[1] === ref.org && m[2] === ref.gvc && m[3] === ref.workload;
       if (!byPath && host !== ref.host) continue;
-      const ready = [...replicas.values()].filter((r) => r.address && this.stateOf(r).ready);
-      const port = firstPort((first.want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
+      const ready = replicas.filter((r) => r.address && this.stateOf(r).ready);
+      const port = firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
       const rest = byPath ? m![4] || '/' : path;
-      return { targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}` };
+      return { key: id, targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}`, holdMs };
     }
+    if (domain) return { status: 503, message: `domain '${domain.domain}' routes to workload '${domain.workload}' of GVC '${domain.gvc}', which runs no replica here (it does not exist, or is not deployed yet)` };
     return undefined;
   }
 
@@ -574,6 +619,8 @@ export class RuncRuntime implements Runtime {
     const now = this.fingerprint(replica);
     if (now === replica.reported) return;
     replica.reported = now;
+    // Requests held for the deployment go to the replica that became ready.
+    this.ingress.retry(deploymentId(replica.ref));
     for (const listener of this.listeners) listener(replica.ref);
   }
 

@@ -54,6 +54,22 @@ export interface Observation {
   after?: number;
 }
 
+/** The traffic a deployment has had, as the runtime's ingress measured it (held requests included). */
+export interface Demand {
+  /** The most requests in flight at once over the window asked about (now included). */
+  concurrency: number;
+  /** The most requests that arrived in one second over the window. */
+  rps: number;
+}
+
+/** A deployment that may run no replica: a request for it is held while one starts. */
+export interface Wake {
+  /** The workload's spec (the port its endpoint serves). */
+  spec: Record<string, any>;
+  /** How long a request waits for a ready replica before it is answered 503. */
+  holdMs: number;
+}
+
 /** A replica named as the CLI's terminal requests name it: org, GVC, location, replica (pod) and perhaps a container. */
 export interface ExecTarget {
   org: string;
@@ -84,8 +100,17 @@ export interface Runtime {
   owns(): boolean;
   /** The URL a workload's endpoint is reached at (status.endpoint; what `cpln workload open` opens). */
   endpoint(host: string): string;
-  /** Declares the replicas `deployment` runs from now on (none: it is gone) and reports what runs. */
-  observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock): Observation;
+  /**
+   * Declares the replicas `deployment` runs from now on (none, without `wake`: it is gone) and reports
+   * what runs. With `wake`, it stays reachable at the ingress with no replica, and a request for it
+   * is held and the change listener called, so that the reconciler starts one.
+   */
+  observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock, wake?: Wake): Observation;
+  /**
+   * The deployment's traffic over the last `windowMs`; the change listener is called when it changes.
+   * Absent, or undefined: the runtime measures none (the simulation), and a deployment runs minScale replicas.
+   */
+  demand?(deployment: DeploymentRef, windowMs: number): Demand | undefined;
   /** Stops one replica now (`cpln workload replica stop`); still wanted, it is started again. False: no such replica runs here. */
   stopReplica(deployment: Omit<DeploymentRef, 'host'>, replica: string): boolean;
   /** Removes the data of a deleted volume set's volumes, when the runtime keeps any. */
