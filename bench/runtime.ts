@@ -100,13 +100,14 @@ async function keepAliveLoad(address: string, port: number, host: string, second
 }
 
 
-/** The RSS of every `runc run` process (each container's foreground runc), in MB. */
-function runcRssMb(): number {
+/** The RSS of the `runc run` processes (each container's foreground runc) of the Keel on `dataDir`, in MB. */
+function runcRssMb(dataDir: string): number {
+  const root = join(dataDir, 'runtime', 'runc');
   let total = 0;
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     try {
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (cmd[0].endsWith('runc') && cmd.includes('run')) total += rssMb(Number(pid));
+      if (cmd[0].endsWith('runc') && cmd.includes('run') && cmd.includes(root)) total += rssMb(Number(pid));
     } catch {
       // gone
     }
@@ -187,6 +188,25 @@ export async function benchRuntime(): Promise<Section> {
     for (let i = 0; i < WORKLOADS; i++) await keel.call('DELETE', `/org/${org}/gvc/bench/workload/w${i}`);
     await stopped(dataDir);
 
+    // Memory with 50 replicas.
+    const idleRss = rssMb(keel.pid);
+    const idleRunc = runcRssMb(dataDir);
+    await keel.call('POST', `/org/${org}/gvc/bench/workload`, { name: 'many', spec: spec(REPLICAS) });
+    const until = Date.now() + 300_000;
+    let ready = 0;
+    while (Date.now() < until) {
+      const d = await keel.call('GET', `/org/${org}/gvc/bench/workload/many/deployment/${LOCATION}`);
+      ready = d.body?.status?.versions?.[0]?.containers?.web?.resources?.replicasReady ?? 0;
+      if (ready === REPLICAS) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    const busyRss = rssMb(keel.pid);
+    const busyRunc = runcRssMb(dataDir);
+    const perReplicaKeel = (busyRss - idleRss) / REPLICAS;
+    const perReplicaRunc = (busyRunc - idleRunc) / REPLICAS;
+    await keel.call('DELETE', `/org/${org}/gvc/bench/workload/many`);
+    await stopped(dataDir);
+
     // Throughput: one replica with two cores to itself, called straight and through the ingress
     // by Host in alternating rounds (which goes first alternates too), so that other work on the
     // machine weighs on both sides of each round's ratio alike.
@@ -226,25 +246,6 @@ export async function benchRuntime(): Promise<Section> {
     const ratios = rounds.map((r) => r.ratio);
     const median = (pick: (r: (typeof rounds)[number]) => number) => quantile(rounds.map(pick), 0.5);
     await keel.call('DELETE', `/org/${org}/gvc/bench/workload/echo`);
-    await stopped(dataDir);
-
-    // Memory with 50 replicas.
-    const idleRss = rssMb(keel.pid);
-    const idleRunc = runcRssMb();
-    await keel.call('POST', `/org/${org}/gvc/bench/workload`, { name: 'many', spec: spec(REPLICAS) });
-    const until = Date.now() + 300_000;
-    let ready = 0;
-    while (Date.now() < until) {
-      const d = await keel.call('GET', `/org/${org}/gvc/bench/workload/many/deployment/${LOCATION}`);
-      ready = d.body?.status?.versions?.[0]?.containers?.web?.resources?.replicasReady ?? 0;
-      if (ready === REPLICAS) break;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
-    const busyRss = rssMb(keel.pid);
-    const busyRunc = runcRssMb();
-    const perReplicaKeel = (busyRss - idleRss) / REPLICAS;
-    const perReplicaRunc = (busyRunc - idleRunc) / REPLICAS;
-    await keel.call('DELETE', `/org/${org}/gvc/bench/workload/many`);
     await stopped(dataDir);
 
     const figures = {
