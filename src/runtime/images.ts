@@ -37,6 +37,8 @@ export class ImageError extends Error {}
 
 export class Images {
   private readonly unpacking = new Map<string, Promise<string>>();
+  /** Layouts being written, by directory (one per manifest digest or, from skopeo, per reference). */
+  private readonly writing = new Map<string, Promise<string>>();
 
   constructor(
     private readonly dir: string,
@@ -104,20 +106,43 @@ export class Images {
   private async export(org: string, digest: string, reference: string): Promise<string> {
     if (!(await this.blobs.linked(org, digest))) throw new ImageError(`Failed to pull image "${reference}": not found (no manifest ${digest} in org ${org}'s registry)`);
     const layout = join(this.dir, 'layouts', digest.replace(':', '-'));
+    return this.once(layout, () => this.write(digest, reference, layout));
+  }
+
+  /**
+   * `write` of the layout directory `layout`, shared by every caller while it runs: replicas of
+   * one image starting together would otherwise each clear the others' `.partial` directory.
+   */
+  private once(layout: string, write: () => Promise<string>): Promise<string> {
+    let done = this.writing.get(layout);
+    if (!done) {
+      done = write().finally(() => this.writing.delete(layout));
+      this.writing.set(layout, done);
+    }
+    return done;
+  }
+
+  private async write(digest: string, reference: string, layout: string): Promise<string> {
     if (existsSync(join(layout, 'index.json'))) return layout;
     const partial = `${layout}.partial`;
     rmSync(partial, { recursive: true, force: true });
     mkdirSync(join(partial, 'blobs', 'sha256'), { recursive: true });
-    const copy = async (d: string): Promise<Buffer> => {
+    // Layers stream from blob storage to disk; only manifests and the config are read back.
+    const copy = async (d: string): Promise<string> => {
       const file = join(partial, 'blobs', 'sha256', d.slice('sha256:'.length));
       if (!existsSync(file)) await pipeline(this.blobs.read(d), createWriteStream(file));
-      return readFileSync(file);
+      return file;
     };
-    let manifest = JSON.parse((await copy(digest)).toString('utf8'));
-    let top = { mediaType: String(manifest.mediaType ?? 'application/vnd.oci.image.manifest.v1+json'), digest, size: (await copy(digest)).length };
+    const json = async (d: string): Promise<{ text: Buffer; value: any }> => {
+      const text = readFileSync(await copy(d));
+      return { text, value: JSON.parse(text.toString('utf8')) };
+    };
+    const first = await json(digest);
+    let manifest = first.value;
+    let top = { mediaType: String(manifest.mediaType ?? 'application/vnd.oci.image.manifest.v1+json'), digest, size: first.text.length };
     if (INDEX_TYPES.has(manifest.mediaType)) {
       const chosen = pickPlatform(manifest, reference);
-      manifest = JSON.parse((await copy(chosen.digest)).toString('utf8'));
+      manifest = (await json(chosen.digest)).value;
       top = { mediaType: chosen.mediaType, digest: chosen.digest, size: chosen.size };
     }
     for (const d of [manifest.config, ...(manifest.layers ?? [])]) await copy(String(d.digest));
@@ -129,8 +154,12 @@ export class Images {
   }
 
   /** An image of another registry, copied with skopeo into a layout (once per reference). */
-  private async copy(reference: string): Promise<string> {
+  private copy(reference: string): Promise<string> {
     const layout = join(this.dir, 'layouts', `ref-${createHash('sha256').update(reference).digest('hex').slice(0, 32)}`);
+    return this.once(layout, () => this.pull(reference, layout));
+  }
+
+  private async pull(reference: string, layout: string): Promise<string> {
     if (existsSync(join(layout, 'index.json'))) return layout;
     const partial = `${layout}.partial`;
     rmSync(partial, { recursive: true, force: true });

@@ -6,7 +6,7 @@
 // an Upgrade (WebSocket) becomes a byte pipe to the replica. It measures each deployment's traffic
 // (requests in flight, requests a second) for autoscaling, and holds a request for a deployment
 // with no ready replica that may wake (one scaled to zero) until a replica is ready.
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -53,6 +53,12 @@ export class Ingress {
   private readonly turns = new Map<string, number>();
   private readonly loads = new Map<string, Load>();
   private heldTotal = 0;
+  /**
+   * Connections to replicas, kept alive between requests (a connection per request would cost
+   * more than the request itself), at most 256 open to one replica at a time: more requests than
+   * that wait for one to come free rather than pile up connections on a replica.
+   */
+  private readonly upstream = new Agent({ keepAlive: true, maxSockets: 256, scheduling: 'lifo', timeout: 5_000 });
   port?: number;
 
   /** `onHold` is called with a deployment a request is now held for. */
@@ -116,6 +122,7 @@ export class Ingress {
     if (!server) return;
     this.server = undefined;
     server.closeAllConnections();
+    this.upstream.destroy();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
@@ -208,8 +215,8 @@ export class Ingress {
     // A kept-alive connection the replica has just closed fails the request sent on it: a GET or
     // HEAD (nothing of the body sent yet) is sent again once, on a fresh connection.
     const send = (retry: boolean) => {
-      const upstream = request({ host: address, port: target.port, method: req.method, path: target.path, headers: forwarded(req, target.headers) }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.rawHeaders as unknown as Record<string, string>);
+      const upstream = request({ host: address, port: target.port, method: req.method, path: target.path, headers: forwarded(req, target.headers), agent: this.upstream }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.statusMessage, endToEnd(answer.rawHeaders) as unknown as Record<string, string>);
         answer.pipe(res);
       });
       upstream.on('error', (err: NodeJS.ErrnoException) => {
@@ -249,12 +256,32 @@ export class Ingress {
 }
 
 /**
- * The request's headers, with those its route sets (never the X-Forwarded-* ones: see
+ * Headers about one connection rather than the message (RFC 9110 §7.6.1): each side of the
+ * ingress has its own. Passed on, a client's `Connection: close` would close the kept-alive
+ * connection to the replica after every request, and a replica's would close the client's.
+ */
+function hopByHop(connection: string | undefined): Set<string> {
+  const names = new Set(['connection', 'keep-alive', 'proxy-connection']);
+  for (const name of (connection ?? '').split(',')) if (name.trim()) names.add(name.trim().toLowerCase());
+  return names;
+}
+
+/** A message's raw headers (name, value, name, value…) without the hop-by-hop ones. */
+function endToEnd(raw: string[]): string[] {
+  const drop = hopByHop(raw.filter((_, i) => i % 2 === 1 && raw[i - 1].toLowerCase() === 'connection').join(','));
+  const kept: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (!drop.has(raw[i].toLowerCase())) kept.push(raw[i], raw[i + 1]);
+  return kept;
+}
+
+/**
+ * The request's end-to-end headers, with those its route sets (never the X-Forwarded-* ones: see
  * domains.ts), and the X-Forwarded-* ones a proxy adds: the client's address always ends X-Forwarded-For.
  */
 function forwarded(req: IncomingMessage, set: Record<string, string> = {}): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = v;
+  const drop = hopByHop(req.headers.connection);
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !drop.has(k)) headers[k] = v;
   Object.assign(headers, set);
   const from = req.socket.remoteAddress ?? '';
   headers['x-forwarded-for'] = headers['x-forwarded-for'] ? `${headers['x-forwarded-for']}, ${from}` : from;

@@ -1,0 +1,87 @@
+// The ingress's connections to a replica: kept alive from one request to the next, bounded per
+// replica, and a replica that closes a kept-alive connection costs its client nothing. A plain
+// HTTP server on the loopback stands in for the replica (no runc needed).
+import assert from 'node:assert/strict';
+import { Agent, createServer, request, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { Ingress } from '../../src/runtime/ingress.js';
+
+describe("the ingress's connections to replicas", () => {
+  let replica: Server;
+  let ingress: Ingress;
+  const connections = new Set<Socket>();
+  let open = 0;
+  let mostOpen = 0;
+  let slow: Array<() => void> = [];
+
+  before(async () => {
+    replica = createServer((req, res) => {
+      const answer = () => res.writeHead(200, { 'content-type': 'text/plain' }).end('hello\n');
+      if (req.url === '/slow') slow.push(answer);
+      else if (req.url === '/close') res.writeHead(200, { connection: 'close' }).end('bye\n');
+      else answer();
+    });
+    replica.on('connection', (socket: Socket) => {
+      connections.add(socket);
+      mostOpen = Math.max(mostOpen, ++open);
+      socket.on('close', () => open--);
+    });
+    await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
+    const port = (replica.address() as AddressInfo).port;
+    ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0 } : undefined));
+    await ingress.listen('127.0.0.1', 0);
+  });
+  after(async () => {
+    await ingress.close();
+    replica.closeAllConnections();
+    await new Promise((resolve) => replica.close(resolve));
+  });
+
+  const get = (path: string, agent: Agent | false = false) =>
+    new Promise<{ status: number; body: string; connection?: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: ingress.port, path, agent, headers: { host: 'web-gvc.localhost' } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body, ...(agent ? { connection: res.headers.connection } : {}) }));
+      });
+      req.on('error', reject).end();
+    });
+
+  test('requests one after another reuse one connection to the replica', async () => {
+    connections.clear();
+    // A new client connection for each request: what is kept alive is the ingress's own.
+    for (let i = 0; i < 50; i++) assert.deepEqual(await get('/'), { status: 200, body: 'hello\n' });
+    assert.equal(connections.size, 1);
+  });
+
+  test("a replica that closes its connections after each answer still answers every request, and the client's connection stays open", async () => {
+    const client = new Agent({ keepAlive: true, maxSockets: 1 });
+    for (let i = 0; i < 20; i++) {
+      assert.deepEqual(await get('/close', client), { status: 200, body: 'bye\n', connection: 'keep-alive' });
+      assert.deepEqual(await get('/'), { status: 200, body: 'hello\n' });
+    }
+    client.destroy();
+  });
+
+  test('more requests at once than the bound on one replica wait for a connection instead of opening more', async () => {
+    mostOpen = open;
+    const client = new Agent({ keepAlive: true, maxSockets: 300 });
+    const all = Promise.all(Array.from({ length: 300 }, () => get('/slow', client)));
+    // 256 reach the replica; the rest wait in the ingress until answers free connections.
+    for (const until = Date.now() + 20_000; slow.length < 256; ) {
+      assert.ok(Date.now() < until, `only ${slow.length} requests reached the replica`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    let finished = false;
+    void all.finally(() => (finished = true));
+    for (const until = Date.now() + 20_000; !finished; ) {
+      assert.ok(Date.now() < until, 'the waiting requests never reached the replica');
+      for (const answer of slow.splice(0)) answer();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const answers = await all;
+    client.destroy();
+    assert.equal(answers.filter((a) => a.status === 200).length, 300);
+    assert.ok(mostOpen <= 256, `${mostOpen} connections were open to the replica at once`);
+  });
+});
