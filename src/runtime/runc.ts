@@ -136,6 +136,8 @@ export class RuncRuntime implements Runtime {
   private readonly domains = new DomainRoutes();
   /** Replicas by deployment, then by name. */
   private readonly deployments = new Map<string, Map<string, Replica>>();
+  /** Teardowns under way: replicas no deployment holds any more whose containers may still be stopping. */
+  private readonly removing = new Set<Promise<void>>();
   private readonly listeners: Array<(d: DeploymentRef) => void> = [];
   /** Deployments that wake on a request (observe's `wake`), by deployment. */
   private readonly waking = new Map<string, { ref: DeploymentRef; wake: Wake }>();
@@ -207,7 +209,8 @@ export class RuncRuntime implements Runtime {
     const all = [...this.deployments.values()].flatMap((d) => [...d.values()]);
     this.deployments.clear();
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
-    return Promise.all(all.map((r) => this.remove(r)));
+    for (const r of all) void this.remove(r);
+    return Promise.all(this.removing);
   }
 
   async stop(): Promise<void> {
@@ -411,8 +414,12 @@ export class RuncRuntime implements Runtime {
   private remove(replica: Replica): Promise<void> {
     replica.removed = true;
     clearTimeout(replica.timer);
-    replica.busy = replica.busy.then(() => this.teardown(replica));
-    return replica.busy;
+    const done = (replica.busy = replica.busy.then(() => this.teardown(replica)));
+    // Kept until done, so a shutdown right after a delete still waits for it.
+    this.removing.add(done);
+    const forget = () => void this.removing.delete(done);
+    done.then(forget, forget);
+    return done;
   }
 
   /** Stops a replica's containers and releases their mounts, cgroups, namespace and address. */

@@ -95,4 +95,17 @@ describe('kill -9 of Keel with replicas running, then a restart', { skip }, () =
     assert.deepEqual(readdirSync(join(dataDir, 'runtime', 'replicas')), []);
     assert.equal(existsSync(`/sys/class/net/kb${scopeOf(dataDir)}`), false, 'the bridge is gone');
   });
+
+  test('a shutdown right after a delete waits for the deleted replicas to be torn down', async () => {
+    await start();
+    await ready();
+    assert.equal(containers().length, 2);
+    assert.equal((await api('DELETE', '/org/default/gvc/web/workload/hello')).status, 202);
+    // The moment the reconciler has let the replicas go, their teardown is under way: stop then.
+    await waitFor('the deployment to be gone', async () => (await api('GET', `/org/default/gvc/web/workload/hello/deployment/${LOCATION}`)).status, (s) => s === 404, 30_000);
+    child!.kill('SIGTERM');
+    await new Promise((resolve) => child!.once('exit', resolve));
+    assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
+    assert.deepEqual(readdirSync(join(dataDir, 'runtime', 'replicas')), []);
+  });
 });
