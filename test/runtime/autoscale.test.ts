@@ -6,18 +6,14 @@
 // not a hang.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Cpln } from '../support/cpln.js';
-import { startKeel, type TestKeel } from '../support/keel.js';
-import { freePort } from '../support/ports.js';
-import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing } from '../support/runtime.js';
+import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
-const LOCATION = 'aws-us-east-2';
 /** The shortest scaleToZeroDelay the API accepts. */
 const DELAY_S = 30;
 
@@ -27,35 +23,15 @@ const CGI = {
 };
 
 describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
-  let keel: TestKeel;
-  let cpln: Cpln;
+  let rt: RuntimeKeel;
   let work: string;
   let image: string;
-  let ingress: string;
-  const run = async (args: string[], expect = 0) => {
-    const r = await cpln.run(args, { timeoutMs: 60_000 });
-    assert.equal(r.code, expect, `cpln ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
-    return r;
-  };
   const apply = async (workload: Record<string, unknown>) => {
     const file = join(work, `${String(workload.name)}.json`);
     writeFileSync(file, JSON.stringify({ kind: 'workload', ...workload }));
-    await run(['apply', '--file', file]);
+    await rt.run(['apply', '--file', file]);
   };
-  const replicas = async (workload: string) => JSON.parse((await run(['workload', 'get-replicas', workload, '--location', LOCATION, '--output', 'json'])).stdout).items as string[];
-  const deployment = async (workload: string) => (await keel.call('GET', `/org/acme/gvc/web/workload/${workload}/deployment/${LOCATION}`)).body;
-  const get = (path: string) =>
-    new Promise<{ status: number; body: string; ms: number }>((resolve, reject) => {
-      const started = Date.now();
-      const req = httpRequest(`${ingress}${path}`, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, ms: Date.now() - started }));
-      });
-      req.on('error', reject);
-      req.end();
-    });
+  const replicas = async (workload: string) => JSON.parse((await rt.run(['workload', 'get-replicas', workload, '--location', LOCATION, '--output', 'json'])).stdout).items as string[];
   /** Samples the deployment's replica count and the containers runc runs until `stop` resolves: the most of each. */
   const most = async (workload: string, stop: Promise<unknown>) => {
     let done = false;
@@ -63,8 +39,8 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
     let listed = 0;
     let containers = 0;
     while (!done) {
-      listed = Math.max(listed, ((await deployment(workload)).status?.internal?.replicas ?? []).length);
-      containers = Math.max(containers, leftovers(keel.config.dataDir).containers.length);
+      listed = Math.max(listed, ((await rt.deployment(workload)).status?.internal?.replicas ?? []).length);
+      containers = Math.max(containers, leftovers(rt.keel.config.dataDir).containers.length);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     return { listed, containers };
@@ -73,18 +49,10 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-autoscale-'));
     image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'chmod +x /www/cgi-bin/*; exec httpd -f -p 8080 -h /www'], CGI);
-    const port = await freePort();
-    keel = await startKeel('sqlite', 'acme', { port, reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    await keel.app.core.listen({ host: '127.0.0.1', port });
-    const ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
-    ingress = `http://127.0.0.1:${ingressPort}`;
-    cpln = new Cpln([`127.0.0.1:${port}`, `127.0.0.1:${ingressPort}`]);
-    await run(['profile', 'update', 'keel', '--endpoint', `http://127.0.0.1:${port}`, '--token', keel.token, '--org', 'acme', '--gvc', 'web', '--default']);
-    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION]);
+    rt = await startRuntimeKeel({ cliReachesIngress: true });
   });
   after(async () => {
-    cpln?.cleanup();
-    await keel?.close();
+    await rt?.close();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -100,27 +68,27 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
       },
     });
     // Scaled to zero, the deployment is ready, as the hosted platform reports it.
-    const idle = await waitFor('the deployment to be ready', () => deployment('lazy'), (d) => d.status?.ready === true, 30_000);
+    const idle = await waitFor('the deployment to be ready', () => rt.deployment('lazy'), (d) => d.status?.ready === true, 30_000);
     assert.deepEqual(idle.status.internal.replicas, []);
     assert.equal(idle.status.versions[0].containers.httpd.resources.replicas, 0);
     assert.deepEqual(await replicas('lazy'), []);
-    assert.deepEqual(leftovers(keel.config.dataDir).containers, []);
+    assert.deepEqual(leftovers(rt.keel.config.dataDir).containers, []);
 
-    const cold = await get('/-workload/acme/web/lazy/index.html');
+    const cold = await rt.get('/-workload/acme/web/lazy/index.html');
     assert.equal(cold.status, 200, cold.body);
     assert.equal(cold.body, 'awake\n');
     const served = Date.now();
     console.log(`# cold start: ${cold.ms} ms`);
     assert.equal((await replicas('lazy')).length, 1);
-    assert.equal((await deployment('lazy')).status.ready, true);
-    const warm = await get('/-workload/acme/web/lazy/index.html');
+    assert.equal((await rt.deployment('lazy')).status.ready, true);
+    const warm = await rt.get('/-workload/acme/web/lazy/index.html');
     assert.equal(warm.status, 200);
 
     await waitFor('the workload to scale back to zero', () => replicas('lazy'), (r) => r.length === 0, (DELAY_S + 30) * 1000);
     const idleFor = Date.now() - served;
     assert.ok(idleFor >= DELAY_S * 1000 - 1000, `scaled to zero after ${idleFor} ms, before scaleToZeroDelay (${DELAY_S} s)`);
-    await waitFor('its containers to be gone', async () => leftovers(keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
-    const after = await deployment('lazy');
+    await waitFor('its containers to be gone', async () => leftovers(rt.keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
+    const after = await rt.deployment('lazy');
     assert.equal(after.status.ready, true, JSON.stringify(after.status));
     assert.equal(after.status.versions[0].containers.httpd.resources.replicas, 0);
   });
@@ -135,9 +103,9 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
         defaultOptions: { timeoutSeconds: 3, autoscaling: { metric: 'concurrency', target: 1, minScale: 0, maxScale: 2, scaleToZeroDelay: DELAY_S } },
       },
     });
-    await waitFor('the deployment to be ready at zero', () => deployment('broken'), (d) => d.status?.ready === true, 30_000);
+    await waitFor('the deployment to be ready at zero', () => rt.deployment('broken'), (d) => d.status?.ready === true, 30_000);
     const started = Date.now();
-    const flood = Promise.all(Array.from({ length: 150 }, () => get('/-workload/acme/web/broken/')));
+    const flood = Promise.all(Array.from({ length: 150 }, () => rt.get('/-workload/acme/web/broken/')));
     const seen = most('broken', flood);
     const answers = await flood;
     const took = Date.now() - started;
@@ -158,14 +126,14 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.ok(listed <= 2, `the deployment listed ${listed} replicas, more than maxScale`);
     assert.ok(containers <= 2, `runc ran ${containers} containers, more than maxScale`);
     // The deployment says why it cannot serve.
-    const d = await waitFor('the deployment to say why', () => deployment('broken'), (x) => /Readiness probe/.test(x.status?.message ?? ''), 30_000);
+    const d = await waitFor('the deployment to say why', () => rt.deployment('broken'), (x) => /Readiness probe/.test(x.status?.message ?? ''), 30_000);
     assert.equal(d.status.ready, false);
-    await run(['workload', 'delete', 'broken']);
-    await waitFor('its containers to be gone', async () => leftovers(keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
+    await rt.run(['workload', 'delete', 'broken']);
+    await waitFor('its containers to be gone', async () => leftovers(rt.keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
   });
 
   test('concurrent requests scale the workload up to maxScale (target 1), never past it', async () => {
-    const burst = Promise.all(Array.from({ length: 6 }, () => get('/-workload/acme/web/lazy/cgi-bin/slow')));
+    const burst = Promise.all(Array.from({ length: 6 }, () => rt.get('/-workload/acme/web/lazy/cgi-bin/slow')));
     const seen = most('lazy', burst);
     const up = await waitFor('three replicas', () => replicas('lazy'), (r) => r.length === 3, 60_000);
     assert.equal(new Set(up).size, 3);
@@ -182,8 +150,8 @@ describe('autoscaling and scale to zero (KEEL_RUNTIME=runc)', { skip }, () => {
   });
 
   test('deleting the workload leaves nothing behind, and its endpoint answers 404', async () => {
-    await run(['workload', 'delete', 'lazy']);
-    await waitFor('nothing to be left on the host', async () => leftovers(keel.config.dataDir), (l) => JSON.stringify(l) === JSON.stringify(NOTHING_LEFT), 30_000);
-    await waitFor('the endpoint to be gone', () => get('/-workload/acme/web/lazy/'), (r) => r.status === 404, 30_000);
+    await rt.run(['workload', 'delete', 'lazy']);
+    await waitFor('nothing to be left on the host', async () => leftovers(rt.keel.config.dataDir), (l) => JSON.stringify(l) === JSON.stringify(NOTHING_LEFT), 30_000);
+    await waitFor('the endpoint to be gone', () => rt.get('/-workload/acme/web/lazy/'), (r) => r.status === 404, 30_000);
   });
 });

@@ -8,13 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startKeel, type TestKeel } from '../support/keel.js';
-import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, runtimeMissing } from '../support/runtime.js';
+import { createGvc, LOCATION, runcSettings } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 import { runTool, toolMissing } from '../support/registry-tools.js';
 
 const skip = runtimeMissing();
 const noSkopeo = skip ? false : toolMissing('skopeo');
-const LOCATION = 'aws-us-east-2';
 const OTHER_ARCH = process.arch === 'arm64' ? 'amd64' : 'arm64';
 
 describe('bad input to the runc runtime', { skip }, () => {
@@ -25,8 +25,8 @@ describe('bad input to the runc runtime', { skip }, () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-faults-'));
     image = busyboxImage(work, 'tools', ['/bin/sh', '-c', 'echo up; exec sleep 3600']);
-    keel = await startKeel('sqlite', 'acme', { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    assert.equal((await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } })).status, 201);
+    keel = await startKeel('sqlite', 'acme', runcSettings());
+    await createGvc(keel);
   });
   after(async () => {
     await keel?.close();

@@ -9,11 +9,11 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { runTool, toolMissing } from '../support/registry-tools.js';
-import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, runtimeMissing } from '../support/runtime.js';
+import { createGvc, LOCATION, runcSettings } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing() || toolMissing('skopeo');
-const LOCATION = 'aws-us-east-2';
 
 describe("several replicas of one image of the org's registry", { skip }, () => {
   let keel: TestKeel;
@@ -24,8 +24,8 @@ describe("several replicas of one image of the org's registry", { skip }, () => 
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-images-'));
     // A layer of some megabytes, so the copy out of blob storage takes long enough to overlap.
     const image = busyboxImage(work, 'big', ['/bin/sh', '-c', 'echo up; exec sleep 3600'], { 'data/filler': randomBytes(6 * 2 ** 20).toString('base64') });
-    keel = await startKeel('sqlite', 'acme', { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    assert.equal((await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } })).status, 201);
+    keel = await startKeel('sqlite', 'acme', runcSettings());
+    await createGvc(keel);
     const host = new URL(await keel.listen()).host;
     const layout = image.slice('oci:'.length, image.lastIndexOf(':'));
     const pushed = await runTool('skopeo', ['copy', '--dest-tls-verify=false', '--dest-creds', `anyone:${keel.token}`, `oci:${layout}:big`, `docker://${host}/big:v1`]);

@@ -8,11 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { postgresAvailable } from '../support/postgres.js';
 import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing } from '../support/runtime.js';
+import { createGvc, LOCATION, runcSettings } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 import type { App } from '../../src/server/app.js';
 
 const skip = runtimeMissing() || (!(await postgresAvailable()) && 'PostgreSQL is not reachable');
-const LOCATION = 'aws-us-east-2';
 const octet = (process.pid % 200) + 20;
 
 describe('two Keels on one PostgreSQL never run the same replica', { skip }, () => {
@@ -24,7 +24,7 @@ describe('two Keels on one PostgreSQL never run the same replica', { skip }, () 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-lease-'));
     otherDir = mkdtempSync(join(tmpdir(), 'keel-runtime-lease-second-'));
-    keel = await startKeel('postgres', 'acme', { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: `10.214.${octet}.0/24` });
+    keel = await startKeel('postgres', 'acme', { ...runcSettings(), runtimeSubnet: `10.214.${octet}.0/24` });
     second = await keel.reopen({ dataDir: otherDir, runtimeSubnet: `10.215.${octet}.0/24` });
   });
   after(async () => {
@@ -35,7 +35,7 @@ describe('two Keels on one PostgreSQL never run the same replica', { skip }, () 
 
   test('the lease holder runs the replicas; the other takes over when it stops', async () => {
     const image = busyboxImage(work, 'idle', ['/bin/sleep', '3600']);
-    assert.equal((await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } })).status, 201);
+    await createGvc(keel);
     // Written through the second process: the first still runs it.
     const created = await keel.call('POST', '/org/acme/gvc/web/workload', { name: 'idle', spec: { type: 'standard', containers: [{ name: 'main', image }], defaultOptions: { autoscaling: { minScale: 2 } } } }, { app: second.app });
     assert.equal(created.status, 201, JSON.stringify(created.body));

@@ -5,60 +5,28 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { WebSocket } from 'ws';
-import { Cpln } from '../support/cpln.js';
-import { startKeel, type TestKeel } from '../support/keel.js';
-import { freePort } from '../support/ports.js';
-import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing } from '../support/runtime.js';
+import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
-const LOCATION = 'aws-us-east-2';
 
 describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
-  let keel: TestKeel;
-  let cpln: Cpln;
+  let rt: RuntimeKeel;
   let work: string;
   let image: string;
-  let ingress: string;
-  const run = async (args: string[], expect = 0) => {
-    const r = await cpln.run(args, { timeoutMs: 60_000 });
-    assert.equal(r.code, expect, `cpln ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
-    return r;
-  };
-  const deployment = async (workload: string) => (await keel.call('GET', `/org/acme/gvc/web/workload/${workload}/deployment/${LOCATION}`)).body;
-  // fetch() would not send a Host of our choosing.
-  const get = (path: string, host?: string) =>
-    new Promise<{ status: number; text: () => Promise<string> }>((resolve, reject) => {
-      const req = httpRequest(`${ingress}${path}`, { headers: host ? { host } : {} }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: async () => body }));
-      });
-      req.on('error', reject);
-      req.end();
-    });
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-'));
     // The server starts answering two seconds after the container starts: readiness must wait for it.
     image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'sleep 2; echo server starting; exec httpd -f -vv -p 8080 -h /www'], { 'www/index.html': '<h1>hello from busybox</h1>\n', 'www/about.html': 'about\n' });
-    const port = await freePort();
-    keel = await startKeel('sqlite', 'acme', { port, reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    await keel.app.core.listen({ host: '127.0.0.1', port });
-    const ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
-    ingress = `http://127.0.0.1:${ingressPort}`;
-    cpln = new Cpln([`127.0.0.1:${port}`, `127.0.0.1:${ingressPort}`]);
-    await run(['profile', 'update', 'keel', '--endpoint', `http://127.0.0.1:${port}`, '--token', keel.token, '--org', 'acme', '--gvc', 'web', '--default']);
-    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION]);
+    rt = await startRuntimeKeel({ cliReachesIngress: true });
   });
   after(async () => {
-    cpln?.cleanup();
-    await keel?.close();
+    await rt?.close();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -77,33 +45,33 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
       }),
     );
     const applied = Date.now();
-    await run(['apply', '--file', file]);
+    await rt.run(['apply', '--file', file]);
     // While the server is not up yet the deployment is not ready, and the ingress has no replica to send to.
-    const early = await deployment('hello');
+    const early = await rt.deployment('hello');
     assert.equal(early.status.ready, false, JSON.stringify(early.status));
-    assert.equal((await get('/-workload/acme/web/hello/')).status, 503);
-    const ready = await waitFor('the deployment to become ready', () => deployment('hello'), (d) => d.status.ready === true, 60_000);
+    assert.equal((await rt.get('/-workload/acme/web/hello/')).status, 503);
+    const ready = await waitFor('the deployment to become ready', () => rt.deployment('hello'), (d) => d.status.ready === true, 60_000);
     const firstOk = Date.now();
     assert.equal(ready.status.internal.replicas.length, 2);
-    const workload = (await keel.call('GET', '/org/acme/gvc/web/workload/hello')).body;
+    const workload = (await rt.keel.call('GET', '/org/acme/gvc/web/workload/hello')).body;
     const host = new URL(workload.status.endpoint).host.split(':')[0];
-    const page = await get('/', host);
+    const page = await rt.get('/', host);
     assert.equal(page.status, 200);
-    assert.equal(await page.text(), '<h1>hello from busybox</h1>\n');
+    assert.equal(page.body, '<h1>hello from busybox</h1>\n');
     console.log(`# apply → ready and serving: ${firstOk - applied} ms`);
     // The path form reaches the same workload.
-    const byPath = await get('/-workload/acme/web/hello/index.html');
+    const byPath = await rt.get('/-workload/acme/web/hello/index.html');
     assert.equal(byPath.status, 200);
-    assert.equal(await byPath.text(), '<h1>hello from busybox</h1>\n');
-    assert.equal((await get('/', 'nothing-web.localhost')).status, 404);
-    assert.equal((await get('/about.html', host)).status, 200);
+    assert.equal(byPath.body, '<h1>hello from busybox</h1>\n');
+    assert.equal((await rt.get('/', 'nothing-web.localhost')).status, 404);
+    assert.equal((await rt.get('/about.html', host)).status, 200);
   });
 
   test("the replica's own output through cpln logs, with its replica label", async () => {
-    const replicas = (await deployment('hello')).status.internal.replicas as string[];
+    const replicas = (await rt.deployment('hello')).status.internal.replicas as string[];
     const logs = await waitFor(
       'the server start and request lines',
-      () => run(['logs', '{gvc="web", workload="hello"}', '--output', 'jsonl', '--limit', '0']),
+      () => rt.run(['logs', '{gvc="web", workload="hello"}', '--output', 'jsonl', '--limit', '0']),
       (r) => /server starting/.test(r.stdout) && /url:\/about\.html/.test(r.stdout),
       30_000,
     );
@@ -115,35 +83,35 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
   });
 
   test('cpln workload exec runs in the replica and returns the exit code; get-replicas lists the real replicas', async () => {
-    const listed = JSON.parse((await run(['workload', 'get-replicas', 'hello', '--location', LOCATION, '--output', 'json'])).stdout);
-    assert.deepEqual([...listed.items].sort(), [...(await deployment('hello')).status.internal.replicas].sort());
-    const hi = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[0], '--', 'echo', 'hi']);
+    const listed = JSON.parse((await rt.run(['workload', 'get-replicas', 'hello', '--location', LOCATION, '--output', 'json'])).stdout);
+    assert.deepEqual([...listed.items].sort(), [...(await rt.deployment('hello')).status.internal.replicas].sort());
+    const hi = await rt.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[0], '--', 'echo', 'hi']);
     assert.equal(hi.stdout, 'hi');
     // The replica's own filesystem and hostname, not the host's.
-    assert.equal((await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[1], '--', 'cat', '/www/index.html'])).stdout, '<h1>hello from busybox</h1>');
-    assert.equal((await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[1], '--', 'sh', '-c', 'echo $CPLN_REPLICA; hostname'])).stdout, `${listed.items[1]}\n${listed.items[1]}`);
-    const failed = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[0], '--', 'sh', '-c', 'echo bad >&2; exit 3'], 3);
+    assert.equal((await rt.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[1], '--', 'cat', '/www/index.html'])).stdout, '<h1>hello from busybox</h1>');
+    assert.equal((await rt.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[1], '--', 'sh', '-c', 'echo $CPLN_REPLICA; hostname'])).stdout, `${listed.items[1]}\n${listed.items[1]}`);
+    const failed = await rt.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', listed.items[0], '--', 'sh', '-c', 'echo bad >&2; exit 3'], 3);
     assert.match(failed.stdout, /bad/);
-    const missing = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', 'nope', '--', 'true'], 1);
+    const missing = await rt.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', 'nope', '--', 'true'], 1);
     assert.match(missing.stdout, /no replica nope runs/);
   });
 
   test('cpln cp copies files into a replica and out of it (tar through exec)', async () => {
-    const replica = (await deployment('hello')).status.internal.replicas[0];
+    const replica = (await rt.deployment('hello')).status.internal.replicas[0];
     const local = join(work, 'upload.txt');
     writeFileSync(local, 'uploaded through cp\n');
-    await run(['cp', local, 'hello:/tmp', '--location', LOCATION, '--replica', replica]);
-    const read = await run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', 'cat', '/tmp/upload.txt']);
+    await rt.run(['cp', local, 'hello:/tmp', '--location', LOCATION, '--replica', replica]);
+    const read = await rt.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', 'cat', '/tmp/upload.txt']);
     assert.equal(read.stdout, 'uploaded through cp');
     const out = join(work, 'downloaded');
-    await run(['cp', 'hello:/www/about.html', out, '--location', LOCATION, '--replica', replica]);
+    await rt.run(['cp', 'hello:/www/about.html', out, '--location', LOCATION, '--replica', replica]);
     assert.equal(readFileSync(existsSync(join(out, 'about.html')) ? join(out, 'about.html') : out, 'utf8'), 'about\n');
   });
 
   test("a replica sees its image, not the host: Keel's data directory is out of its reach", async () => {
-    const replica = (await deployment('hello')).status.internal.replicas[0];
-    const exec = (...command: string[]) => cpln.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', ...command]);
-    const dataDir = keel.config.dataDir;
+    const replica = (await rt.deployment('hello')).status.internal.replicas[0];
+    const exec = (...command: string[]) => rt.cpln.run(['workload', 'exec', 'hello', '--location', LOCATION, '--replica', replica, '--', ...command]);
+    const dataDir = rt.keel.config.dataDir;
     const listed = await exec('ls', dataDir);
     assert.equal(listed.code, 1, listed.stdout);
     assert.match(listed.stdout, /No such file or directory/);
@@ -156,15 +124,15 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
   });
 
   test('a key without exec permission on the workload gets no terminal session', async () => {
-    assert.equal((await keel.call('POST', '/org/acme/serviceaccount', { name: 'viewer' })).status, 201);
-    const key = (await keel.call('POST', '/org/acme/serviceaccount/viewer/-addKey', { description: 'view only' })).body.key;
+    assert.equal((await rt.keel.call('POST', '/org/acme/serviceaccount', { name: 'viewer' })).status, 201);
+    const key = (await rt.keel.call('POST', '/org/acme/serviceaccount/viewer/-addKey', { description: 'view only' })).body.key;
     for (const [kind, name] of [['workload', 'view-workloads'], ['gvc', 'view-gvcs']]) {
-      const policy = await keel.call('POST', '/org/acme/policy', { name, targetKind: kind, target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/viewer'] }] });
+      const policy = await rt.keel.call('POST', '/org/acme/policy', { name, targetKind: kind, target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/viewer'] }] });
       assert.equal(policy.status, 201, JSON.stringify(policy.body));
     }
-    const port = new URL(keel.config.publicUrl ?? `http://127.0.0.1:${(keel.app.core.server.address() as { port: number }).port}`).port;
-    await run(['profile', 'update', 'viewer', '--endpoint', `http://127.0.0.1:${port}`, '--token', key, '--org', 'acme', '--gvc', 'web']);
-    const refused = await cpln.run(['workload', 'exec', 'hello', '--profile', 'viewer', '--location', LOCATION, '--', 'echo', 'pwned']);
+    const { port } = rt;
+    await rt.run(['profile', 'update', 'viewer', '--endpoint', `http://127.0.0.1:${port}`, '--token', key, '--org', 'acme', '--gvc', 'web']);
+    const refused = await rt.cpln.run(['workload', 'exec', 'hello', '--profile', 'viewer', '--location', LOCATION, '--', 'echo', 'pwned']);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stdout, /^Unauthorized: /m);
     assert.doesNotMatch(refused.stdout, /pwned/);
@@ -181,20 +149,20 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
   });
 
   test('replica stop kills one replica and the controller starts it again', async () => {
-    const replicas = (await deployment('hello')).status.internal.replicas as string[];
-    await run(['workload', 'replica', 'stop', 'hello', '--location', LOCATION, '--replica-name', replicas[0]]);
-    await waitFor('the stopped replica to go down', () => deployment('hello'), (d) => d.status.ready === false || d.status.versions[0].containers.httpd.resources.replicasReady < 2, 30_000);
-    await waitFor('the replica to be back and ready', () => deployment('hello'), (d) => d.status.versions[0].containers.httpd.resources.replicasReady === 2, 60_000);
-    const logs = await run(['logs', `{workload="hello", replica="${replicas[0]}"}`, '--limit', '0']);
+    const replicas = (await rt.deployment('hello')).status.internal.replicas as string[];
+    await rt.run(['workload', 'replica', 'stop', 'hello', '--location', LOCATION, '--replica-name', replicas[0]]);
+    await waitFor('the stopped replica to go down', () => rt.deployment('hello'), (d) => d.status.ready === false || d.status.versions[0].containers.httpd.resources.replicasReady < 2, 30_000);
+    await waitFor('the replica to be back and ready', () => rt.deployment('hello'), (d) => d.status.versions[0].containers.httpd.resources.replicasReady === 2, 60_000);
+    const logs = await rt.run(['logs', `{workload="hello", replica="${replicas[0]}"}`, '--limit', '0']);
     assert.match(logs.stdout, /stopped on request/);
     assert.equal((logs.stdout.match(/server starting/g) ?? []).length, 2, 'the replica started twice');
-    assert.equal((await get('/', new URL((await keel.call('GET', '/org/acme/gvc/web/workload/hello')).body.status.endpoint).hostname)).status, 200);
+    assert.equal((await rt.get('/', new URL((await rt.keel.call('GET', '/org/acme/gvc/web/workload/hello')).body.status.endpoint).hostname)).status, 200);
   });
 
   test('deleting the workload leaves no container, namespace, interface, mount or cgroup behind', async () => {
-    await run(['workload', 'delete', 'hello']);
-    await waitFor('every container to be gone', async () => leftovers(keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
-    await waitFor('the replicas\' directories to be gone', async () => readdirSync(join(keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
-    assert.deepEqual(leftovers(keel.config.dataDir), NOTHING_LEFT);
+    await rt.run(['workload', 'delete', 'hello']);
+    await waitFor('every container to be gone', async () => leftovers(rt.keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
+    await waitFor('the replicas\' directories to be gone', async () => readdirSync(join(rt.keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
+    assert.deepEqual(leftovers(rt.keel.config.dataDir), NOTHING_LEFT);
   });
 });

@@ -8,42 +8,31 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { WebSocket } from 'ws';
-import { Cpln } from '../support/cpln.js';
-import { startKeel, type TestKeel } from '../support/keel.js';
-import { freePort } from '../support/ports.js';
-import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, runtimeMissing } from '../support/runtime.js';
+import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
-const LOCATION = 'aws-us-east-2';
 
 describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc)', { skip }, () => {
-  let keel: TestKeel;
-  let cpln: Cpln;
+  let rt: RuntimeKeel;
   let work: string;
-  let port: number;
-  let ingressPort: number;
   let replica: string;
-  const run = async (args: string[], expect = 0, input?: string) => {
-    const r = await cpln.run(args, { timeoutMs: 60_000, input });
-    assert.equal(r.code, expect, `cpln ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
-    return r;
-  };
   /** A service account with a key, given `permissions` on all workloads (and view on GVCs), and a CLI profile for it. */
   const account = async (name: string, permissions: string[]) => {
-    assert.equal((await keel.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
-    const key = (await keel.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: name })).body as { key: string; name: string };
+    assert.equal((await rt.keel.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
+    const key = (await rt.keel.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: name })).body as { key: string; name: string };
     for (const [kind, perms] of [['workload', permissions], ['gvc', ['view']]] as const) {
-      const policy = await keel.call('POST', '/org/acme/policy', { name: `${name}-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions: perms, principalLinks: [`//serviceaccount/${name}`] }] });
+      const policy = await rt.keel.call('POST', '/org/acme/policy', { name: `${name}-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions: perms, principalLinks: [`//serviceaccount/${name}`] }] });
       assert.equal(policy.status, 201, JSON.stringify(policy.body));
     }
-    await run(['profile', 'update', name, '--endpoint', `http://127.0.0.1:${port}`, '--token', key.key, '--org', 'acme', '--gvc', 'web']);
+    await rt.run(['profile', 'update', name, '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', key.key, '--org', 'acme', '--gvc', 'web']);
     return key;
   };
   /** A terminal session opened as the CLI opens one; resolves once the command has printed `ready`. */
   const session = (token: string, command: string[]) =>
     new Promise<{ said: () => string; closed: Promise<void>; close: () => void }>((resolve, reject) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${port}/-remote/${LOCATION}/exec`);
+      const ws = new WebSocket(`ws://127.0.0.1:${rt.port}/-remote/${LOCATION}/exec`);
       let said = '';
       const closed = new Promise<void>((done) => ws.on('close', () => done()));
       const handle = { said: () => said, closed, close: () => ws.close() };
@@ -59,22 +48,15 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-terminal-'));
     const image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'exec httpd -f -p 8080 -h /www'], { 'www/index.html': 'opened\n' });
-    port = await freePort();
-    keel = await startKeel('sqlite', 'acme', { port, reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    await keel.app.core.listen({ host: '127.0.0.1', port });
-    ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
-    cpln = new Cpln([`127.0.0.1:${port}`, `127.0.0.1:${ingressPort}`]);
-    await run(['profile', 'update', 'keel', '--endpoint', `http://127.0.0.1:${port}`, '--token', keel.token, '--org', 'acme', '--gvc', 'web', '--default']);
-    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION]);
+    rt = await startRuntimeKeel({ cliReachesIngress: true });
     const file = join(work, 'web.json');
     writeFileSync(file, JSON.stringify({ kind: 'workload', name: 'web', gvc: 'web', spec: { type: 'standard', containers: [{ name: 'httpd', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } }));
-    await run(['apply', '--file', file]);
-    const ready = await waitFor('the workload to be ready', async () => (await keel.call('GET', `/org/acme/gvc/web/workload/web/deployment/${LOCATION}`)).body?.status, (s) => s?.ready === true, 90_000);
+    await rt.run(['apply', '--file', file]);
+    const ready = await waitFor('the workload to be ready', async () => (await rt.deployment('web'))?.status, (s) => s?.ready === true, 90_000);
     replica = ready.internal.replicas[0];
   });
   after(async () => {
-    cpln?.cleanup();
-    await keel?.close();
+    await rt?.close();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -84,12 +66,12 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
     const browser = join(work, 'browser.sh');
     writeFileSync(browser, `#!/bin/sh\necho "$1" >> ${opened}\n`);
     chmodSync(browser, 0o755);
-    const r = await cpln.run(['workload', 'open', 'web', '--gvc', 'web'], { env: { BROWSER: browser, DISPLAY: '' } });
+    const r = await rt.cpln.run(['workload', 'open', 'web', '--gvc', 'web'], { env: { BROWSER: browser, DISPLAY: '' } });
     assert.equal(r.code, 0, r.stderr);
     const url = (await waitFor('the browser to be started', async () => (existsSync(opened) ? readFileSync(opened, 'utf8').trim() : ''), (u) => u !== '', 10_000)).split('\n').pop()!;
     const endpoint = new URL(url);
-    assert.equal(endpoint.href, new URL((await keel.call('GET', '/org/acme/gvc/web/workload/web')).body.status.endpoint).href);
-    assert.equal(endpoint.port, String(ingressPort));
+    assert.equal(endpoint.href, new URL((await rt.keel.call('GET', '/org/acme/gvc/web/workload/web')).body.status.endpoint).href);
+    assert.equal(endpoint.port, String(rt.ingressPort));
     // The URL's host name ends in .localhost, which resolves to this machine: the page is served there.
     const page = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       httpRequest({ host: '127.0.0.1', port: Number(endpoint.port), path: endpoint.pathname, headers: { host: endpoint.host } }, (res) => {
@@ -104,19 +86,19 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
   });
 
   test('cpln workload connect runs a shell in the replica, fed from stdin', async () => {
-    const r = await run(['workload', 'connect', 'web', '--location', LOCATION, '--shell', 'sh'], 0, 'echo "hi from $(hostname)"\ncd /www && cat index.html\nexit\n');
+    const r = await rt.run(['workload', 'connect', 'web', '--location', LOCATION, '--shell', 'sh'], 0, 'echo "hi from $(hostname)"\ncd /www && cat index.html\nexit\n');
     assert.match(r.stdout, new RegExp(`hi from ${replica}`));
     assert.match(r.stdout, /opened/);
     // A shell that exits non-zero ends the CLI with its code.
-    const failed = await run(['workload', 'connect', 'web', '--location', LOCATION, '--shell', 'sh'], 4, 'exit 4\n');
+    const failed = await rt.run(['workload', 'connect', 'web', '--location', LOCATION, '--shell', 'sh'], 4, 'exit 4\n');
     assert.match(failed.stdout, /command terminated with exit code 4/);
   });
 
   test('a revoked key and a view-only key get no terminal session', async () => {
     const temp = await account('temp', ['view', 'exec']);
-    assert.equal((await run(['workload', 'exec', 'web', '--profile', 'temp', '--location', LOCATION, '--', 'echo', 'allowed'])).stdout, 'allowed');
-    await run(['serviceaccount', 'remove-key', 'temp', '--key', temp.name]);
-    const revoked = await cpln.run(['workload', 'exec', 'web', '--profile', 'temp', '--location', LOCATION, '--', 'echo', 'pwned']);
+    assert.equal((await rt.run(['workload', 'exec', 'web', '--profile', 'temp', '--location', LOCATION, '--', 'echo', 'allowed'])).stdout, 'allowed');
+    await rt.run(['serviceaccount', 'remove-key', 'temp', '--key', temp.name]);
+    const revoked = await rt.cpln.run(['workload', 'exec', 'web', '--profile', 'temp', '--location', LOCATION, '--', 'echo', 'pwned']);
     assert.notEqual(revoked.code, 0);
     assert.doesNotMatch(revoked.stdout, /pwned/);
     // The CLI's first call (the deployment, for its remote) is refused already.
@@ -130,7 +112,7 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
 
     await account('looker', ['view']);
     for (const args of [['connect', 'web', '--shell', 'sh'], ['exec', 'web', '--', 'echo', 'pwned']]) {
-      const refused = await cpln.run(['workload', args[0], args[1], '--profile', 'looker', '--location', LOCATION, ...args.slice(2)], { input: 'echo pwned\nexit\n' });
+      const refused = await rt.cpln.run(['workload', args[0], args[1], '--profile', 'looker', '--location', LOCATION, ...args.slice(2)], { input: 'echo pwned\nexit\n' });
       assert.notEqual(refused.code, 0, `${args[0]}: ${refused.stdout}`);
       assert.match(refused.stdout, /^Unauthorized: .*exec/m);
       assert.doesNotMatch(refused.stdout, /^pwned/m);
@@ -140,22 +122,22 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
   test("the 21st open session of one principal is refused, another principal's is not", async () => {
     const open = [];
     for (let i = 0; i < 20; i++) {
-      const s = await session(keel.token, ['sh', '-c', 'echo ready; exec sleep 120']);
+      const s = await session(rt.keel.token, ['sh', '-c', 'echo ready; exec sleep 120']);
       assert.match(s.said(), /ready/, `session ${i + 1}: ${s.said()}`);
       open.push(s);
     }
     try {
-      const refused = await cpln.run(['workload', 'exec', 'web', '--location', LOCATION, '--', 'echo', 'one more']);
+      const refused = await rt.cpln.run(['workload', 'exec', 'web', '--location', LOCATION, '--', 'echo', 'one more']);
       assert.equal(refused.code, 1);
       assert.match(refused.stdout, /too many terminal sessions: this principal already has 20 open .*at most 20, KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL/);
       assert.doesNotMatch(refused.stdout, /one more/);
       await account('other', ['view', 'exec']);
-      assert.equal((await run(['workload', 'exec', 'web', '--profile', 'other', '--location', LOCATION, '--', 'echo', 'still open'])).stdout, 'still open');
+      assert.equal((await rt.run(['workload', 'exec', 'web', '--profile', 'other', '--location', LOCATION, '--', 'echo', 'still open'])).stdout, 'still open');
     } finally {
       for (const s of open) s.close();
       await Promise.all(open.map((s) => s.closed));
     }
     // Ended sessions no longer count.
-    await waitFor('a session to be admitted again', async () => (await cpln.run(['workload', 'exec', 'web', '--location', LOCATION, '--', 'echo', 'again'])).stdout, (out) => out === 'again', 15_000);
+    await waitFor('a session to be admitted again', async () => (await rt.cpln.run(['workload', 'exec', 'web', '--location', LOCATION, '--', 'echo', 'again'])).stdout, (out) => out === 'again', 15_000);
   });
 });

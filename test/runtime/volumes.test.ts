@@ -11,59 +11,44 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { KEEL_ACTOR } from '../../src/audit/events.js';
 import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
-import { Cpln } from '../support/cpln.js';
-import { startKeel, type TestKeel } from '../support/keel.js';
-import { freePort } from '../support/ports.js';
-import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing } from '../support/runtime.js';
+import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
-const LOCATION = 'aws-us-east-2';
 
 describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
-  let keel: TestKeel;
-  let cpln: Cpln;
+  let rt: RuntimeKeel;
   let work: string;
   let image: string;
   let otherToken: string;
-  const run = async (args: string[], expect = 0) => {
-    const r = await cpln.run(args, { timeoutMs: 60_000 });
-    assert.equal(r.code, expect, `cpln ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
-    return r;
-  };
   let files = 0;
   const apply = async (resource: Record<string, unknown>, ...extra: string[]) => {
     const file = join(work, `resource-${++files}.json`);
     writeFileSync(file, JSON.stringify(resource));
-    return run(['apply', '--file', file, ...extra]);
+    return rt.run(['apply', '--file', file, ...extra]);
   };
   const deployment = async (workload: string, org = 'acme') =>
-    (await keel.call('GET', `/org/${org}/gvc/web/workload/${workload}/deployment/${LOCATION}`, undefined, org === 'acme' ? {} : { token: otherToken })).body;
-  const exec = (workload: string, replica: string, ...command: string[]) => cpln.run(['workload', 'exec', workload, '--location', LOCATION, '--replica', replica, '--', ...command], { timeoutMs: 60_000 });
+    (await rt.keel.call('GET', `/org/${org}/gvc/web/workload/${workload}/deployment/${LOCATION}`, undefined, org === 'acme' ? {} : { token: otherToken })).body;
+  const exec = (workload: string, replica: string, ...command: string[]) => rt.cpln.run(['workload', 'exec', workload, '--location', LOCATION, '--replica', replica, '--', ...command], { timeoutMs: 60_000 });
   /** A workload of one container running the idle image; `container` adds to that container, the rest to the spec. */
   const workload = (name: string, { container = {}, ...spec }: Record<string, unknown> & { container?: Record<string, unknown> }) => ({
     kind: 'workload',
     name,
     spec: { containers: [{ name: 'main', image, cpu: '50m', memory: '64Mi', ...container }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } }, ...spec },
   });
-  const volumeDir = () => join(keel.config.dataDir, 'runtime', 'volumes', 'acme', 'web', 'data');
+  const volumeDir = () => join(rt.keel.config.dataDir, 'runtime', 'volumes', 'acme', 'web', 'data');
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-volumes-'));
     image = busyboxImage(work, 'idle', ['/bin/sh', '-c', 'exec sleep 1000000']);
-    const port = await freePort();
-    keel = await startKeel('sqlite', 'acme', { port, reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    await keel.app.core.listen({ host: '127.0.0.1', port });
-    otherToken = (await createOrg(keel.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('other'), adminServiceAccount: 'admin' })).token!;
-    cpln = new Cpln([`127.0.0.1:${port}`]);
-    await run(['profile', 'update', 'keel', '--endpoint', `http://127.0.0.1:${port}`, '--token', keel.token, '--org', 'acme', '--gvc', 'web', '--default']);
-    await run(['profile', 'update', 'other', '--endpoint', `http://127.0.0.1:${port}`, '--token', otherToken, '--org', 'other', '--gvc', 'web']);
-    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION]);
-    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', 'other']);
+    rt = await startRuntimeKeel();
+    otherToken = (await createOrg(rt.keel.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('other'), adminServiceAccount: 'admin' })).token!;
+    await rt.run(['profile', 'update', 'other', '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', otherToken, '--org', 'other', '--gvc', 'web']);
+    await rt.run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', 'other']);
   });
   after(async () => {
-    cpln?.cleanup();
-    await keel?.close();
+    await rt?.close();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -82,9 +67,9 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     // On the host: the volume set's directory for the location and replica index 0.
     assert.equal(readFileSync(join(volumeDir(), LOCATION, '0', 'f'), 'utf8'), 'kept\n');
     // The bind mounts live in the container's mount namespace alone: the host has nothing to unmount after a kill -9.
-    assert.deepEqual(leftovers(keel.config.dataDir).mounts.filter((m) => !m.startsWith('overlay ')), []);
+    assert.deepEqual(leftovers(rt.keel.config.dataDir).mounts.filter((m) => !m.startsWith('overlay ')), []);
 
-    await run(['workload', 'replica', 'stop', 'db', '--location', LOCATION, '--replica-name', 'db-0']);
+    await rt.run(['workload', 'replica', 'stop', 'db', '--location', LOCATION, '--replica-name', 'db-0']);
     // The replacement is a new container: its /tmp no longer has the first run's marker.
     const read = await waitFor(
       'the replacement replica to read the volume',
@@ -94,7 +79,7 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     );
     assert.equal(read.stdout, 'kept', 'the volume set volume kept the file; the scratch volume came back empty');
     // Keel's data directory stays out of reach, volumes or not.
-    const listed = await exec('db', 'db-0', 'ls', keel.config.dataDir);
+    const listed = await exec('db', 'db-0', 'ls', rt.keel.config.dataDir);
     assert.notEqual(listed.code, 0);
   });
 
@@ -131,12 +116,12 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     assert.notEqual(write.code, 0, 'a secret volume is read-only');
     assert.match(write.stdout, /Read-only file system/);
     // On the host, the replica's secret files sit in a directory only root may enter.
-    const replicas = join(keel.config.dataDir, 'runtime', 'replicas');
+    const replicas = join(rt.keel.config.dataDir, 'runtime', 'replicas');
     const privateDirs = readdirSync(replicas).map((id) => join(replicas, id, 'volumes')).filter((d) => existsSync(d) && readdirSync(d).some((n) => n.startsWith('secret-')));
     assert.equal(privateDirs.length, 1);
     assert.equal(statSync(privateDirs[0]).mode & 0o777, 0o700);
 
-    await run(['workload', 'delete', 'reader']);
+    await rt.run(['workload', 'delete', 'reader']);
     await waitFor('the secret files to be gone with the replica', async () => existsSync(privateDirs[0]), (there) => !there, 30_000);
   });
 
@@ -150,7 +135,7 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     assert.equal(thief.status.ready, false);
     const spy = await waitFor('the spy to say why it does not start', () => deployment('spy', 'other'), (d) => /secret token does not exist in org other/.test(d.status?.message ?? ''), 30_000);
     assert.equal(spy.status.ready, false);
-    assert.ok(!existsSync(join(keel.config.dataDir, 'runtime', 'volumes', 'other')), 'nothing was made for org other');
+    assert.ok(!existsSync(join(rt.keel.config.dataDir, 'runtime', 'volumes', 'other')), 'nothing was made for org other');
 
     // In acme itself: without an identity, or with one that is not granted reveal, no secret.
     await apply(workload('nosy', { type: 'standard', container: { volumes: [{ uri: 'cpln://secret/token', path: '/run/token' }] } }));
@@ -174,27 +159,27 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
       [{ uri: 'cpln://secret/token/../../x', path: '/data' }, /is not a volume URI/],
       [{ uri: 'file:///etc', path: '/data' }, /is not a volume URI/],
     ] as const) {
-      const res = await keel.call('POST', '/org/acme/gvc/web/workload', workload('bad', { type: 'standard', container: { volumes: [volume] } }));
+      const res = await rt.keel.call('POST', '/org/acme/gvc/web/workload', workload('bad', { type: 'standard', container: { volumes: [volume] } }));
       assert.equal(res.status, 400, JSON.stringify(res.body));
       assert.match(res.body.message, field);
     }
     const file = join(work, 'bad.json');
     writeFileSync(file, JSON.stringify(workload('bad', { type: 'standard', container: { volumes: [{ uri: 'scratch://x', path: '/proc' }] } })));
-    const refused = await cpln.run(['apply', '--file', file], { timeoutMs: 60_000 });
+    const refused = await rt.cpln.run(['apply', '--file', file], { timeoutMs: 60_000 });
     assert.notEqual(refused.code, 0);
     assert.match(refused.stdout + refused.stderr, /must not be \/proc/);
-    for (const name of ['nosy', 'ungranted', 'bucket']) await run(['workload', 'delete', name]);
-    for (const name of ['thief', 'spy']) await run(['workload', 'delete', name, '--profile', 'other']);
+    for (const name of ['nosy', 'ungranted', 'bucket']) await rt.run(['workload', 'delete', name]);
+    for (const name of ['thief', 'spy']) await rt.run(['workload', 'delete', name, '--profile', 'other']);
   });
 
   test('deleting the workload keeps the volume set data; deleting the volume set removes it; nothing stays mounted', async () => {
-    await run(['workload', 'delete', 'db']);
-    await waitFor('every container to be gone', async () => leftovers(keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
-    await waitFor("the replicas' directories to be gone", async () => readdirSync(join(keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
-    assert.deepEqual(leftovers(keel.config.dataDir), NOTHING_LEFT);
+    await rt.run(['workload', 'delete', 'db']);
+    await waitFor('every container to be gone', async () => leftovers(rt.keel.config.dataDir).containers, (c) => c.length === 0, 30_000);
+    await waitFor("the replicas' directories to be gone", async () => readdirSync(join(rt.keel.config.dataDir, 'runtime', 'replicas')), (d) => d.length === 0, 30_000);
+    assert.deepEqual(leftovers(rt.keel.config.dataDir), NOTHING_LEFT);
     assert.equal(readFileSync(join(volumeDir(), LOCATION, '0', 'f'), 'utf8'), 'kept\n', 'the volume set still holds what the replica wrote');
 
-    await run(['volumeset', 'delete', 'data']);
+    await rt.run(['volumeset', 'delete', 'data']);
     await waitFor('the volume set data to be removed', async () => existsSync(volumeDir()), (there) => !there, 30_000);
   });
 });

@@ -1,0 +1,81 @@
+// A Keel running workloads under the runc runtime, driven as a user drives it: the Core API and
+// the ingress on real sockets, the official CLI with a default profile for org acme, and GVC web
+// in LOCATION. Kept apart from runtime.ts, which the bench and the restart suite import without
+// wanting keel.ts (it probes PostgreSQL when loaded).
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import type { Config } from '../../src/config.js';
+import { Cpln, type CplnResult } from './cpln.js';
+import { startKeel, type TestKeel } from './keel.js';
+import { freePort } from './ports.js';
+import { testSubnet } from './runtime.js';
+
+export const LOCATION = 'aws-us-east-2';
+
+/** What the runtime suites run Keel with: replicas in runc, the ingress on a free port, this process's own subnet. */
+export function runcSettings(): Partial<Config> {
+  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() };
+}
+
+export interface RuntimeKeel {
+  keel: TestKeel;
+  cpln: Cpln;
+  /** The Core API's port. */
+  port: number;
+  ingressPort: number;
+  /** The ingress's base URL. */
+  ingress: string;
+  /** Runs the CLI and asserts it exits with `expect`. */
+  run(args: string[], expect?: number, input?: string): Promise<CplnResult>;
+  /** The body of `workload`'s deployment in LOCATION (GVC web of acme). */
+  deployment(workload: string): Promise<any>;
+  /** A GET through the ingress, with `host` as the Host header (fetch() would not send one of our choosing). */
+  get(path: string, host?: string, headers?: Record<string, string>): Promise<{ status: number; body: string; ms: number }>;
+  close(): Promise<void>;
+}
+
+/** `cliReachesIngress`: the CLI's guard lets it reach the ingress too (`cpln workload open` and the like), not only the API. */
+export async function startRuntimeKeel(options: { cliReachesIngress?: boolean } = {}): Promise<RuntimeKeel> {
+  const port = await freePort();
+  const keel = await startKeel('sqlite', 'acme', { port, ...runcSettings() });
+  await keel.app.core.listen({ host: '127.0.0.1', port });
+  const ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
+  const ingress = `http://127.0.0.1:${ingressPort}`;
+  const cpln = new Cpln(options.cliReachesIngress ? [`127.0.0.1:${port}`, `127.0.0.1:${ingressPort}`] : [`127.0.0.1:${port}`]);
+  const run = async (args: string[], expect = 0, input?: string) => {
+    const r = await cpln.run(args, { timeoutMs: 60_000, input });
+    assert.equal(r.code, expect, `cpln ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
+    return r;
+  };
+  const deployment = async (workload: string) => (await keel.call('GET', `/org/acme/gvc/web/workload/${workload}/deployment/${LOCATION}`)).body;
+  const get = (path: string, host?: string, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; body: string; ms: number }>((resolve, reject) => {
+      const started = Date.now();
+      const req = httpRequest(`${ingress}${path}`, { headers: host ? { ...headers, host } : headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, ms: Date.now() - started }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  const close = async () => {
+    cpln.cleanup();
+    await keel.close();
+  };
+  try {
+    await run(['profile', 'update', 'keel', '--endpoint', `http://127.0.0.1:${port}`, '--token', keel.token, '--org', 'acme', '--gvc', 'web', '--default']);
+    await run(['gvc', 'create', '--name', 'web', '--location', LOCATION]);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { keel, cpln, port, ingressPort, ingress, run, deployment, get, close };
+}
+
+/** GVC web in LOCATION, made through the API, for the suites that drive Keel without the CLI. */
+export async function createGvc(keel: TestKeel): Promise<void> {
+  const created = await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+}
