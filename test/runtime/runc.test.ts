@@ -47,7 +47,8 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
     const applied = Date.now();
     await rt.run(['apply', '--file', file]);
     // While the server is not up yet the deployment is not ready, and the ingress has no replica to send to.
-    const early = await rt.deployment('hello');
+    // The reconciler's first pass (which creates the deployment) may come a moment after the apply.
+    const early = await waitFor('the deployment to be created', () => rt.deployment('hello'), (d) => typeof d?.status === 'object', 30_000);
     assert.equal(early.status.ready, false, JSON.stringify(early.status));
     assert.equal((await rt.get('/-workload/acme/web/hello/')).status, 503);
     const ready = await waitFor('the deployment to become ready', () => rt.deployment('hello'), (d) => d.status.ready === true, 60_000);
