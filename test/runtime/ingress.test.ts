@@ -45,12 +45,18 @@ describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
 
   test('requests take turns over the ready replicas', async () => {
     const replicas = (await keel.call('GET', `/org/acme/gvc/web/workload/pages/deployment/${LOCATION}`)).body.status.internal.replicas as string[];
-    // A replica whose probe times out on a loaded machine is left out for a moment, so the turns
-    // are judged over several rounds: every ready replica answers, none answers most of them.
-    const seen: string[] = [];
-    for (let i = 0; i < 10; i++) seen.push((await (await fetch(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/who`)).text()).trim());
-    assert.deepEqual([...new Set(seen)].sort(), [...replicas].sort(), seen.join(' '));
-    for (const replica of replicas) assert.ok(seen.filter((r) => r === replica).length <= 7, `one replica answered most requests: ${seen.join(' ')}`);
+    // A replica whose probe times out on a loaded machine is rightly left out for a while, so the
+    // turns are judged over rounds of ten: in a round where every replica is ready, each answers
+    // and none answers most of them. One such round of three is enough.
+    const rounds: string[][] = [];
+    const balanced = (seen: string[]) =>
+      [...new Set(seen)].sort().join() === [...replicas].sort().join() && replicas.every((replica) => seen.filter((r) => r === replica).length <= 7);
+    while (rounds.length < 3 && !rounds.some(balanced)) {
+      const seen: string[] = [];
+      for (let i = 0; i < 10; i++) seen.push((await (await fetch(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/who`)).text()).trim());
+      rounds.push(seen);
+    }
+    assert.ok(rounds.some(balanced), `no round of ten took turns over ${replicas.join(', ')}: ${rounds.map((r) => r.join(' ')).join(' | ')}`);
   });
 
   test('a response streams through as the replica writes it', async () => {
