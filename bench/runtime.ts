@@ -1,11 +1,12 @@
 // The runc runtime (KEEL_RUNTIME=runc): time from creating a workload to its first 200 through
 // Keel's ingress (p50/p99 over 20 workloads, one replica each, an httpGet readiness probe every
 // second); the ingress's throughput against calling the replica directly, in alternating rounds
-// of one run, to a keep-alive server (the host's node in an image of its own); and Keel's memory
+// of one run, to a keep-alive server (the host's node in an image of its own), with HAProxy in the
+// same rounds as a reference for what a proxy in C reaches on the machine; and Keel's memory
 // per running replica with 50 replicas (and the runc processes' own, one per container).
 // Needs root, runc, umoci and /bin/busybox; otherwise the section says so.
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,7 +19,7 @@ const WORKLOADS = 20;
 const REPLICAS = 50;
 const LOCATION = 'aws-us-east-2';
 
-/** Rounds of the throughput comparison, each a run straight to the replica and one through the ingress. */
+/** Rounds of the throughput comparison, each a run straight to the replica, one through the ingress and one through HAProxy. */
 const ROUNDS = 5;
 const ROUND_SECONDS = Number(process.env.BENCH_SECONDS ?? 8) / 2;
 const THROUGHPUT_CONNECTIONS = 16;
@@ -99,6 +100,52 @@ async function keepAliveLoad(address: string, port: number, host: string, second
   return { perSecond: (done - failed) / elapsed, requests: done, failed };
 }
 
+
+/** Where the reference proxy is (Debian's haproxy package); the bench runs without it where it is missing. */
+const HAPROXY = '/usr/sbin/haproxy';
+
+/**
+ * A reference proxy for the ingress's figures: HAProxy on one thread, forwarding every request on
+ * `port` of loopback to `address:targetPort`, keeping connections alive on both sides and sharing
+ * those to the replica between clients (`http-reuse always`), as Keel's ingress does.
+ */
+async function startHaproxy(dir: string, port: number, address: string, targetPort: number): Promise<ChildProcess> {
+  const config = join(dir, 'haproxy.cfg');
+  writeFileSync(
+    config,
+    [
+      'global',
+      '  nbthread 1',
+      '  maxconn 1024',
+      'defaults',
+      '  mode http',
+      '  option http-keep-alive',
+      '  http-reuse always',
+      '  timeout connect 5s',
+      '  timeout client 30s',
+      '  timeout server 30s',
+      'frontend ingress',
+      `  bind 127.0.0.1:${port}`,
+      '  default_backend replica',
+      'backend replica',
+      `  server r ${address}:${targetPort}`,
+      '',
+    ].join('\n'),
+  );
+  const proxy = spawn(HAPROXY, ['-f', config, '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  for (const until = Date.now() + 10_000; ; ) {
+    const ok = await fetch(`http://127.0.0.1:${port}/`).then(
+      async (res) => (await res.arrayBuffer(), res.status === 200),
+      () => false,
+    );
+    if (ok) return proxy;
+    if (proxy.exitCode !== null || Date.now() > until) {
+      proxy.kill();
+      throw new Error(`haproxy did not answer on port ${port} (exit code ${proxy.exitCode})`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 /** The RSS of the `runc run` processes (each container's foreground runc) of the Keel on `dataDir`, in MB. */
 function runcRssMb(dataDir: string): number {
@@ -207,9 +254,9 @@ export async function benchRuntime(): Promise<Section> {
     await keel.call('DELETE', `/org/${org}/gvc/bench/workload/many`);
     await stopped(dataDir);
 
-    // Throughput: one replica with two cores to itself, called straight and through the ingress
-    // by Host in alternating rounds (which goes first alternates too), so that other work on the
-    // machine weighs on both sides of each round's ratio alike.
+    // Throughput: one replica with two cores to itself, called straight, through the ingress by
+    // Host and through HAProxy in alternating rounds (which goes first alternates too), so that
+    // other work on the machine weighs on every side of each round's ratios alike.
     const echo = {
       type: 'standard',
       containers: [{ name: 'web', image: nodeImage, cpu: '2000m', memory: '512Mi', ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 1 } }],
@@ -225,25 +272,39 @@ export async function benchRuntime(): Promise<Section> {
       if (!address) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const endpoint = new URL((await keel.call('GET', `/org/${org}/gvc/bench/workload/echo`)).body.status.endpoint).host;
-    // What each request costs in CPU time, µs: the client (this process), Keel, the replica.
-    const costed = async (run: () => Promise<{ perSecond: number; requests: number; failed: number }>) => {
-      const [client, keelCpu, replica] = [process.cpuUsage(), cpuSeconds(keel.pid), containersCpuSeconds(dataDir)];
+    // The reference proxy, on the same replica address, where the machine has HAProxy.
+    const haproxyPort = existsSync(HAPROXY) ? await freePort() : undefined;
+    const haproxy = haproxyPort === undefined ? undefined : await startHaproxy(work, haproxyPort, address, 8080);
+    // What each request costs in CPU time, µs: the client (this process), the proxy (Keel or
+    // HAProxy; none for direct calls), the replica.
+    const costed = async (proxyPid: number | undefined, run: () => Promise<{ perSecond: number; requests: number; failed: number }>) => {
+      const [client, proxyCpu, replica] = [process.cpuUsage(), proxyPid === undefined ? 0 : cpuSeconds(proxyPid), containersCpuSeconds(dataDir)];
       const result = await run();
       const used = process.cpuUsage(client);
       const per = (seconds: number) => (seconds * 1e6) / Math.max(1, result.requests);
-      return { ...result, clientUs: per((used.user + used.system) / 1e6), keelUs: per(cpuSeconds(keel.pid) - keelCpu), replicaUs: per(containersCpuSeconds(dataDir) - replica) };
+      return { ...result, clientUs: per((used.user + used.system) / 1e6), proxyUs: proxyPid === undefined ? 0 : per(cpuSeconds(proxyPid) - proxyCpu), replicaUs: per(containersCpuSeconds(dataDir) - replica) };
     };
-    const direct = () => costed(() => keepAliveLoad(address, 8080, `${address}:8080`, ROUND_SECONDS));
-    const viaIngress = () => costed(() => keepAliveLoad('127.0.0.1', ingressPort, endpoint, ROUND_SECONDS));
-    await direct();
-    await viaIngress();
-    type Costed = Awaited<ReturnType<typeof direct>>;
-    const rounds: Array<{ direct: Costed; ingress: Costed; ratio: number }> = [];
-    for (let r = 0; r < ROUNDS; r++) {
-      const [d, i] = r % 2 === 0 ? [await direct(), await viaIngress()] : await viaIngress().then(async (i) => [await direct(), i]);
-      rounds.push({ direct: d, ingress: i, ratio: i.perSecond / d.perSecond });
+    type Costed = Awaited<ReturnType<typeof costed>>;
+    const targets: Array<() => Promise<Costed>> = [
+      () => costed(undefined, () => keepAliveLoad(address, 8080, `${address}:8080`, ROUND_SECONDS)),
+      () => costed(keel.pid, () => keepAliveLoad('127.0.0.1', ingressPort, endpoint, ROUND_SECONDS)),
+      ...(haproxy ? [() => costed(haproxy.pid, () => keepAliveLoad('127.0.0.1', haproxyPort!, endpoint, ROUND_SECONDS))] : []),
+    ];
+    const rounds: Array<{ direct: Costed; ingress: Costed; haproxy?: Costed; ratio: number; haproxyRatio?: number }> = [];
+    try {
+      for (const target of targets) await target();
+      for (let r = 0; r < ROUNDS; r++) {
+        // Which goes first alternates: direct, ingress, haproxy, then the other way round.
+        const results: Costed[] = [];
+        for (const i of r % 2 === 0 ? targets.keys() : [...targets.keys()].reverse()) results[i] = await targets[i]();
+        const [d, i, h] = results;
+        rounds.push({ direct: d, ingress: i, haproxy: h, ratio: i.perSecond / d.perSecond, haproxyRatio: h && h.perSecond / d.perSecond });
+      }
+    } finally {
+      haproxy?.kill();
     }
     const ratios = rounds.map((r) => r.ratio);
+    const haproxyRatios = rounds.flatMap((r) => (r.haproxyRatio === undefined ? [] : [r.haproxyRatio]));
     const median = (pick: (r: (typeof rounds)[number]) => number) => quantile(rounds.map(pick), 0.5);
     await keel.call('DELETE', `/org/${org}/gvc/bench/workload/echo`);
     await stopped(dataDir);
@@ -256,7 +317,15 @@ export async function benchRuntime(): Promise<Section> {
       ingressToDirectRatioMax: Math.max(...ratios),
       directRequestsPerSecondMedian: median((r) => r.direct.perSecond),
       ingressRequestsPerSecondMedian: median((r) => r.ingress.perSecond),
-      ingressKeelCpuUsPerRequest: median((r) => r.ingress.keelUs),
+      ingressKeelCpuUsPerRequest: median((r) => r.ingress.proxyUs),
+      ...(haproxyRatios.length > 0
+        ? {
+            haproxyToDirectRatioMedian: quantile(haproxyRatios, 0.5),
+            haproxyToDirectRatioMin: Math.min(...haproxyRatios),
+            haproxyToDirectRatioMax: Math.max(...haproxyRatios),
+            haproxyCpuUsPerRequest: median((r) => r.haproxy?.proxyUs ?? 0),
+          }
+        : {}),
       directReplicaCpuUsPerRequest: median((r) => r.direct.replicaUs),
       directClientCpuUsPerRequest: median((r) => r.direct.clientUs),
       ingressReplicaCpuUsPerRequest: median((r) => r.ingress.replicaUs),
@@ -275,15 +344,22 @@ export async function benchRuntime(): Promise<Section> {
         `| Keel RSS per running replica (${ready} of ${REPLICAS} ready) | ${perReplicaKeel.toFixed(2)} MB | |`,
         `| runc processes' RSS per replica (one foreground runc per container) | ${perReplicaRunc.toFixed(2)} MB | |`,
         `| ingress throughput ÷ direct, median of ${ROUNDS} rounds (min–max) | ${figures.ingressToDirectRatioMedian.toFixed(2)} (${figures.ingressToDirectRatioMin.toFixed(2)}–${figures.ingressToDirectRatioMax.toFixed(2)}) | ≥ 0.7 |`,
+        haproxyRatios.length > 0
+          ? `| reference: HAProxy (one thread) throughput ÷ direct, median (min–max) | ${quantile(haproxyRatios, 0.5).toFixed(2)} (${Math.min(...haproxyRatios).toFixed(2)}–${Math.max(...haproxyRatios).toFixed(2)}) | |`
+          : `| reference: HAProxy | not run: ${HAPROXY} is missing | |`,
         '',
         `Throughput: GETs of a 6-byte body from one replica (the host's node, a keep-alive server, 2 CPUs), by a keep-alive client`,
-        `in the bench's process on ${THROUGHPUT_CONNECTIONS} connections, ${ROUND_SECONDS} s to the replica's address and ${ROUND_SECONDS} s through the ingress by Host`,
-        'in each round (which goes first alternates); client, ingress and replica share the machine\'s cores. CPU time per request',
-        '(µs, user + system) of the client, of Keel (the ingress) and of the replica\'s container shows where the time goes.',
+        `in the bench's process on ${THROUGHPUT_CONNECTIONS} connections, ${ROUND_SECONDS} s to the replica's address, ${ROUND_SECONDS} s through the ingress by Host`,
+        `and ${ROUND_SECONDS} s through HAProxy (one thread, keep-alive both sides, http-reuse always) to the same address in each round`,
+        '(which goes first alternates); client, proxy and replica share the machine\'s cores. CPU time per request',
+        '(µs, user + system) of the client, of the proxy (Keel or HAProxy) and of the replica\'s container shows where the time goes.',
         '',
-        '| Round | direct req/s | ingress req/s | ingress ÷ direct | direct µs/req: client, replica | ingress µs/req: client, Keel, replica | failed |',
-        '|---|---|---|---|---|---|---|',
-        ...rounds.map((r, i) => `| ${i + 1} | ${r.direct.perSecond.toFixed(0)} | ${r.ingress.perSecond.toFixed(0)} | ${r.ratio.toFixed(2)} | ${r.direct.clientUs.toFixed(0)}, ${r.direct.replicaUs.toFixed(0)} | ${r.ingress.clientUs.toFixed(0)}, ${r.ingress.keelUs.toFixed(0)}, ${r.ingress.replicaUs.toFixed(0)} | ${r.direct.failed + r.ingress.failed} |`),
+        '| Round | direct req/s | ingress req/s (÷ direct) | HAProxy req/s (÷ direct) | direct µs/req: client, replica | ingress µs/req: client, Keel, replica | HAProxy µs/req: client, HAProxy, replica | failed |',
+        '|---|---|---|---|---|---|---|---|',
+        ...rounds.map((r, i) => {
+          const h = r.haproxy;
+          return `| ${i + 1} | ${r.direct.perSecond.toFixed(0)} | ${r.ingress.perSecond.toFixed(0)} (${r.ratio.toFixed(2)}) | ${h ? `${h.perSecond.toFixed(0)} (${r.haproxyRatio!.toFixed(2)})` : ''} | ${r.direct.clientUs.toFixed(0)}, ${r.direct.replicaUs.toFixed(0)} | ${r.ingress.clientUs.toFixed(0)}, ${r.ingress.proxyUs.toFixed(0)}, ${r.ingress.replicaUs.toFixed(0)} | ${h ? `${h.clientUs.toFixed(0)}, ${h.proxyUs.toFixed(0)}, ${h.replicaUs.toFixed(0)}` : ''} | ${r.direct.failed + r.ingress.failed + (h?.failed ?? 0)} |`;
+        }),
       ],
       figures,
     };
