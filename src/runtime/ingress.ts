@@ -213,7 +213,9 @@ export class Ingress {
   private forward(req: IncomingMessage, res: ServerResponse, target: { address: string; port: number; path: string; headers?: Record<string, string> }): void {
     const address = target.address;
     const headers = forwarded(req, target.headers);
-    const bodiless = req.method === 'GET' || req.method === 'HEAD';
+    // A GET or HEAD may still come with a body (its framing says so): that body is passed on, and
+    // such a request, like any other with a body, is never sent twice.
+    const bodiless = (req.method === 'GET' || req.method === 'HEAD') && req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined;
     let upstream: ClientRequest;
     // A kept-alive connection the replica has just closed fails the request sent on it: a GET or
     // HEAD (nothing of the body sent yet) is sent again once, on a fresh connection.

@@ -19,6 +19,10 @@ describe("the ingress's connections to replicas", () => {
     replica = createServer((req, res) => {
       const answer = () => res.writeHead(200, { 'content-type': 'text/plain' }).end('hello\n');
       if (req.url === '/slow') slow.push(answer);
+      else if (req.url === '/echo') {
+        let body = '';
+        req.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => res.writeHead(200, { 'content-type': 'text/plain' }).end(`${req.method} ${body}`));
+      }
       else if (req.url === '/close') res.writeHead(200, { connection: 'close' }).end('bye\n');
       else answer();
     });
@@ -83,5 +87,17 @@ describe("the ingress's connections to replicas", () => {
     client.destroy();
     assert.equal(answers.filter((a) => a.status === 200).length, 300);
     assert.ok(mostOpen <= 256, `${mostOpen} connections were open to the replica at once`);
+  });
+
+  test('a GET that comes with a body has it passed on, not left for the replica to wait for', async () => {
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: ingress.port, path: '/echo', method: 'GET', agent: false, headers: { host: 'web-gvc.localhost', 'content-type': 'text/plain', 'content-length': '12' } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.setTimeout(5_000, () => req.destroy(new Error('no answer in 5 s: the body never reached the replica')));
+      req.on('error', reject).end('search terms');
+    });
+    assert.deepEqual(answer, { status: 200, body: 'GET search terms' });
   });
 });
