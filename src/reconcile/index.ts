@@ -32,7 +32,7 @@ export function installLiving(core: FastifyInstance, store: Store, auth: Authori
     if (!address || typeof address === 'string') return [];
     return [...new Set([config.host, '127.0.0.1', 'localhost'])].map((host) => `${host}:${address.port}`);
   };
-  const runtime = openRuntime(config, store, blobs, registryHosts, (err, what) => core.log.error({ err }, what));
+  const runtime = openRuntime(config, store, auth, blobs, registryHosts, (err, what) => core.log.error({ err }, what));
   const runner = new ReconcileRunner(store, {
     stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,
     audit: config.audit,

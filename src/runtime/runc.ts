@@ -10,6 +10,7 @@
 // volume sets' data (`volumes/`, volumes.ts). A Keel that starts finds whatever an earlier process
 // left of replicas (after a kill -9) and removes it, volume sets' data aside: the reconciler then
 // starts the replicas the stored state wants.
+import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -35,6 +36,8 @@ export interface RuncOptions {
   host: string;
   ingressPort: number;
   store: Store;
+  /** Decides, as for any request, whether a workload's identity may reveal a secret it mounts. */
+  auth: Authorizer;
   /** The store's PostgreSQL URL, if it is PostgreSQL (the lease on running replicas is taken there). */
   databaseUrl?: string;
   /** The registry's content, shared with the registry routes (images of an org's own registry are read from it). */
@@ -316,7 +319,7 @@ export class RuncRuntime implements Runtime {
       for (const c of specs) images.push(await this.images.prepare(replica.ref.org, String(c.image ?? '')));
       if (replica.removed || this.stopped) return;
       const dir = join(this.dir, 'replicas', replica.id);
-      const mounts = await prepareVolumes(this.options.store, this.dir, dir, replica.ref, replica.want.name, replica.want.spec);
+      const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);

@@ -10,11 +10,12 @@
 // - cloud storage: not mounted; the replica does not start, and says why.
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { grants } from '../kinds/derive.js';
+import type { Authorizer } from '../auth/authorizer.js';
 import { findKind } from '../kinds/index.js';
 import { parseVolumeUri } from '../kinds/volumeuri.js';
 import { parseLink } from '../resources/links.js';
-import type { Store, StoredItem } from '../store/types.js';
+import { targetOf } from '../resources/service.js';
+import type { Store } from '../store/types.js';
 import type { DeploymentRef } from './types.js';
 
 /** A volume that cannot be given to the replica: the replica waits, with this as its message. */
@@ -38,10 +39,9 @@ export function volumeSetDir(runtimeDir: string, org: string, gvc: string, name:
  * Makes the directories and files of the replica's volumes (its private ones under `replicaDir`)
  * and gives each container's bind mounts; throws VolumeError when a volume cannot be had.
  */
-export async function prepareVolumes(store: Store, runtimeDir: string, replicaDir: string, ref: DeploymentRef, replica: string, spec: Record<string, any>): Promise<Map<string, BindMount[]>> {
+export async function prepareVolumes(store: Store, auth: Authorizer, runtimeDir: string, replicaDir: string, ref: DeploymentRef, replica: string, spec: Record<string, any>): Promise<Map<string, BindMount[]>> {
   const mounts = new Map<string, BindMount[]>();
   const own = join(replicaDir, 'volumes');
-  let policies: StoredItem[] | undefined;
   for (const [i, container] of ((spec.containers ?? []) as ContainerVolumes[]).entries()) {
     const list: BindMount[] = [];
     mounts.set(String(container.name), list);
@@ -76,8 +76,10 @@ export async function prepareVolumes(store: Store, runtimeDir: string, replicaDi
           throw fail(`the workload has no identity of GVC ${ref.gvc}: a secret is mounted for an identity granted reveal on it`);
         }
         if (!(await store.get({ org: ref.org, kind: 'identity', gvc: ref.gvc, name: identity.name }))) throw fail(`identity ${identity.name} does not exist in GVC ${ref.gvc}`);
-        policies ??= await store.list({ org: ref.org, kind: 'policy', gvc: '', limit: 10_000, build: () => ({ where: '1 = 1', orderBy: 'r.name' }) });
-        if (!mayReveal(policies, `/org/${ref.org}/secret/${source.name}`, spec.identityLink)) {
+        // The org's policies as every request sees them (by link, `all` or targetQuery).
+        const report = await auth.accessReport(findKind('secret')!, targetOf(secret));
+        const identityLink = `/org/${ref.org}/gvc/${ref.gvc}/identity/${identity.name}`;
+        if (!(report.get('reveal') ?? []).some((entry) => entry.principalLink === identityLink || entry.principalLink === spec.identityLink)) {
           throw fail(`identity ${identity.name} is not granted reveal on secret ${source.name} (a policy must grant it)`);
         }
         const files = secretFiles(secret.data, source.key);
@@ -94,17 +96,6 @@ export async function prepareVolumes(store: Store, runtimeDir: string, replicaDi
     }
   }
   return mounts;
-}
-
-/** Whether a policy of the org grants `reveal` (or a permission implying it) on the secret to the identity. */
-function mayReveal(policies: StoredItem[], secretLink: string, identityLink: string): boolean {
-  const def = findKind('secret')!;
-  return policies.some(({ data: d }) => {
-    if (d.targetKind !== 'secret') return false;
-    if (d.target !== 'all' && !((d.targetLinks as string[] | undefined) ?? []).includes(secretLink)) return false;
-    const bindings = (d.bindings as Array<{ permissions?: string[]; principalLinks?: string[] }> | undefined) ?? [];
-    return bindings.some((b) => (b.principalLinks ?? []).includes(identityLink) && (b.permissions ?? []).some((p) => grants(def, p, 'reveal')));
-  });
 }
 
 const FILE_NAME = /^[-_.A-Za-z0-9]{1,253}$/;

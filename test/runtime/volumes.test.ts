@@ -94,6 +94,15 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
       targetLinks: ['//secret/token', '//secret/db'],
       bindings: [{ permissions: ['reveal'], principalLinks: ['//gvc/web/identity/app'] }],
     });
+    // Granted by a query on the secret's tags, as a policy may grant any request.
+    await apply({ kind: 'secret', name: 'tagged', type: 'opaque', tags: { team: 'app' }, data: { payload: 'by query', encoding: 'plain' } });
+    await apply({
+      kind: 'policy',
+      name: 'app-reads-team-secrets',
+      targetKind: 'secret',
+      targetQuery: { spec: { match: 'all', terms: [{ op: '=', tag: 'team', value: 'app' }] } },
+      bindings: [{ permissions: ['reveal'], principalLinks: ['//gvc/web/identity/app'] }],
+    });
     await apply(
       workload('reader', {
         type: 'standard',
@@ -103,6 +112,7 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
             { uri: 'cpln://secret/token', path: '/run/token' },
             { uri: 'cpln://secret/db', path: '/etc/db' },
             { uri: 'cpln://secret/db.host', path: '/etc/db-host' },
+            { uri: 'cpln://secret/tagged', path: '/run/tagged' },
           ],
         },
       }),
@@ -112,6 +122,7 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     assert.equal((await exec('reader', replica, 'cat', '/run/token/payload')).stdout, 's3cr3t');
     assert.equal((await exec('reader', replica, 'sh', '-c', 'cat /etc/db/host; echo; cat /etc/db/port')).stdout, 'db.internal\n5432');
     assert.equal((await exec('reader', replica, 'ls', '/etc/db-host')).stdout, 'host', 'the .KEY form mounts that one key');
+    assert.equal((await exec('reader', replica, 'cat', '/run/tagged/payload')).stdout, 'by query');
     const write = await exec('reader', replica, 'sh', '-c', 'echo changed > /run/token/payload');
     assert.notEqual(write.code, 0, 'a secret volume is read-only');
     assert.match(write.stdout, /Read-only file system/);
