@@ -35,6 +35,7 @@ export interface RuncOptions {
   subnet: string;
   host: string;
   ingressPort: number;
+  ingressMaxConnections?: number;
   store: Store;
   /** Decides, as for any request, whether a workload's identity may reveal a secret it mounts. */
   auth: Authorizer;
@@ -165,6 +166,7 @@ export class RuncRuntime implements Runtime {
         const ref = this.waking.get(id)?.ref;
         if (ref) for (const listener of this.listeners) listener(ref);
       },
+      { maxConnections: options.ingressMaxConnections },
     );
     // The reconcilers' periodic scan finds every workload once this process holds the lease.
     this.lease = new Lease(
