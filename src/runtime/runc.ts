@@ -188,6 +188,10 @@ export class RuncRuntime implements Runtime {
     this.domains.set(org, name, spec, created);
   }
 
+  held(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }> } {
+    return { deployments: [...this.deploymentRefs()].map(([, ref]) => ref), domains: this.domains.names() };
+  }
+
   onChange(listener: (deployment: DeploymentRef) => void): void {
     this.listeners.push(listener);
   }
