@@ -73,6 +73,8 @@ export interface Config {
   runtime: 'simulated' | 'runc';
   /** The port workload traffic is served on, with KEEL_RUNTIME=runc (KEEL_INGRESS_PORT). */
   ingressPort: number;
+  /** Client connections the ingress keeps open at once (KEEL_INGRESS_MAX_CONNECTIONS); more are closed as they come. */
+  ingressMaxConnections: number;
   /** The private IPv4 range replicas' network namespaces take addresses from (KEEL_RUNTIME_SUBNET). */
   runtimeSubnet: string;
   /** Terminal sessions (exec, connect, cp) one principal may have open at once on one process. */
@@ -226,6 +228,7 @@ export const OPTIONS: Option[] = [
   option('watchBufferTotalBytes', 'KEEL_WATCH_BUFFER_TOTAL_BYTES', '--watch-buffer-total-bytes', whole(1024, 64 * 1024 * 1024 * 1024), 'bytes all watch streams together may hold for clients that do not read; over it the streams holding most are disconnected'),
   option('runtime', 'KEEL_RUNTIME', '--runtime', oneOf(['simulated', 'runc']) as Parser<Config['runtime']>, "what runs workloads: simulated (nothing runs) or runc (containers on this host, as root; see docs/runtime.md)"),
   option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
+  option('ingressMaxConnections', 'KEEL_INGRESS_MAX_CONNECTIONS', '--ingress-max-connections', whole(1, 1_000_000), "client connections the ingress keeps open at once with --runtime runc; more are closed as they come, so workload traffic cannot take the file descriptors Keel's API needs"),
   option('runtimeSubnet', 'KEEL_RUNTIME_SUBNET', '--runtime-subnet', subnet, "private IPv4 range for replicas' network namespaces with --runtime runc"),
   option('terminalSessionsPerPrincipal', 'KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL', '--terminal-sessions-per-principal', whole(1, 100_000), 'open terminal sessions (exec, connect, cp) per principal with --runtime runc; more are refused'),
   option('maxTerminalSessions', 'KEEL_MAX_TERMINAL_SESSIONS', '--max-terminal-sessions', whole(1, 1_000_000), 'open terminal sessions (exec, connect, cp) of all principals together with --runtime runc; more are refused'),
@@ -277,6 +280,7 @@ export const DEFAULTS: Config = {
   reconcileStepMs: 1000,
   runtime: 'simulated',
   ingressPort: 8082,
+  ingressMaxConnections: 4096,
   runtimeSubnet: '10.213.0.0/16',
   terminalSessionsPerPrincipal: 20,
   maxTerminalSessions: 200,

@@ -203,6 +203,10 @@ export class ReconcileRunner {
     this.lastSeq.clear();
     for (const org of await this.store.auditOrgs()) this.lastSeq.set(org, (await this.store.auditHead(org)).seq);
     this.scannedAt = 0;
+    // What runs or is served now may be gone from the new state (the scan finds only what exists).
+    const held = this.runtime.held?.();
+    for (const d of held?.deployments ?? []) this.enqueue({ org: d.org, kind: 'workload', gvc: d.gvc, name: d.workload });
+    for (const d of held?.domains ?? []) this.enqueue({ org: d.org, kind: 'domain', gvc: '', name: d.name });
   }
 
   private async discoverOrgs(): Promise<void> {

@@ -45,6 +45,8 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
     for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
       runtime.observe(deploymentRef(key, old.name.slice(deploymentPrefix(key.name).length), ''), [], clockOf(ctx, old));
     }
+    // Replicas whose deployment is not stored (the state was replaced under them) stop too.
+    for (const location of heldLocations(runtime, key)) runtime.observe(deploymentRef(key, location, ''), [], clockOf(ctx, undefined));
     await deleteChildren(ctx, key.org, key.gvc, 'deployment', deploymentPrefix(key.name), deploymentView);
     await deleteChildren(ctx, key.org, key.gvc, 'command', commandPrefix('workload', key.name), commandView);
     return {};
@@ -59,6 +61,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
   const pulled = await pullImages(ctx, key.org, spec);
   const states: Array<{ ready: boolean; latest: boolean; replicas: string[]; paused: boolean }> = [];
 
+  for (const location of heldLocations(runtime, key)) if (!locations.includes(location)) runtime.observe(deploymentRef(key, location, host), [], clockOf(ctx, undefined));
   // Deployments of locations that left the GVC go away.
   for (const old of await listAll(ctx.store, key.org, 'deployment', key.gvc, deploymentPrefix(key.name))) {
     const location = old.name.slice(deploymentPrefix(key.name).length);
@@ -207,9 +210,14 @@ function deploymentRef(key: ItemKey, location: string, host: string): Deployment
   return { org: key.org, gvc: key.gvc, workload: key.name, location, host };
 }
 
-/** The clock of a stored deployment's rollout, for a runtime told to stop it. */
-function clockOf(ctx: ReconcileContext, deployment: StoredItem): Clock {
-  return { since: Date.parse(String(deployment.data.since ?? '')) || ctx.now, now: ctx.now, stepMs: ctx.stepMs };
+/** The locations the runtime runs the workload's replicas in (or wakes it on a request). */
+function heldLocations(runtime: Runtime, key: ItemKey): string[] {
+  return (runtime.held?.().deployments ?? []).filter((d) => d.org === key.org && d.gvc === key.gvc && d.workload === key.name).map((d) => d.location);
+}
+
+/** The clock of a stored deployment's rollout (or of none), for a runtime told to stop it. */
+function clockOf(ctx: ReconcileContext, deployment: StoredItem | undefined): Clock {
+  return { since: Date.parse(String(deployment?.data.since ?? '')) || ctx.now, now: ctx.now, stepMs: ctx.stepMs };
 }
 
 /** Whether the workload is suspended in every location, some or none (with no location, as its defaults say). */

@@ -73,6 +73,11 @@ export class DomainRoutes {
     else this.byName.set(key, new Map([[org, entry]]));
   }
 
+  /** Every domain in the table, by org and name. */
+  names(): Array<{ org: string; name: string }> {
+    return [...this.byName.values()].flatMap((orgs) => [...orgs.values()].map((e) => ({ org: e.org, name: e.name })));
+  }
+
   /** The target of a request for `hostname` (no port) and `url`, why it has none, or undefined: no domain has that name. */
   match(hostname: string, url: string): DomainMatch {
     const host = hostname.toLowerCase().replace(/\.$/, '');

@@ -29,6 +29,16 @@ export type Route = (
   | { status: number; message: string }
   | undefined;
 
+/** How long a client may take to send a request's headers; its body may stream for as long as the replica reads it. */
+const HEADERS_TIMEOUT_MS = 10_000;
+const DEFAULT_MAX_CONNECTIONS = 4096;
+
+export interface IngressBounds {
+  /** Client connections open at once (KEEL_INGRESS_MAX_CONNECTIONS); more are closed as they come. */
+  maxConnections?: number;
+  headersTimeoutMs?: number;
+}
+
 /** Requests held for one deployment at most, and for all of them: past that, a 503 at once. */
 const HELD_MAX = 100;
 const HELD_TOTAL_MAX = 1_000;
@@ -65,6 +75,7 @@ export class Ingress {
   constructor(
     private readonly route: Route,
     private readonly onHold: (key: string) => void = () => undefined,
+    private readonly bounds: IngressBounds = {},
   ) {}
 
   /** The most requests in flight at once and the most arriving in one second over the last `windowMs`. */
@@ -106,7 +117,11 @@ export class Ingress {
   }
 
   async listen(host: string, port: number): Promise<void> {
-    const server = createServer((req, res) => this.serve(req, res));
+    // The ingress shares Keel's process (and its file descriptors) with the API: clients that open
+    // connections and never finish their headers are cut off, and past a bound new ones are closed.
+    const headersTimeout = this.bounds.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
+    const server = createServer({ headersTimeout, requestTimeout: 0, connectionsCheckingInterval: Math.min(1000, Math.max(50, Math.floor(headersTimeout / 4))) }, (req, res) => this.serve(req, res));
+    server.maxConnections = this.bounds.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
     server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
     server.on('clientError', (_err, socket) => socket.destroy());
     await new Promise<void>((resolve, reject) => {

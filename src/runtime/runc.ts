@@ -35,6 +35,7 @@ export interface RuncOptions {
   subnet: string;
   host: string;
   ingressPort: number;
+  ingressMaxConnections?: number;
   store: Store;
   /** Decides, as for any request, whether a workload's identity may reveal a secret it mounts. */
   auth: Authorizer;
@@ -165,6 +166,7 @@ export class RuncRuntime implements Runtime {
         const ref = this.waking.get(id)?.ref;
         if (ref) for (const listener of this.listeners) listener(ref);
       },
+      { maxConnections: options.ingressMaxConnections },
     );
     // The reconcilers' periodic scan finds every workload once this process holds the lease.
     this.lease = new Lease(
@@ -184,6 +186,10 @@ export class RuncRuntime implements Runtime {
 
   domain(org: string, name: string, spec: Record<string, unknown> | undefined, created?: string): void {
     this.domains.set(org, name, spec, created);
+  }
+
+  held(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }> } {
+    return { deployments: [...this.deploymentRefs()].map(([, ref]) => ref), domains: this.domains.names() };
   }
 
   onChange(listener: (deployment: DeploymentRef) => void): void {
@@ -590,17 +596,17 @@ export class RuncRuntime implements Runtime {
     const domain = this.domains.match(hostname, path);
     if (domain && 'status' in domain) return domain;
     const m = domain ? null : /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
-    // A deployment that wakes on a request is served while it runs no replica.
-    for (const id of new Set([...this.deployments.keys(), ...this.waking.keys()])) {
+    for (const [id, ref] of this.deploymentRefs()) {
+      const byPath = m !== null && m[1] === ref.org && m[2] === ref.gvc && m[3] === ref.workload;
+      if (domain ? ref.org !== domain.org || ref.gvc !== domain.gvc || ref.workload !== domain.workload : !byPath && host !== ref.host) continue;
+      // Only this deployment's replicas are looked at: a request costs no walk over every replica.
       const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run);
       const waking = this.waking.get(id);
-      const ref = replicas[0]?.ref ?? waking?.ref;
-      if (!ref) continue;
+      if (replicas.length === 0 && !waking) continue;
       const spec = replicas[0]?.want.spec ?? waking!.wake.spec;
       const holdMs = waking?.wake.holdMs ?? 0;
       if (domain) {
-        const { org, gvc, workload } = domain;
-        if (ref.org !== org || ref.gvc !== gvc || ref.workload !== workload) continue;
+        const { workload, gvc } = domain;
         const ready = replicas.filter((r) => r.address && this.stateOf(r).ready && (domain.replica === undefined || r.want.name === `${workload}-${domain.replica}`));
         if (domain.replica !== undefined && ready.length === 0 && holdMs === 0) {
           return { status: 503, message: `domain '${domain.domain}' routes to workload '${workload}' of GVC '${gvc}', replica ${domain.replica} (${workload}-${domain.replica}), which is not running and ready` };
@@ -608,8 +614,6 @@ export class RuncRuntime implements Runtime {
         const port = domain.port ?? firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
         return { key: id, targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers, holdMs };
       }
-      const byPath = m && m[1] === ref.org && m[2] === ref.gvc && m[3] === ref.workload;
-      if (!byPath && host !== ref.host) continue;
       const ready = replicas.filter((r) => r.address && this.stateOf(r).ready);
       const port = firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
       const rest = byPath ? m![4] || '/' : path;
@@ -617,6 +621,15 @@ export class RuncRuntime implements Runtime {
     }
     if (domain) return { status: 503, message: `domain '${domain.domain}' routes to workload '${domain.workload}' of GVC '${domain.gvc}', which runs no replica here (it does not exist, or is not deployed yet)` };
     return undefined;
+  }
+
+  /** Each deployment this runtime knows, by its replicas or, with none running, as one that wakes on a request. */
+  private *deploymentRefs(): Iterable<[string, DeploymentRef]> {
+    for (const [id, replicas] of this.deployments) {
+      const first = replicas.values().next().value as Replica | undefined;
+      if (first) yield [id, first.ref];
+    }
+    for (const [id, { ref }] of this.waking) if (!this.deployments.get(id)?.size) yield [id, ref];
   }
 
   private fingerprint(r: Replica): string {

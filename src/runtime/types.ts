@@ -122,6 +122,12 @@ export interface Runtime {
    * gone); `created` decides between orgs holding the same name. A runtime without an ingress has none.
    */
   domain?(org: string, name: string, spec: Record<string, unknown> | undefined, created?: string): void;
+  /**
+   * The deployments this runtime runs replicas for (or wakes on a request) and the domains it
+   * serves: after the stored state is replaced (a restore or reset), each is looked at again, so
+   * what the new state no longer holds stops.
+   */
+  held?(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }> };
   /** `listener` is called with a deployment whose observed state changed. */
   onChange(listener: (deployment: DeploymentRef) => void): void;
   start(): Promise<void>;

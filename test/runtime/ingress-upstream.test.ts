@@ -3,7 +3,7 @@
 // HTTP server on the loopback stands in for the replica (no runc needed).
 import assert from 'node:assert/strict';
 import { Agent, createServer, request, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Ingress } from '../../src/runtime/ingress.js';
 
@@ -99,5 +99,53 @@ describe("the ingress's connections to replicas", () => {
       req.on('error', reject).end('search terms');
     });
     assert.deepEqual(answer, { status: 200, body: 'GET search terms' });
+  });
+});
+
+describe('the ingress under many idle or slow clients', () => {
+  let replica: Server;
+  let ingress: Ingress;
+
+  before(async () => {
+    replica = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('hello\n'));
+    await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
+    const port = (replica.address() as AddressInfo).port;
+    ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0 } : undefined), undefined, { maxConnections: 3, headersTimeoutMs: 300 });
+    await ingress.listen('127.0.0.1', 0);
+  });
+  after(async () => {
+    await ingress.close();
+    replica.closeAllConnections();
+    await new Promise((resolve) => replica.close(resolve));
+  });
+
+  const open = () =>
+    new Promise<Socket>((resolve, reject) => {
+      const socket = connect(ingress.port!, '127.0.0.1', () => resolve(socket));
+      socket.on('error', reject);
+    });
+  const closed = (socket: Socket) => new Promise<void>((resolve) => (socket.destroyed ? resolve() : socket.once('close', () => resolve())));
+  const ask = (socket: Socket) =>
+    new Promise<string>((resolve) => {
+      let got = '';
+      socket.setEncoding('utf8').on('data', (c: string) => {
+        got += c;
+        if (got.includes('hello')) resolve(got);
+      });
+      socket.write('GET / HTTP/1.1\r\nHost: web-gvc.localhost\r\n\r\n');
+    });
+
+  test('clients past the connection bound are closed as they come, and a slow client is cut off before it holds one for long', { timeout: 10_000 }, async () => {
+    // A client that sends half its headers and no more is cut off once its headers are overdue.
+    const slow = await open();
+    slow.write('GET / HTTP/1.1\r\nHost: web');
+    await closed(slow);
+    const idle = [await open(), await open(), await open()];
+    const extra = await open();
+    await closed(extra);
+    assert.ok(idle.every((s) => !s.destroyed), 'the connections within the bound stay open');
+    // One of those within the bound is served as usual.
+    assert.match(await ask(idle[0]), /^HTTP\/1.1 200/);
+    for (const s of idle) s.destroy();
   });
 });
