@@ -75,6 +75,8 @@ export interface Config {
   ingressPort: number;
   /** Client connections the ingress keeps open at once (KEEL_INGRESS_MAX_CONNECTIONS); more are closed as they come. */
   ingressMaxConnections: number;
+  /** What serves the ingress port (KEEL_INGRESS_PROXY): Keel's own ingress, or HAProxy in front of it. */
+  ingressProxy: 'keel' | 'haproxy';
   /** The private IPv4 range replicas' network namespaces take addresses from (KEEL_RUNTIME_SUBNET). */
   runtimeSubnet: string;
   /** Terminal sessions (exec, connect, cp) one principal may have open at once on one process. */
@@ -229,6 +231,7 @@ export const OPTIONS: Option[] = [
   option('runtime', 'KEEL_RUNTIME', '--runtime', oneOf(['simulated', 'runc']) as Parser<Config['runtime']>, "what runs workloads: simulated (nothing runs) or runc (containers on this host, as root; see docs/runtime.md)"),
   option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
   option('ingressMaxConnections', 'KEEL_INGRESS_MAX_CONNECTIONS', '--ingress-max-connections', whole(1, 1_000_000), "client connections the ingress keeps open at once with --runtime runc; more are closed as they come, so workload traffic cannot take the file descriptors Keel's API needs"),
+  option('ingressProxy', 'KEEL_INGRESS_PROXY', '--ingress-proxy', oneOf(['keel', 'haproxy']) as Parser<Config['ingressProxy']>, "with --runtime runc: keel (Keel's own ingress serves every request) or haproxy (HAProxy, started by Keel, sends workload endpoints' traffic straight to ready replicas and the rest to Keel's ingress; see docs/runtime.md)"),
   option('runtimeSubnet', 'KEEL_RUNTIME_SUBNET', '--runtime-subnet', subnet, "private IPv4 range for replicas' network namespaces with --runtime runc"),
   option('terminalSessionsPerPrincipal', 'KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL', '--terminal-sessions-per-principal', whole(1, 100_000), 'open terminal sessions (exec, connect, cp) per principal with --runtime runc; more are refused'),
   option('maxTerminalSessions', 'KEEL_MAX_TERMINAL_SESSIONS', '--max-terminal-sessions', whole(1, 1_000_000), 'open terminal sessions (exec, connect, cp) of all principals together with --runtime runc; more are refused'),
@@ -281,6 +284,7 @@ export const DEFAULTS: Config = {
   runtime: 'simulated',
   ingressPort: 8082,
   ingressMaxConnections: 4096,
+  ingressProxy: 'keel',
   runtimeSubnet: '10.213.0.0/16',
   terminalSessionsPerPrincipal: 20,
   maxTerminalSessions: 200,

@@ -37,7 +37,15 @@ export interface IngressBounds {
   /** Client connections open at once (KEEL_INGRESS_MAX_CONNECTIONS); more are closed as they come. */
   maxConnections?: number;
   headersTimeoutMs?: number;
+  /**
+   * Behind HAProxy (haproxy.ts), on a Unix socket only it connects to: the client's address is the
+   * `x-keel-client` header HAProxy sets, not the socket's peer.
+   */
+  behindProxy?: boolean;
 }
+
+/** The header HAProxy names the client's address in, to Keel's ingress behind it. */
+export const CLIENT_HEADER = 'x-keel-client';
 
 /** Requests held for one deployment at most, and for all of them: past that, a 503 at once. */
 const HELD_MAX = 100;
@@ -116,7 +124,17 @@ export class Ingress {
     this.loads.delete(key);
   }
 
-  async listen(host: string, port: number): Promise<void> {
+  /** Adds traffic counted elsewhere (by HAProxy, in front): requests that arrived, and the most in flight at once. */
+  observed(key: string, arrived: number, peak: number): void {
+    let load = this.loads.get(key);
+    if (!load) this.loads.set(key, (load = { inFlight: 0, seconds: [], held: new Set() }));
+    const second = this.second(load);
+    second.arrived += arrived;
+    second.peak = Math.max(second.peak, load.inFlight + peak);
+  }
+
+  /** Listens on a TCP port, or on a Unix socket (`path`) when HAProxy is in front. */
+  async listen(where: { host: string; port: number } | { path: string }): Promise<void> {
     // The ingress shares Keel's process (and its file descriptors) with the API: clients that open
     // connections and never finish their headers are cut off, and past a bound new ones are closed.
     const headersTimeout = this.bounds.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
@@ -126,10 +144,11 @@ export class Ingress {
     server.on('clientError', (_err, socket) => socket.destroy());
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => resolve());
+      if ('path' in where) server.listen(where.path, () => resolve());
+      else server.listen(where.port, where.host, () => resolve());
     });
     this.server = server;
-    this.port = (server.address() as AddressInfo).port;
+    if (!('path' in where)) this.port = (server.address() as AddressInfo).port;
   }
 
   async close(): Promise<void> {
@@ -227,7 +246,7 @@ export class Ingress {
 
   private forward(req: IncomingMessage, res: ServerResponse, target: { address: string; port: number; path: string; headers?: Record<string, string> }): void {
     const address = target.address;
-    const headers = forwarded(req, target.headers);
+    const headers = forwarded(req, target.headers, this.bounds.behindProxy);
     // A GET or HEAD may still come with a body (its framing says so): that body is passed on, and
     // such a request, like any other with a body, is never sent twice.
     const bodiless = (req.method === 'GET' || req.method === 'HEAD') && req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined;
@@ -263,7 +282,10 @@ export class Ingress {
     const upstream = connect({ host: target.address, port: target.port }, () => {
       const lines = [`${req.method} ${target.path} HTTP/1.1`];
       const set = target.headers ?? {};
-      for (let i = 0; i < req.rawHeaders.length; i += 2) if (!Object.hasOwn(set, req.rawHeaders[i].toLowerCase())) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        const name = req.rawHeaders[i].toLowerCase();
+        if (!Object.hasOwn(set, name) && !(this.bounds.behindProxy && name === CLIENT_HEADER)) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      }
       for (const [name, value] of Object.entries(set)) lines.push(`${name}: ${value}`);
       upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
       if (head.length > 0) upstream.write(head);
@@ -313,14 +335,14 @@ function endToEnd(raw: string[]): string[] {
  * domains.ts), and the X-Forwarded-* ones a proxy adds: the client's address always ends
  * X-Forwarded-For.
  */
-function forwarded(req: IncomingMessage, set?: Record<string, string>): string[] {
+function forwarded(req: IncomingMessage, set?: Record<string, string>, behindProxy = false): string[] {
   const raw = req.rawHeaders;
   const drop = hopByHop(req.headers.connection);
   const headers: string[] = [];
   let host = false;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i].toLowerCase();
-    if (ALWAYS_HOP.has(name) || drop?.has(name) || name === 'x-forwarded-for' || (set !== undefined && Object.hasOwn(set, name))) continue;
+    if (ALWAYS_HOP.has(name) || drop?.has(name) || name === 'x-forwarded-for' || (behindProxy && name === CLIENT_HEADER) || (set !== undefined && Object.hasOwn(set, name))) continue;
     // One Host only, the first, as Node reads it: a replica may refuse a request with two.
     if (name === 'host') {
       if (host) continue;
@@ -329,7 +351,7 @@ function forwarded(req: IncomingMessage, set?: Record<string, string>): string[]
     headers.push(raw[i], raw[i + 1]);
   }
   if (set !== undefined) for (const name in set) headers.push(name, set[name]);
-  const from = req.socket.remoteAddress ?? '';
+  const from = (behindProxy ? (req.headers[CLIENT_HEADER] as string | undefined) : req.socket.remoteAddress) ?? '';
   const before = set?.['x-forwarded-for'] ?? req.headers['x-forwarded-for'];
   headers.push('x-forwarded-for', before ? `${before}, ${from}` : from);
   if (set?.['x-forwarded-host'] === undefined && req.headers['x-forwarded-host'] === undefined) headers.push('x-forwarded-host', req.headers.host ?? '');

@@ -23,6 +23,7 @@ import type { NewLogLine, Store } from '../store/types.js';
 import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { DomainRoutes } from './domains.js';
+import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
@@ -36,6 +37,8 @@ export interface RuncOptions {
   host: string;
   ingressPort: number;
   ingressMaxConnections?: number;
+  /** What serves the ingress port: Keel's own ingress, or HAProxy in front of it (haproxy.ts). */
+  ingressProxy?: 'keel' | 'haproxy';
   store: Store;
   /** Decides, as for any request, whether a workload's identity may reveal a secret it mounts. */
   auth: Authorizer;
@@ -137,6 +140,7 @@ export class RuncRuntime implements Runtime {
   private readonly images: Images;
   private readonly blobs: BlobStore;
   readonly ingress: Ingress;
+  private readonly front?: HaproxyFront;
   private readonly domains = new DomainRoutes();
   /** Replicas by deployment, then by name. */
   private readonly deployments = new Map<string, Map<string, Replica>>();
@@ -166,8 +170,23 @@ export class RuncRuntime implements Runtime {
         const ref = this.waking.get(id)?.ref;
         if (ref) for (const listener of this.listeners) listener(ref);
       },
-      { maxConnections: options.ingressMaxConnections },
+      { maxConnections: options.ingressMaxConnections, behindProxy: options.ingressProxy === 'haproxy' },
     );
+    if (options.ingressProxy === 'haproxy') {
+      const dir = join(this.dir, 'haproxy');
+      this.front = new HaproxyFront({
+        binary: 'haproxy',
+        dir,
+        host: options.host,
+        port: options.ingressPort,
+        maxConnections: options.ingressMaxConnections ?? 4096,
+        headersTimeoutMs: 10_000,
+        fallback: join(dir, 'ingress.sock'),
+        table: () => this.frontTable(),
+        onTraffic: (key, arrived, peak) => this.ingress.observed(key, arrived, peak),
+        onError: (err) => options.onError(err, 'HAProxy in front of the ingress'),
+      });
+    }
     // The reconcilers' periodic scan finds every workload once this process holds the lease.
     this.lease = new Lease(
       options.databaseUrl,
@@ -180,8 +199,13 @@ export class RuncRuntime implements Runtime {
     return this.lease.held && !this.stopped;
   }
 
+  /** The port workload traffic is served on. */
+  get ingressPort(): number {
+    return (this.front ? this.front.port : this.ingress.port) || this.options.ingressPort;
+  }
+
   endpoint(host: string): string {
-    return `http://${host}.localhost:${this.ingress.port ?? this.options.ingressPort}`;
+    return `http://${host}.localhost:${this.ingressPort}`;
   }
 
   domain(org: string, name: string, spec: Record<string, unknown> | undefined, created?: string): void {
@@ -199,15 +223,22 @@ export class RuncRuntime implements Runtime {
   async start(): Promise<void> {
     // Said at start rather than on the first workload: network namespaces, mounts and runc need root.
     if (process.getuid?.() !== 0) throw new Error('KEEL_RUNTIME=runc needs root (network namespaces, overlay mounts and runc); run Keel as root or use KEEL_RUNTIME=simulated');
-    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V']]) {
+    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ...(this.front ? [['haproxy', '-v']] : [])]) {
       await command(tool, [flag]).catch(() => {
-        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2)`);
+        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2${this.front ? ' haproxy' : ''})`);
       });
     }
     mkdirSync(join(this.dir, 'replicas'), { recursive: true });
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
-    await this.ingress.listen(this.options.host, this.options.ingressPort);
+    if (this.front) {
+      // Only HAProxy reaches Keel's ingress, on a socket in a directory only root may enter.
+      const socket = join(this.dir, 'haproxy', 'ingress.sock');
+      mkdirSync(join(this.dir, 'haproxy'), { recursive: true, mode: 0o700 });
+      rmSync(socket, { force: true });
+      await this.ingress.listen({ path: socket });
+      await this.front.start();
+    } else await this.ingress.listen({ host: this.options.host, port: this.options.ingressPort });
     await this.lease.start();
     this.tick = setInterval(() => this.onTick(), TICK_MS);
     this.tick.unref();
@@ -219,6 +250,7 @@ export class RuncRuntime implements Runtime {
     this.deployments.clear();
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
     for (const r of all) void this.remove(r);
+    this.front?.changed();
     return Promise.all(this.removing);
   }
 
@@ -228,6 +260,7 @@ export class RuncRuntime implements Runtime {
     await this.dropAll();
     this.collectLogs();
     await this.flushLogs();
+    await this.front?.stop();
     await this.ingress.close();
     await this.network.down();
     await this.lease.stop();
@@ -261,6 +294,7 @@ export class RuncRuntime implements Runtime {
       replicas.set(w.name, replica);
     }
     if (replicas.size === 0) this.deployments.delete(id);
+    this.front?.changed();
     const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
     // A cron workload's runs come and go: they say nothing of whether the deployment is ready.
     const serving = states.filter((_, i) => !want[i].run);
@@ -286,6 +320,7 @@ export class RuncRuntime implements Runtime {
     this.waking.delete(id);
     this.demands.delete(id);
     this.ingress.forget(id);
+    this.front?.changed();
   }
 
   /** The replicas of a deployment running now (with their addresses), for exec and the like. */
@@ -473,6 +508,7 @@ export class RuncRuntime implements Runtime {
 
   /** Probes due, readiness without a probe, new log output. */
   private onTick(): void {
+    void this.front?.poll();
     const now = Date.now();
     for (const replicas of this.deployments.values()) {
       for (const replica of replicas.values()) {
@@ -623,6 +659,19 @@ export class RuncRuntime implements Runtime {
     return undefined;
   }
 
+  /** The workload endpoints with a ready replica, which HAProxy serves without Keel. */
+  private frontTable(): FrontRoute[] {
+    const table: FrontRoute[] = [];
+    for (const [id, ref] of this.deploymentRefs()) {
+      const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run && !r.removed);
+      const targets = replicas.filter((r) => r.address && this.stateOf(r).ready).map((r) => r.address!);
+      if (targets.length === 0) continue;
+      const port = firstPort((replicas[0].want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
+      table.push({ key: id, host: `${ref.host}.localhost`, targets, port });
+    }
+    return table;
+  }
+
   /** Each deployment this runtime knows, by its replicas or, with none running, as one that wakes on a request. */
   private *deploymentRefs(): Iterable<[string, DeploymentRef]> {
     for (const [id, replicas] of this.deployments) {
@@ -644,6 +693,7 @@ export class RuncRuntime implements Runtime {
     replica.reported = now;
     // Requests held for the deployment go to the replica that became ready.
     this.ingress.retry(deploymentId(replica.ref));
+    this.front?.changed();
     for (const listener of this.listeners) listener(replica.ref);
   }
 

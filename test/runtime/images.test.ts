@@ -67,7 +67,7 @@ describe("several replicas of one image of the org's registry", { skip }, () => 
     await apply('theirs', `/org/other/image/big@${digest}`, 1);
     const theirs = await waitFor('the deployment of theirs to fail its pull', () => deployment('theirs'), (s) => /Failed to pull image/.test(String(s?.message)), 60_000);
     assert.match(theirs.message, /^Failed to pull image "\/org\/other\/image\/big@sha256:[0-9a-f]{64}": .*not found/);
-    const mine = await waitFor('the deployment of mine to be ready', () => deployment('mine'), (s) => s?.ready === true, 60_000);
+    const mine = await waitFor('the deployment of mine to be ready', () => deployment('mine'), (s) => s?.ready === true && s.message === 'Ready', 60_000);
     assert.equal(mine.message, 'Ready');
     assert.equal((await deployment('theirs')).ready, false);
   });

@@ -34,7 +34,7 @@ describe("the ingress's connections to replicas", () => {
     await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
     const port = (replica.address() as AddressInfo).port;
     ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0 } : undefined));
-    await ingress.listen('127.0.0.1', 0);
+    await ingress.listen({ host: '127.0.0.1', port: 0 });
   });
   after(async () => {
     await ingress.close();
@@ -111,7 +111,7 @@ describe('the ingress under many idle or slow clients', () => {
     await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
     const port = (replica.address() as AddressInfo).port;
     ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0 } : undefined), undefined, { maxConnections: 3, headersTimeoutMs: 300 });
-    await ingress.listen('127.0.0.1', 0);
+    await ingress.listen({ host: '127.0.0.1', port: 0 });
   });
   after(async () => {
     await ingress.close();

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startKeel, type TestKeel } from '../support/keel.js';
-import { busyboxImage, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, runtimeMissing } from '../support/runtime.js';
+import { runcSettings } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
@@ -27,9 +28,12 @@ describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-ingress-'));
     const web = busyboxImage(work, 'web', ['/bin/sh', '-c', 'chmod +x /www/cgi-bin/*; exec httpd -f -p 8080 -h /www'], CGI);
-    const echo = busyboxImage(work, 'echo', ['/bin/nc', '-ll', '-p', '8080', '-e', '/bin/cat']);
-    keel = await startKeel('sqlite', 'acme', { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() });
-    ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
+    // Each connection is answered 101, then echoed: the request as the ingress passed it on, then the bytes that follow.
+    const echo = busyboxImage(work, 'echo', ['/bin/sh', '-c', 'chmod +x /upgrade; exec nc -ll -p 8080 -e /upgrade'], {
+      upgrade: '#!/bin/sh\nprintf "HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\\r\\n\\r\\n"\nexec cat\n',
+    });
+    keel = await startKeel('sqlite', 'acme', runcSettings());
+    ingressPort = (keel.app.core.runtime as unknown as { ingressPort: number }).ingressPort;
     assert.equal((await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } })).status, 201);
     const probe = { tcpSocket: { port: 8080 }, periodSeconds: 1 };
     for (const [name, image] of [['pages', web], ['echo', echo]]) {
@@ -82,9 +86,8 @@ describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => (got += chunk));
     await new Promise((resolve) => socket.once('connect', resolve));
-    socket.write('GET /-workload/acme/web/echo/chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
-    // The replica echoes what it is sent: first the request as the ingress passed it on, then the bytes that follow.
-    await waitFor('the echoed request', async () => got, (g) => g.includes('GET /chat HTTP/1.1'), 10_000);
+    socket.write('GET /-workload/acme/web/echo/chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+    await waitFor('the echoed request', async () => got, (g) => g.startsWith('HTTP/1.1 101') && g.includes('GET /chat HTTP/1.1'), 10_000);
     socket.write('ping over the pipe\n');
     await waitFor('the echoed bytes', async () => got, (g) => g.includes('ping over the pipe\n'), 10_000);
     socket.destroy();

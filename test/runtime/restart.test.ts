@@ -8,15 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { freePort } from '../support/ports.js';
-import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
+import { busyboxImage, haproxies, leftovers, NOTHING_LEFT, runtimeMissing, testSubnet } from '../support/runtime.js';
 import { scopeOf } from '../../src/runtime/runc.js';
 import { waitFor } from '../support/wait.js';
 
-const skip = runtimeMissing();
 const CLI = join(import.meta.dirname, '..', '..', 'src', 'cli.ts');
 const LOCATION = 'aws-us-east-2';
 
-describe('kill -9 of Keel with replicas running, then a restart', { skip }, () => {
+for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with replicas running, then a restart (KEEL_INGRESS_PROXY=${proxy})`, { skip: runtimeMissing({ haproxy: proxy === 'haproxy' }) }, () => {
   const work = mkdtempSync(join(tmpdir(), 'keel-runtime-restart-'));
   const dataDir = join(work, 'data');
   const root = join(dataDir, 'runtime', 'runc');
@@ -27,7 +26,7 @@ describe('kill -9 of Keel with replicas running, then a restart', { skip }, () =
 
   const start = async () => {
     const proc = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
-      env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: String(port), KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RUNTIME: 'runc', KEEL_INGRESS_PORT: String(ingressPort), KEEL_RUNTIME_SUBNET: subnet, KEEL_RECONCILE_SPEED: '100' },
+      env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: String(port), KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RUNTIME: 'runc', KEEL_INGRESS_PORT: String(ingressPort), KEEL_RUNTIME_SUBNET: subnet, KEEL_RECONCILE_SPEED: '100', KEEL_INGRESS_PROXY: proxy },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     child = proc;
@@ -78,8 +77,9 @@ describe('kill -9 of Keel with replicas running, then a restart', { skip }, () =
 
     first.kill('SIGKILL');
     await new Promise((resolve) => first.once('exit', resolve));
-    // Nothing stopped them: the replicas outlive the process that started them.
+    // Nothing stopped them: the replicas (and HAProxy) outlive the process that started them.
     assert.deepEqual(containers().map((c) => c.status), ['running', 'running']);
+    assert.equal(haproxies(dataDir).length > 0, proxy === 'haproxy');
 
     await start();
     // The stored status may still say ready from before: what counts is a replica answering again.
@@ -92,6 +92,7 @@ describe('kill -9 of Keel with replicas running, then a restart', { skip }, () =
     child!.kill('SIGTERM');
     await new Promise((resolve) => child!.once('exit', resolve));
     assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
+    assert.deepEqual(haproxies(dataDir), []);
     assert.deepEqual(readdirSync(join(dataDir, 'runtime', 'replicas')), []);
     assert.equal(existsSync(`/sys/class/net/kb${scopeOf(dataDir)}`), false, 'the bridge is gone');
   });
@@ -106,6 +107,7 @@ describe('kill -9 of Keel with replicas running, then a restart', { skip }, () =
     child!.kill('SIGTERM');
     await new Promise((resolve) => child!.once('exit', resolve));
     assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
+    assert.deepEqual(haproxies(dataDir), []);
     assert.deepEqual(readdirSync(join(dataDir, 'runtime', 'replicas')), []);
   });
 });

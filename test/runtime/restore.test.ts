@@ -21,7 +21,7 @@ describe('a snapshot restore with replicas running (KEEL_RUNTIME=runc)', { skip 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-restore-'));
     keel = await startKeel('sqlite', 'acme', { ...runcSettings(), allowSnapshots: true });
-    ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
+    ingressPort = (keel.app.core.runtime as unknown as { ingressPort: number }).ingressPort;
     await createGvc(keel);
   });
   after(async () => {

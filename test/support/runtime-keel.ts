@@ -12,9 +12,13 @@ import { testSubnet } from './runtime.js';
 
 export const LOCATION = 'aws-us-east-2';
 
-/** What the runtime suites run Keel with: replicas in runc, the ingress on a free port, this process's own subnet. */
-export function runcSettings(): Partial<Config> {
-  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, runtimeSubnet: testSubnet() };
+/**
+ * What the runtime suites run Keel with: replicas in runc, the ingress on a free port, this
+ * process's own subnet. KEEL_TEST_INGRESS_PROXY=haproxy runs every suite with HAProxy in front of
+ * the ingress (haproxy.test.ts always does).
+ */
+export function runcSettings(ingressProxy: Config['ingressProxy'] = process.env.KEEL_TEST_INGRESS_PROXY === 'haproxy' ? 'haproxy' : 'keel'): Partial<Config> {
+  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, ingressProxy, runtimeSubnet: testSubnet() };
 }
 
 export interface RuntimeKeel {
@@ -35,11 +39,11 @@ export interface RuntimeKeel {
 }
 
 /** `cliReachesIngress`: the CLI's guard lets it reach the ingress too (`cpln workload open` and the like), not only the API. */
-export async function startRuntimeKeel(options: { cliReachesIngress?: boolean } = {}): Promise<RuntimeKeel> {
+export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; ingressProxy?: Config['ingressProxy'] } = {}): Promise<RuntimeKeel> {
   const port = await freePort();
-  const keel = await startKeel('sqlite', 'acme', { port, ...runcSettings() });
+  const keel = await startKeel('sqlite', 'acme', { port, ...runcSettings(options.ingressProxy) });
   await keel.app.core.listen({ host: '127.0.0.1', port });
-  const ingressPort = (keel.app.core.runtime as unknown as { ingress: { port: number } }).ingress.port;
+  const ingressPort = (keel.app.core.runtime as unknown as { ingressPort: number }).ingressPort;
   const ingress = `http://127.0.0.1:${ingressPort}`;
   const cpln = new Cpln(options.cliReachesIngress ? [`127.0.0.1:${port}`, `127.0.0.1:${ingressPort}`] : [`127.0.0.1:${port}`]);
   const run = async (args: string[], expect = 0, input?: string) => {

@@ -1,4 +1,5 @@
-// What the runc runtime's tests need: root, runc, umoci and a static busybox. Missing any, the
+// What the runc runtime's tests need: root, runc, umoci and a static busybox (and haproxy, for the
+// suites that put it in front of the ingress). Missing any, the
 // suites skip with a visible notice, unless KEEL_REQUIRE_RUNTIME=1 (CI), where they fail.
 // Images are built in the test from /bin/busybox with umoci, as a user would build one by hand.
 import { execFileSync } from 'node:child_process';
@@ -8,11 +9,11 @@ import { join } from 'node:path';
 
 export const BUSYBOX = '/bin/busybox';
 
-/** Why the runtime tests cannot run here (false when they can). */
-export function runtimeMissing(): string | false {
+/** Why the runtime tests cannot run here (false when they can); `haproxy`: the suite runs HAProxy in front of the ingress too. */
+export function runtimeMissing(options: { haproxy?: boolean } = {}): string | false {
   const missing: string[] = [];
   if (process.getuid?.() !== 0) missing.push('root');
-  for (const [tool, version] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V']]) {
+  for (const [tool, version] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ...(options.haproxy ? [['haproxy', '-v']] : [])]) {
     try {
       execFileSync(tool, [version], { stdio: 'ignore' });
     } catch {
@@ -82,3 +83,18 @@ export function leftovers(dataDir: string): { containers: string[]; netns: strin
 }
 
 export const NOTHING_LEFT = { containers: [], netns: [], veth: [], mounts: [], cgroups: [] };
+
+/** HAProxy processes (KEEL_INGRESS_PROXY=haproxy) serving the ingress of the Keel on `dataDir`, as "PID cmdline". */
+export function haproxies(dataDir: string): string[] {
+  const config = join(dataDir, 'runtime', 'haproxy', 'haproxy.cfg');
+  return readdirSync('/proc')
+    .filter((pid) => /^\d+$/.test(pid))
+    .flatMap((pid) => {
+      try {
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+        return cmdline.includes(config) ? [`${pid} ${cmdline}`] : [];
+      } catch {
+        return [];
+      }
+    });
+}

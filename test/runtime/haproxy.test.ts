@@ -1,0 +1,173 @@
+// KEEL_INGRESS_PROXY=haproxy: HAProxy, started by Keel, serves the ingress port. A workload
+// endpoint's traffic goes from HAProxy straight to the ready replicas (HAProxy's own stats show
+// it, and Keel's autoscaler counts it); the path form, domains and requests Keel must hold go on
+// to Keel's ingress, which answers them as it does alone. Misuse: a forged client address, a
+// replica stopped under load, a malformed request.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { busyboxImage, runtimeMissing } from '../support/runtime.js';
+import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { waitFor } from '../support/wait.js';
+
+const skip = runtimeMissing({ haproxy: true });
+
+// Echoes what reached the replica: which replica and the request's headers (busybox httpd hands
+// a CGI every header as HTTP_*); `slow` answers after 3 s.
+const CGI = {
+  'www/cgi-bin/echo': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\necho "replica=$(hostname)"\nenv | grep ^HTTP_ | sort\n',
+  'www/cgi-bin/slow': '#!/bin/sh\nsleep 3\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nhostname\n',
+};
+
+describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip }, () => {
+  let rt: RuntimeKeel;
+  let work: string;
+  let image: string;
+  const apply = async (workload: Record<string, unknown>) => {
+    const file = join(work, `${String(workload.name)}.json`);
+    writeFileSync(file, JSON.stringify({ kind: 'workload', gvc: 'web', ...workload }));
+    await rt.run(['apply', '--file', file]);
+  };
+  const container = () => ({ name: 'main', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } });
+  /** The workload's endpoint Host, as `cpln workload get` shows it. */
+  const hostOf = async (workload: string) => new URL(JSON.parse((await rt.run(['workload', 'get', workload, '--output', 'json'])).stdout).status.endpoint).host;
+  /** Requests HAProxy has sent to each backend: `keel` (Keel's ingress) and one per served endpoint. */
+  const forwarded = async () => {
+    const csv = await ask(join(rt.keel.config.dataDir, 'runtime', 'haproxy', 'stats.sock'), 'show stat -1 2 -1');
+    const [header, ...rows] = csv.trim().split('\n');
+    const names = header.replace(/^# /, '').split(',');
+    const total = new Map<string, number>();
+    for (const row of rows) {
+      const f = row.split(',');
+      total.set(f[names.indexOf('pxname')], Number(f[names.indexOf('stot')]));
+    }
+    const keel = total.get('keel') ?? 0;
+    total.delete('keel');
+    return { keel, replicas: [...total.values()].reduce((a, b) => a + b, 0) };
+  };
+  /** Waits until the HAProxy serving now (after its last reload) sends the endpoint's requests to `replicas` replicas. */
+  const served = async (host: string, replicas: number) => {
+    const servers = async () => {
+      const csv = await ask(join(rt.keel.config.dataDir, 'runtime', 'haproxy', 'stats.sock'), 'show stat -1 4 -1');
+      const map = await ask(join(rt.keel.config.dataDir, 'runtime', 'haproxy', 'stats.sock'), `show map ${join(rt.keel.config.dataDir, 'runtime', 'haproxy', 'hosts.map')}`);
+      const backend = / (\S+) (\S+)$/m.exec(map.split('\n').find((l) => l.includes(` ${host.split(':')[0]} `)) ?? '')?.[2];
+      return backend === undefined ? 0 : csv.split('\n').filter((l) => l.startsWith(`${backend},`)).length;
+    };
+    await waitFor(`HAProxy to serve ${host} with ${replicas} replicas`, servers, (n) => n === replicas, 30_000);
+  };
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'keel-runtime-haproxy-'));
+    image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'chmod +x /www/cgi-bin/*; exec httpd -f -p 8080 -h /www'], CGI);
+    rt = await startRuntimeKeel({ cliReachesIngress: true, ingressProxy: 'haproxy' });
+    await apply({ name: 'api', spec: { type: 'standard', containers: [container()], defaultOptions: { autoscaling: { minScale: 2, maxScale: 2 } } } });
+    await waitFor('api to be ready', async () => (await rt.deployment('api'))?.status, (s) => s?.ready === true, 90_000);
+  });
+  after(async () => {
+    await rt?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("an endpoint's requests go from HAProxy straight to both replicas; the path form reaches Keel's ingress", async () => {
+    const host = await hostOf('api');
+    await served(host, 2);
+    const before = await forwarded();
+    const seen = new Set<string>();
+    for (let i = 0; i < 10; i++) {
+      const r = await rt.get('/cgi-bin/echo', host);
+      assert.equal(r.status, 200, r.body);
+      seen.add(/^replica=(.*)$/m.exec(r.body)![1]);
+    }
+    const after = await forwarded();
+    assert.deepEqual([after.replicas - before.replicas, after.keel - before.keel], [10, 0]);
+    assert.equal(seen.size, 2, `both replicas answered: ${[...seen].join(', ')}`);
+
+    const byPath = await rt.get('/-workload/acme/web/api/cgi-bin/echo');
+    assert.equal(byPath.status, 200, byPath.body);
+    assert.equal((await forwarded()).keel - after.keel, 1);
+  });
+
+  test("the client's address ends X-Forwarded-For either way, and a client cannot forge what HAProxy tells Keel", async () => {
+    const host = await hostOf('api');
+    const forged = { 'x-forwarded-for': '1.2.3.4', 'x-keel-client': '6.6.6.6' };
+    for (const [path, via] of [['/cgi-bin/echo', host], ['/-workload/acme/web/api/cgi-bin/echo', undefined]] as const) {
+      const r = await rt.get(path, via, forged);
+      assert.equal(r.status, 200, r.body);
+      assert.match(r.body, /^HTTP_X_FORWARDED_FOR=1\.2\.3\.4, 127\.0\.0\.1$/m, `${path}: ${r.body}`);
+      assert.match(r.body, /^HTTP_X_FORWARDED_PROTO=http$/m);
+      assert.doesNotMatch(r.body, /6\.6\.6\.6|HTTP_X_KEEL_CLIENT/);
+    }
+    // Only HAProxy reaches Keel's own ingress: its socket is in a directory only root may enter.
+    assert.equal(statSync(join(rt.keel.config.dataDir, 'runtime', 'haproxy')).mode & 0o777, 0o700);
+  });
+
+  test('a replica stopped under traffic is replaced, and no request to the endpoint fails meanwhile', async () => {
+    const host = await hostOf('api');
+    const replicas = JSON.parse((await rt.run(['workload', 'get-replicas', 'api', '--location', LOCATION, '--output', 'json'])).stdout).items as string[];
+    assert.equal(replicas.length, 2);
+    const statuses: number[] = [];
+    let stop = false;
+    const load = (async () => {
+      while (!stop) statuses.push((await rt.get('/cgi-bin/echo', host)).status);
+    })();
+    await rt.run(['workload', 'replica', 'stop', 'api', '--location', LOCATION, '--replica-name', replicas[0]]);
+    await waitFor('the stopped replica to go down', () => rt.deployment('api'), (d) => d.status.ready === false || d.status.versions[0].containers.main.resources.replicasReady < 2, 30_000);
+    await waitFor('the replica to be back and ready', () => rt.deployment('api'), (d) => d.status.versions[0].containers.main.resources.replicasReady === 2, 60_000);
+    stop = true;
+    await load;
+    assert.ok(statuses.length > 10, `${statuses.length} requests were made`);
+    assert.deepEqual([...new Set(statuses)], [200], `statuses: ${statuses.join(' ')}`);
+  });
+
+  test('traffic HAProxy serves counts for autoscaling: concurrent requests scale a workload up', async () => {
+    await apply({ name: 'busy', spec: { type: 'standard', containers: [container()], defaultOptions: { autoscaling: { metric: 'concurrency', target: 1, minScale: 1, maxScale: 3 } } } });
+    await waitFor('busy to be ready', async () => (await rt.deployment('busy'))?.status, (s) => s?.ready === true, 90_000);
+    const host = await hostOf('busy');
+    await served(host, 1);
+    const before = await forwarded();
+    const answers = await Promise.all(Array.from({ length: 6 }, () => rt.get('/cgi-bin/slow', host)));
+    assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200, 200]);
+    const after = await forwarded();
+    assert.equal(after.keel, before.keel, 'none of them went through Keel');
+    const scaled = await waitFor('more replicas', async () => ((await rt.deployment('busy'))?.status?.internal?.replicas ?? []).length, (n) => n > 1, 30_000);
+    assert.ok(scaled <= 3, `${scaled} replicas: never more than maxScale`);
+  });
+
+  test('an HAProxy that dies is started again and serves the endpoint', async () => {
+    const host = await hostOf('api');
+    const pidFile = join(rt.keel.config.dataDir, 'runtime', 'haproxy', 'haproxy.pid');
+    const pid = Number(readFileSync(pidFile, 'utf8').trim());
+    process.kill(pid, 'SIGKILL');
+    await waitFor('a new HAProxy', async () => Number(readFileSync(pidFile, 'utf8').trim()), (p) => p !== pid && existsSync(`/proc/${p}`), 10_000);
+    const r = await waitFor('the endpoint to answer again', () => rt.get('/cgi-bin/echo', host).catch(() => ({ status: 0, body: '' })), (x) => x.status === 200, 10_000);
+    assert.match(r.body, /^replica=api-/m);
+  });
+
+  test('a malformed request is answered 400 and its connection closed, not passed on or left hanging', async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(rt.ingressPort, '127.0.0.1');
+      let got = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (got += d));
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+      socket.write('GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n');
+    });
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+  });
+});
+
+function ask(socket: string, line: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = connect(socket);
+    let out = '';
+    c.setEncoding('utf8');
+    c.on('connect', () => c.end(`${line}\n`));
+    c.on('data', (d: string) => (out += d));
+    c.on('end', () => resolve(out));
+    c.on('error', reject);
+  });
+}
