@@ -1,25 +1,27 @@
 // The runc runtime (KEEL_RUNTIME=runc): time from creating a workload to its first 200 through
 // Keel's ingress (p50/p99 over 20 workloads, one replica each, an httpGet readiness probe every
 // second); the ingress's throughput against calling the replica directly, in alternating rounds
-// of one run, to a keep-alive server (the host's node in an image of its own), with HAProxy in the
-// same rounds as a reference for what a proxy in C reaches on the machine; and Keel's memory
-// per running replica with 50 replicas (and the runc processes' own, one per container).
-// Needs root, runc, umoci and /bin/busybox; otherwise the section says so.
+// of one run, to a keep-alive server (the host's node in an image of its own): by the workload
+// endpoint's Host, which HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy) sends
+// straight to the replica, and by the path form, which Keel's own ingress answers behind it, with
+// a bare HAProxy (no routing, no headers added) in the same rounds as a reference; and
+// Keel's memory per running replica with 50 replicas (and the runc processes' own, one per container).
+// Needs root, runc, umoci, haproxy and /bin/busybox; otherwise the section says so.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { scopeOf } from '../src/runtime/runc.js';
 import { freePort } from '../test/support/ports.js';
-import { busyboxImage, runtimeMissing } from '../test/support/runtime.js';
+import { busyboxImage, haproxies, runtimeMissing } from '../test/support/runtime.js';
 import { cpuSeconds, rssMb, startKeel, type Section } from './harness.js';
 
 const WORKLOADS = 20;
 const REPLICAS = 50;
 const LOCATION = 'aws-us-east-2';
 
-/** Rounds of the throughput comparison, each a run straight to the replica, one through the ingress and one through HAProxy. */
+/** Rounds of the throughput comparison, each a run straight to the replica, by the endpoint's Host, by the path form and through a bare HAProxy. */
 const ROUNDS = 5;
 const ROUND_SECONDS = Number(process.env.BENCH_SECONDS ?? 8) / 2;
 const THROUGHPUT_CONNECTIONS = 16;
@@ -66,17 +68,17 @@ function nodeServerImage(root: string): string {
 }
 
 /**
- * Requests/s of GETs of / on `connections` kept-alive connections to `port` of `address` (with
+ * Requests/s of GETs of `path` on `connections` kept-alive connections to `port` of `address` (with
  * Host `host`), for `seconds`: each connection sends its next request when the last answer ends.
  */
-async function keepAliveLoad(address: string, port: number, host: string, seconds: number): Promise<{ perSecond: number; requests: number; failed: number }> {
+async function keepAliveLoad(address: string, port: number, path: string, host: string, seconds: number): Promise<{ perSecond: number; requests: number; failed: number }> {
   const agent = new Agent({ keepAlive: true, maxSockets: THROUGHPUT_CONNECTIONS });
   const until = Date.now() + seconds * 1000;
   let done = 0;
   let failed = 0;
   const one = () =>
     new Promise<void>((resolve) => {
-      const req = request({ host: address, port, path: '/', agent, headers: { host } }, (res) => {
+      const req = request({ host: address, port, path, agent, headers: { host } }, (res) => {
         if (res.statusCode !== 200) failed++;
         res.on('end', resolve).resume();
       });
@@ -101,13 +103,15 @@ async function keepAliveLoad(address: string, port: number, host: string, second
 }
 
 
-/** Where the reference proxy is (Debian's haproxy package); the bench runs without it where it is missing. */
-const HAPROXY = '/usr/sbin/haproxy';
+/** CPU seconds used so far by the HAProxy processes serving the ingress of the Keel on `dataDir` (master and workers). */
+function haproxyCpuSeconds(dataDir: string): number {
+  return haproxies(dataDir).reduce((sum, line) => sum + cpuSeconds(Number(line.split(' ')[0])), 0);
+}
 
 /**
- * A reference proxy for the ingress's figures: HAProxy on one thread, forwarding every request on
- * `port` of loopback to `address:targetPort`, keeping connections alive on both sides and sharing
- * those to the replica between clients (`http-reuse always`), as Keel's ingress does.
+ * A reference for the ingress's figures: a bare HAProxy on one thread, forwarding every request on
+ * `port` of loopback to `address:targetPort` with no routing and no headers added, keeping
+ * connections alive on both sides and sharing those to the replica (`http-reuse always`).
  */
 async function startHaproxy(dir: string, port: number, address: string, targetPort: number): Promise<ChildProcess> {
   const config = join(dir, 'haproxy.cfg');
@@ -132,7 +136,7 @@ async function startHaproxy(dir: string, port: number, address: string, targetPo
       '',
     ].join('\n'),
   );
-  const proxy = spawn(HAPROXY, ['-f', config, '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const proxy = spawn('haproxy', ['-f', config, '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
   for (const until = Date.now() + 10_000; ; ) {
     const ok = await fetch(`http://127.0.0.1:${port}/`).then(
       async (res) => (await res.arrayBuffer(), res.status === 200),
@@ -200,7 +204,7 @@ async function stopped(dataDir: string): Promise<void> {
 
 export async function benchRuntime(): Promise<Section> {
   const title = 'Runtime (KEEL_RUNTIME=runc)';
-  const missing = runtimeMissing();
+  const missing = runtimeMissing({ haproxy: true });
   if (missing) return { title, lines: [`Not run: ${missing}.`], figures: {} };
   const work = mkdtempSync(join(tmpdir(), 'keel-bench-runtime-'));
   const image = busyboxImage(work, 'web', ['/bin/httpd', '-f', '-p', '8080', '-h', '/www'], { 'www/index.html': 'hello\n' });
@@ -208,7 +212,7 @@ export async function benchRuntime(): Promise<Section> {
   const ingressPort = await freePort();
   const dataDir = join(work, 'keel');
   mkdirSync(dataDir);
-  const keel = await startKeel({ dataDir, env: { KEEL_RUNTIME: 'runc', KEEL_INGRESS_PORT: String(ingressPort), KEEL_RUNTIME_SUBNET: '10.216.0.0/16', KEEL_RECONCILE_SPEED: '100', KEEL_LOG_LEVEL: 'warn' } });
+  const keel = await startKeel({ dataDir, env: { KEEL_RUNTIME: 'runc', KEEL_INGRESS_PROXY: 'haproxy', KEEL_INGRESS_PORT: String(ingressPort), KEEL_RUNTIME_SUBNET: '10.216.0.0/16', KEEL_RECONCILE_SPEED: '100', KEEL_LOG_LEVEL: 'warn' } });
   const ingress = `http://127.0.0.1:${ingressPort}`;
   const org = keel.org;
   try {
@@ -255,8 +259,9 @@ export async function benchRuntime(): Promise<Section> {
     await stopped(dataDir);
 
     // Throughput: one replica with two cores to itself, called straight, through the ingress by
-    // Host and through HAProxy in alternating rounds (which goes first alternates too), so that
-    // other work on the machine weighs on every side of each round's ratios alike.
+    // the endpoint's Host (HAProxy to the replica) and by the path form (HAProxy, then Keel's
+    // ingress) in alternating rounds (which goes first alternates too), so that other work on the
+    // machine weighs on every side of each round's ratios alike.
     const echo = {
       type: 'standard',
       containers: [{ name: 'web', image: nodeImage, cpu: '2000m', memory: '512Mi', ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 1 } }],
@@ -272,40 +277,43 @@ export async function benchRuntime(): Promise<Section> {
       if (!address) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const endpoint = new URL((await keel.call('GET', `/org/${org}/gvc/bench/workload/echo`)).body.status.endpoint).host;
-    // The reference proxy, on the same replica address, where the machine has HAProxy.
-    const haproxyPort = existsSync(HAPROXY) ? await freePort() : undefined;
-    const haproxy = haproxyPort === undefined ? undefined : await startHaproxy(work, haproxyPort, address, 8080);
-    // What each request costs in CPU time, µs: the client (this process), the proxy (Keel or
-    // HAProxy; none for direct calls), the replica.
-    const costed = async (proxyPid: number | undefined, run: () => Promise<{ perSecond: number; requests: number; failed: number }>) => {
-      const [client, proxyCpu, replica] = [process.cpuUsage(), proxyPid === undefined ? 0 : cpuSeconds(proxyPid), containersCpuSeconds(dataDir)];
+    // What each request costs in CPU time, µs: the client (this process), the ingress (HAProxy
+    // and Keel, or the bare HAProxy's pid; none for direct calls), the replica.
+    const costed = async (via: boolean | number, run: () => Promise<{ perSecond: number; requests: number; failed: number }>) => {
+      const ingressCpu = () => (via === true ? cpuSeconds(keel.pid) + haproxyCpuSeconds(dataDir) : via === false ? 0 : cpuSeconds(via));
+      const [client, proxyCpu, replica] = [process.cpuUsage(), ingressCpu(), containersCpuSeconds(dataDir)];
       const result = await run();
       const used = process.cpuUsage(client);
       const per = (seconds: number) => (seconds * 1e6) / Math.max(1, result.requests);
-      return { ...result, clientUs: per((used.user + used.system) / 1e6), proxyUs: proxyPid === undefined ? 0 : per(cpuSeconds(proxyPid) - proxyCpu), replicaUs: per(containersCpuSeconds(dataDir) - replica) };
+      return { ...result, clientUs: per((used.user + used.system) / 1e6), proxyUs: per(ingressCpu() - proxyCpu), replicaUs: per(containersCpuSeconds(dataDir) - replica) };
     };
     type Costed = Awaited<ReturnType<typeof costed>>;
+    const barePort = await freePort();
+    const bare = await startHaproxy(work, barePort, address, 8080);
     const targets: Array<() => Promise<Costed>> = [
-      () => costed(undefined, () => keepAliveLoad(address, 8080, `${address}:8080`, ROUND_SECONDS)),
-      () => costed(keel.pid, () => keepAliveLoad('127.0.0.1', ingressPort, endpoint, ROUND_SECONDS)),
-      ...(haproxy ? [() => costed(haproxy.pid, () => keepAliveLoad('127.0.0.1', haproxyPort!, endpoint, ROUND_SECONDS))] : []),
+      () => costed(false, () => keepAliveLoad(address, 8080, '/', `${address}:8080`, ROUND_SECONDS)),
+      () => costed(true, () => keepAliveLoad('127.0.0.1', ingressPort, '/', endpoint, ROUND_SECONDS)),
+      () => costed(true, () => keepAliveLoad('127.0.0.1', ingressPort, `/-workload/${org}/bench/echo/`, '127.0.0.1', ROUND_SECONDS)),
+      () => costed(bare.pid!, () => keepAliveLoad('127.0.0.1', barePort, '/', endpoint, ROUND_SECONDS)),
     ];
-    const rounds: Array<{ direct: Costed; ingress: Costed; haproxy?: Costed; ratio: number; haproxyRatio?: number }> = [];
+    const rounds: Array<{ direct: Costed; ingress: Costed; byPath: Costed; bare: Costed; ratio: number; byPathRatio: number; bareRatio: number }> = [];
     try {
       for (const target of targets) await target();
       for (let r = 0; r < ROUNDS; r++) {
-        // Which goes first alternates: direct, ingress, haproxy, then the other way round.
+        // Which goes first alternates: direct, by Host, by path, bare HAProxy, then the other way round.
         const results: Costed[] = [];
         for (const i of r % 2 === 0 ? targets.keys() : [...targets.keys()].reverse()) results[i] = await targets[i]();
-        const [d, i, h] = results;
-        rounds.push({ direct: d, ingress: i, haproxy: h, ratio: i.perSecond / d.perSecond, haproxyRatio: h && h.perSecond / d.perSecond });
+        const [d, i, p, b] = results;
+        rounds.push({ direct: d, ingress: i, byPath: p, bare: b, ratio: i.perSecond / d.perSecond, byPathRatio: p.perSecond / d.perSecond, bareRatio: b.perSecond / d.perSecond });
       }
     } finally {
-      haproxy?.kill();
+      bare.kill();
     }
     const ratios = rounds.map((r) => r.ratio);
-    const haproxyRatios = rounds.flatMap((r) => (r.haproxyRatio === undefined ? [] : [r.haproxyRatio]));
+    const byPathRatios = rounds.map((r) => r.byPathRatio);
+    const bareRatios = rounds.map((r) => r.bareRatio);
     const median = (pick: (r: (typeof rounds)[number]) => number) => quantile(rounds.map(pick), 0.5);
+    const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
     await keel.call('DELETE', `/org/${org}/gvc/bench/workload/echo`);
     await stopped(dataDir);
 
@@ -313,19 +321,20 @@ export async function benchRuntime(): Promise<Section> {
       applyToFirst200P50Ms: quantile(firsts, 0.5),
       applyToFirst200P99Ms: quantile(firsts, 0.99),
       ingressToDirectRatioMedian: quantile(ratios, 0.5),
+      ingressToDirectRatioMean: mean(ratios),
       ingressToDirectRatioMin: Math.min(...ratios),
       ingressToDirectRatioMax: Math.max(...ratios),
+      bareHaproxyToDirectRatioMedian: quantile(bareRatios, 0.5),
+      bareHaproxyToDirectRatioMean: mean(bareRatios),
+      bareHaproxyToDirectRatioMin: Math.min(...bareRatios),
+      bareHaproxyToDirectRatioMax: Math.max(...bareRatios),
+      byPathToDirectRatioMedian: quantile(byPathRatios, 0.5),
+      byPathToDirectRatioMin: Math.min(...byPathRatios),
+      byPathToDirectRatioMax: Math.max(...byPathRatios),
       directRequestsPerSecondMedian: median((r) => r.direct.perSecond),
       ingressRequestsPerSecondMedian: median((r) => r.ingress.perSecond),
-      ingressKeelCpuUsPerRequest: median((r) => r.ingress.proxyUs),
-      ...(haproxyRatios.length > 0
-        ? {
-            haproxyToDirectRatioMedian: quantile(haproxyRatios, 0.5),
-            haproxyToDirectRatioMin: Math.min(...haproxyRatios),
-            haproxyToDirectRatioMax: Math.max(...haproxyRatios),
-            haproxyCpuUsPerRequest: median((r) => r.haproxy?.proxyUs ?? 0),
-          }
-        : {}),
+      ingressCpuUsPerRequest: median((r) => r.ingress.proxyUs),
+      byPathCpuUsPerRequest: median((r) => r.byPath.proxyUs),
       directReplicaCpuUsPerRequest: median((r) => r.direct.replicaUs),
       directClientCpuUsPerRequest: median((r) => r.direct.clientUs),
       ingressReplicaCpuUsPerRequest: median((r) => r.ingress.replicaUs),
@@ -343,22 +352,22 @@ export async function benchRuntime(): Promise<Section> {
         `| apply → first 200 through the ingress, p99 | ${figures.applyToFirst200P99Ms} ms | |`,
         `| Keel RSS per running replica (${ready} of ${REPLICAS} ready) | ${perReplicaKeel.toFixed(2)} MB | |`,
         `| runc processes' RSS per replica (one foreground runc per container) | ${perReplicaRunc.toFixed(2)} MB | |`,
-        `| ingress throughput ÷ direct, median of ${ROUNDS} rounds (min–max) | ${figures.ingressToDirectRatioMedian.toFixed(2)} (${figures.ingressToDirectRatioMin.toFixed(2)}–${figures.ingressToDirectRatioMax.toFixed(2)}) | ≥ 0.7 |`,
-        haproxyRatios.length > 0
-          ? `| reference: HAProxy (one thread) throughput ÷ direct, median (min–max) | ${quantile(haproxyRatios, 0.5).toFixed(2)} (${Math.min(...haproxyRatios).toFixed(2)}–${Math.max(...haproxyRatios).toFixed(2)}) | |`
-          : `| reference: HAProxy | not run: ${HAPROXY} is missing | |`,
+        `| ingress throughput ÷ direct, by the endpoint's Host (HAProxy to the replica): median of ${ROUNDS} rounds (min–max); mean | ${figures.ingressToDirectRatioMedian.toFixed(2)} (${figures.ingressToDirectRatioMin.toFixed(2)}–${figures.ingressToDirectRatioMax.toFixed(2)}); ${figures.ingressToDirectRatioMean.toFixed(2)} | ≥ 0.7 |`,
+        `| ingress throughput ÷ direct, by the path form (HAProxy, then Keel's ingress): median (min–max) | ${figures.byPathToDirectRatioMedian.toFixed(2)} (${figures.byPathToDirectRatioMin.toFixed(2)}–${figures.byPathToDirectRatioMax.toFixed(2)}) | |`,
+        `| reference: a bare HAProxy (one thread, no routing, no headers added) ÷ direct: median (min–max); mean | ${figures.bareHaproxyToDirectRatioMedian.toFixed(2)} (${figures.bareHaproxyToDirectRatioMin.toFixed(2)}–${figures.bareHaproxyToDirectRatioMax.toFixed(2)}); ${figures.bareHaproxyToDirectRatioMean.toFixed(2)} | |`,
         '',
         `Throughput: GETs of a 6-byte body from one replica (the host's node, a keep-alive server, 2 CPUs), by a keep-alive client`,
-        `in the bench's process on ${THROUGHPUT_CONNECTIONS} connections, ${ROUND_SECONDS} s to the replica's address, ${ROUND_SECONDS} s through the ingress by Host`,
-        `and ${ROUND_SECONDS} s through HAProxy (one thread, keep-alive both sides, http-reuse always) to the same address in each round`,
-        '(which goes first alternates); client, proxy and replica share the machine\'s cores. CPU time per request',
-        '(µs, user + system) of the client, of the proxy (Keel or HAProxy) and of the replica\'s container shows where the time goes.',
+        `in the bench's process on ${THROUGHPUT_CONNECTIONS} connections, in each round ${ROUND_SECONDS} s to the replica's address, ${ROUND_SECONDS} s to the ingress by the`,
+        `endpoint's Host, ${ROUND_SECONDS} s to the ingress by the path form and ${ROUND_SECONDS} s through a bare HAProxy to the replica's address`,
+        "(which goes first alternates). Keel runs with KEEL_INGRESS_PROXY=haproxy: HAProxy (one thread) serves the ingress port.",
+        "Client, ingress and replica share the machine's cores. CPU time per request",
+        "(µs, user + system) of the client, of the ingress (HAProxy's processes and Keel's) and of the replica's container shows where the time goes.",
         '',
-        '| Round | direct req/s | ingress req/s (÷ direct) | HAProxy req/s (÷ direct) | direct µs/req: client, replica | ingress µs/req: client, Keel, replica | HAProxy µs/req: client, HAProxy, replica | failed |',
-        '|---|---|---|---|---|---|---|---|',
+        '| Round | direct req/s | by Host req/s (÷ direct) | by path req/s (÷ direct) | bare HAProxy req/s (÷ direct) | direct µs/req: client, replica | by Host µs/req: client, ingress, replica | by path µs/req: client, ingress, replica | bare HAProxy µs/req: client, HAProxy, replica | failed |',
+        '|---|---|---|---|---|---|---|---|---|---|',
         ...rounds.map((r, i) => {
-          const h = r.haproxy;
-          return `| ${i + 1} | ${r.direct.perSecond.toFixed(0)} | ${r.ingress.perSecond.toFixed(0)} (${r.ratio.toFixed(2)}) | ${h ? `${h.perSecond.toFixed(0)} (${r.haproxyRatio!.toFixed(2)})` : ''} | ${r.direct.clientUs.toFixed(0)}, ${r.direct.replicaUs.toFixed(0)} | ${r.ingress.clientUs.toFixed(0)}, ${r.ingress.proxyUs.toFixed(0)}, ${r.ingress.replicaUs.toFixed(0)} | ${h ? `${h.clientUs.toFixed(0)}, ${h.proxyUs.toFixed(0)}, ${h.replicaUs.toFixed(0)}` : ''} | ${r.direct.failed + r.ingress.failed + (h?.failed ?? 0)} |`;
+          const cost = (c: Costed) => `${c.clientUs.toFixed(0)}, ${c.proxyUs.toFixed(0)}, ${c.replicaUs.toFixed(0)}`;
+          return `| ${i + 1} | ${r.direct.perSecond.toFixed(0)} | ${r.ingress.perSecond.toFixed(0)} (${r.ratio.toFixed(2)}) | ${r.byPath.perSecond.toFixed(0)} (${r.byPathRatio.toFixed(2)}) | ${r.bare.perSecond.toFixed(0)} (${r.bareRatio.toFixed(2)}) | ${r.direct.clientUs.toFixed(0)}, ${r.direct.replicaUs.toFixed(0)} | ${cost(r.ingress)} | ${cost(r.byPath)} | ${cost(r.bare)} | ${r.direct.failed + r.ingress.failed + r.byPath.failed + r.bare.failed} |`;
         }),
       ],
       figures,

@@ -91,6 +91,9 @@ test('the runtime settings: a runtime by name, an ingress port, a subnet as its 
   assert.deepEqual([config.runtime, config.ingressPort, config.runtimeSubnet], ['runc', 9082, '10.99.0.0/24']);
   assert.deepEqual([DEFAULTS.runtime, DEFAULTS.ingressPort, DEFAULTS.runtimeSubnet], ['simulated', 8082, '10.213.0.0/16']);
   assert.throws(() => loadConfig({ env: { KEEL_RUNTIME: 'docker' }, argv: [] }), /KEEL_RUNTIME must be one of simulated, runc/);
+  assert.equal(DEFAULTS.ingressProxy, 'keel');
+  assert.equal(loadConfig({ env: {}, argv: ['--ingress-proxy', 'haproxy'] }).ingressProxy, 'haproxy');
+  assert.throws(() => loadConfig({ env: { KEEL_INGRESS_PROXY: 'nginx' }, argv: [] }), /KEEL_INGRESS_PROXY must be one of keel, haproxy/);
   for (const bad of ['10.213.0.0', '10.213.0.1/16', '10.300.0.0/16', '10.0.0.0/4', '10.0.0.0/30', 'fd00::/64']) {
     assert.throws(() => loadConfig({ env: { KEEL_RUNTIME_SUBNET: bad }, argv: [] }), /KEEL_RUNTIME_SUBNET must/, bad);
   }

@@ -198,11 +198,14 @@ export class HaproxyFront {
       '  timeout http-keep-alive 5s',
       '  retries 2',
       '  option redispatch 1',
+      // A replica stopped mid-answer, or one that closed a kept-alive connection: the request goes to another.
       '  retry-on conn-failure empty-response',
       ...errorFiles(o.dir),
       'frontend ingress',
       `  bind ${o.host.includes(':') ? `[${o.host}]` : o.host}:${this.port}`,
       `  http-request del-header ${CLIENT_HEADER}`,
+      // Only a GET or HEAD is sent again; a request that may change something never is.
+      '  http-request disable-l7-retry unless METH_GET || METH_HEAD',
       `  use_backend %[req.hdr(host),field(1,:),lower,map_str(${join(o.dir, 'hosts.map')},keel)]`,
       'backend keel',
       // Keel's ingress learns the client's address from this header, which only HAProxy sets.

@@ -145,8 +145,10 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
       }
       const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command);
       if ('error' in found) return fail(`${FAILED}${found.error}; command terminated with exit code 1`);
+      // `cpln workload connect` asks for a shell and no command; exec and cp name their command.
+      const permission = Array.isArray(asked.command) ? 'exec' : 'connect';
       try {
-        await access.auth.check(principal, 'exec', findKind('workload')!, { org, gvc, name: found.workload });
+        await access.auth.check(principal, permission, findKind('workload')!, { org, gvc, name: found.workload });
       } catch (err) {
         return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
       }

@@ -136,6 +136,30 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     assert.ok(scaled <= 3, `${scaled} replicas: never more than maxScale`);
   });
 
+  test("a WebSocket upgrade by the endpoint's Host becomes a byte pipe from HAProxy to the replica", async () => {
+    // The replica answers each connection 101 (the accept for the key sent below), then echoes it.
+    const pipe = busyboxImage(work, 'pipe', ['/bin/sh', '-c', 'chmod +x /upgrade; exec nc -ll -p 8080 -e /upgrade'], {
+      upgrade: '#!/bin/sh\nprintf "HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\\r\\n\\r\\n"\nexec cat\n',
+    });
+    await apply({ name: 'pipe', spec: { type: 'standard', containers: [{ ...container(), image: pipe }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } });
+    await waitFor('pipe to be ready', async () => (await rt.deployment('pipe'))?.status, (s) => s?.ready === true, 90_000);
+    const host = await hostOf('pipe');
+    await served(host, 1);
+    const before = await forwarded();
+    const socket = connect(rt.ingressPort, '127.0.0.1');
+    let got = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (got += chunk));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(`GET /chat HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    await waitFor('the 101 and the echoed request', async () => got, (g) => g.startsWith('HTTP/1.1 101') && g.includes('GET /chat HTTP/1.1'), 10_000);
+    socket.write('ping over the pipe\n');
+    await waitFor('the echoed bytes', async () => got, (g) => g.includes('ping over the pipe\n'), 10_000);
+    socket.destroy();
+    const after = await forwarded();
+    assert.deepEqual([after.replicas - before.replicas, after.keel - before.keel], [1, 0]);
+  });
+
   test('an HAProxy that dies is started again and serves the endpoint', async () => {
     const host = await hostOf('api');
     const pidFile = join(rt.keel.config.dataDir, 'runtime', 'haproxy', 'haproxy.pid');

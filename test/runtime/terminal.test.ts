@@ -114,9 +114,29 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
     for (const args of [['connect', 'web', '--shell', 'sh'], ['exec', 'web', '--', 'echo', 'pwned']]) {
       const refused = await rt.cpln.run(['workload', args[0], args[1], '--profile', 'looker', '--location', LOCATION, ...args.slice(2)], { input: 'echo pwned\nexit\n' });
       assert.notEqual(refused.code, 0, `${args[0]}: ${refused.stdout}`);
-      assert.match(refused.stdout, /^Unauthorized: .*exec/m);
+      assert.match(refused.stdout, new RegExp(`^Unauthorized: .*${args[0]}`, 'm'));
       assert.doesNotMatch(refused.stdout, /^pwned/m);
     }
+  });
+
+  test('connect needs the connect permission and exec the exec permission: neither grants the other', async () => {
+    const connectIn = (profile: string) => rt.cpln.run(['workload', 'connect', 'web', '--profile', profile, '--location', LOCATION, '--shell', 'sh'], { input: 'echo "shell of uid $(id -u)"\nexit\n' });
+    const execIn = (profile: string) => rt.cpln.run(['workload', 'exec', 'web', '--profile', profile, '--location', LOCATION, '--', 'echo', 'ran']);
+    await account('runner', ['view', 'exec']);
+    assert.equal((await execIn('runner')).stdout, 'ran');
+    const noShell = await connectIn('runner');
+    assert.notEqual(noShell.code, 0);
+    assert.match(noShell.stdout, /^Unauthorized: .*connect/m);
+    assert.doesNotMatch(noShell.stdout, /shell of/);
+
+    await account('sheller', ['view', 'connect']);
+    const shell = await connectIn('sheller');
+    assert.equal(shell.code, 0, shell.stderr || shell.stdout);
+    assert.match(shell.stdout, /shell of uid \d+/);
+    const noExec = await execIn('sheller');
+    assert.notEqual(noExec.code, 0);
+    assert.match(noExec.stdout, /^Unauthorized: .*exec/m);
+    assert.doesNotMatch(noExec.stdout, /^ran$/m);
   });
 
   test("the 21st open session of one principal is refused, another principal's is not", async () => {
