@@ -6,9 +6,9 @@
 // the runtime's table of ready replicas and reloads it when the table changes; it reads the
 // traffic HAProxy forwarded from HAProxy's stats, for autoscaling. See docs/runtime.md, "HAProxy".
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CLIENT_HEADER } from './ingress.js';
 
 /** A workload endpoint HAProxy serves itself: its Host name, and the ready replicas' addresses. */
@@ -31,7 +31,7 @@ export interface HaproxyOptions {
   port: number;
   maxConnections: number;
   headersTimeoutMs: number;
-  /** The Unix socket Keel's own ingress listens on. */
+  /** The Unix socket Keel's own ingress listens on (its directory is made HAProxy's group's). */
   fallback: string;
   /** The endpoints HAProxy serves itself, asked whenever the table may have changed. */
   table: () => FrontRoute[];
@@ -57,7 +57,15 @@ export class HaproxyFront {
   private polling = false;
   private stopped = false;
 
+  /** The user HAProxy's workers run as (Debian's package makes `haproxy`); undefined: none, they stay root. */
+  private readonly account = accountOf('haproxy');
+
   constructor(private readonly options: HaproxyOptions) {}
+
+  /** The Unix socket Keel's own ingress listens on, for HAProxy. */
+  get fallback(): string {
+    return this.options.fallback;
+  }
 
   private get config(): string {
     return join(this.options.dir, 'haproxy.cfg');
@@ -71,6 +79,13 @@ export class HaproxyFront {
 
   async start(): Promise<void> {
     mkdirSync(this.options.dir, { recursive: true, mode: 0o700 });
+    // HAProxy's workers, which parse every client's bytes, run as the package's own user where
+    // there is one: its group alone may reach Keel's ingress socket, and no one else.
+    const group = this.account?.gid ?? 0;
+    chownSync(dirname(this.fallback), 0, group);
+    chmodSync(dirname(this.fallback), group ? 0o710 : 0o700);
+    chownSync(this.fallback, 0, group);
+    chmodSync(this.fallback, group ? 0o660 : 0o600);
     await this.stopLeftover();
     this.port = this.options.port || (await freePort(this.options.host));
     await this.run();
@@ -181,6 +196,7 @@ export class HaproxyFront {
     const config = [
       'global',
       '  nbthread 1',
+      ...(this.account ? ['  user haproxy', '  group haproxy'] : []),
       `  maxconn ${o.maxConnections}`,
       `  stats socket ${this.stats} mode 600 level admin`,
       // A reload leaves the old process serving the connections it holds, for this long at most.
@@ -271,8 +287,21 @@ function errorFiles(dir: string): string[] {
   });
 }
 
+/** A system user's uid and its group's gid, from /etc/passwd; undefined when there is no such user. */
+function accountOf(name: string): { uid: number; gid: number } | undefined {
+  try {
+    const line = readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${name}:`));
+    const [, , uid, gid] = line?.split(':') ?? [];
+    return line ? { uid: Number(uid), gid: Number(gid) } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Sends one command line to HAProxy's stats socket and reads the answer. */
-function ask(socket: string, line: string): Promise<string> {
+export function ask(socket: string, line: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const c = connect(socket);
     let out = '';

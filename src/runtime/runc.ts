@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { BlobStore } from '../registry/blobs.js';
 import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
@@ -181,7 +181,8 @@ export class RuncRuntime implements Runtime {
         port: options.ingressPort,
         maxConnections: options.ingressMaxConnections ?? 4096,
         headersTimeoutMs: 10_000,
-        fallback: join(dir, 'ingress.sock'),
+        // Outside the data directory, which HAProxy's workers (not root) may not enter.
+        fallback: join(existsSync('/run') ? join('/run', `keel-${this.scope}`) : dir, 'ingress.sock'),
         table: () => this.frontTable(),
         onTraffic: (key, arrived, peak) => this.ingress.observed(key, arrived, peak),
         onError: (err) => options.onError(err, 'HAProxy in front of the ingress'),
@@ -232,9 +233,9 @@ export class RuncRuntime implements Runtime {
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
     if (this.front) {
-      // Only HAProxy reaches Keel's ingress, on a socket in a directory only root may enter.
-      const socket = join(this.dir, 'haproxy', 'ingress.sock');
-      mkdirSync(join(this.dir, 'haproxy'), { recursive: true, mode: 0o700 });
+      // Only HAProxy reaches Keel's ingress, on a socket in a directory only root and HAProxy's group may enter.
+      const socket = this.front.fallback;
+      mkdirSync(dirname(socket), { recursive: true, mode: 0o700 });
       rmSync(socket, { force: true });
       await this.ingress.listen({ path: socket });
       await this.front.start();
@@ -262,6 +263,7 @@ export class RuncRuntime implements Runtime {
     await this.flushLogs();
     await this.front?.stop();
     await this.ingress.close();
+    if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
     await this.network.down();
     await this.lease.stop();
   }

@@ -2,14 +2,15 @@
 // endpoint's traffic goes from HAProxy straight to the ready replicas (HAProxy's own stats show
 // it, and Keel's autoscaler counts it); the path form, domains and requests Keel must hold go on
 // to Keel's ingress, which answers them as it does alone. Misuse: a forged client address, a
-// replica stopped under load, a malformed request.
+// replica stopped under load, a replica that drops a POST unanswered, a malformed request.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { busyboxImage, runtimeMissing } from '../support/runtime.js';
+import { ask } from '../../src/runtime/haproxy.js';
+import { busyboxImage, haproxies, runtimeMissing } from '../support/runtime.js';
 import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
@@ -20,6 +21,8 @@ const skip = runtimeMissing({ haproxy: true });
 const CGI = {
   'www/cgi-bin/echo': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\necho "replica=$(hostname)"\nenv | grep ^HTTP_ | sort\n',
   'www/cgi-bin/slow': '#!/bin/sh\nsleep 3\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nhostname\n',
+  // Notes the request, then kills the httpd process serving the connection: it closes unanswered.
+  'www/cgi-bin/crash': '#!/bin/sh\necho "$REQUEST_METHOD" >> /tmp/hits\nkill -9 $PPID\n',
 };
 
 describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip }, () => {
@@ -100,8 +103,17 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
       assert.match(r.body, /^HTTP_X_FORWARDED_PROTO=http$/m);
       assert.doesNotMatch(r.body, /6\.6\.6\.6|HTTP_X_KEEL_CLIENT/);
     }
-    // Only HAProxy reaches Keel's own ingress: its socket is in a directory only root may enter.
-    assert.equal(statSync(join(rt.keel.config.dataDir, 'runtime', 'haproxy')).mode & 0o777, 0o700);
+    // Only HAProxy reaches Keel's own ingress: its socket, and the directory it is in, are closed
+    // to everyone but root and HAProxy's group; HAProxy's workers, which read what clients send, are not root.
+    const dir = join(rt.keel.config.dataDir, 'runtime', 'haproxy');
+    const socket = /^ {2}server keel (\S+)$/m.exec(readFileSync(join(dir, 'haproxy.cfg'), 'utf8'))![1];
+    for (const path of [dir, dirname(socket), socket]) assert.equal(statSync(path).mode & 0o007, 0, `${path} is closed to others`);
+    const master = readFileSync(join(dir, 'haproxy.pid'), 'utf8').trim();
+    const workers = haproxies(rt.keel.config.dataDir)
+      .map((line) => line.split(' ')[0])
+      .filter((pid) => readFileSync(`/proc/${pid}/status`, 'utf8').includes(`\nPPid:\t${master}\n`));
+    assert.ok(workers.length > 0, 'HAProxy has a worker');
+    for (const pid of workers) assert.doesNotMatch(readFileSync(`/proc/${pid}/status`, 'utf8'), /^Uid:\t0\t/m, `worker ${pid} runs as root`);
   });
 
   test('a replica stopped under traffic is replaced, and no request to the endpoint fails meanwhile', async () => {
@@ -134,6 +146,24 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     assert.equal(after.keel, before.keel, 'none of them went through Keel');
     const scaled = await waitFor('more replicas', async () => ((await rt.deployment('busy'))?.status?.internal?.replicas ?? []).length, (n) => n > 1, 30_000);
     assert.ok(scaled <= 3, `${scaled} replicas: never more than maxScale`);
+  });
+
+  test('a POST a replica drops unanswered gets a 502 and is never sent twice; a GET is tried again', async () => {
+    const host = await hostOf('api');
+    const hits = async () => {
+      const replicas = JSON.parse((await rt.run(['workload', 'get-replicas', 'api', '--location', LOCATION, '--output', 'json'])).stdout).items as string[];
+      let all = '';
+      for (const replica of replicas) all += (await rt.run(['workload', 'exec', 'api', '--location', LOCATION, '--replica', replica, '--', 'sh', '-c', 'cat /tmp/hits 2>/dev/null; rm -f /tmp/hits'])).stdout + '\n';
+      return all.split('\n').filter(Boolean).sort();
+    };
+    await hits();
+    const post = await rt.post('/cgi-bin/crash', host, 'order=1');
+    assert.equal(post.status, 502, post.body);
+    assert.equal(JSON.parse(post.body).status, 502);
+    assert.deepEqual(await hits(), ['POST']);
+    const get = await rt.get('/cgi-bin/crash', host);
+    assert.equal(get.status, 502, get.body);
+    assert.ok((await hits()).length > 1, 'the GET was sent again');
   });
 
   test("a WebSocket upgrade by the endpoint's Host becomes a byte pipe from HAProxy to the replica", async () => {
@@ -183,15 +213,3 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     assert.match(answer, /^HTTP\/1\.1 400 /);
   });
 });
-
-function ask(socket: string, line: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const c = connect(socket);
-    let out = '';
-    c.setEncoding('utf8');
-    c.on('connect', () => c.end(`${line}\n`));
-    c.on('data', (d: string) => (out += d));
-    c.on('end', () => resolve(out));
-    c.on('error', reject);
-  });
-}

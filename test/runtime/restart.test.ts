@@ -93,6 +93,7 @@ for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with
     await new Promise((resolve) => child!.once('exit', resolve));
     assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
     assert.deepEqual(haproxies(dataDir), []);
+    assert.equal(existsSync(`/run/keel-${scopeOf(dataDir)}`), false, "the ingress socket's directory is gone");
     assert.deepEqual(readdirSync(join(dataDir, 'runtime', 'replicas')), []);
     assert.equal(existsSync(`/sys/class/net/kb${scopeOf(dataDir)}`), false, 'the bridge is gone');
   });

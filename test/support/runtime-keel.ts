@@ -35,6 +35,8 @@ export interface RuntimeKeel {
   deployment(workload: string): Promise<any>;
   /** A GET through the ingress, with `host` as the Host header (fetch() would not send one of our choosing). */
   get(path: string, host?: string, headers?: Record<string, string>): Promise<{ status: number; body: string; ms: number }>;
+  /** A POST of `body` through the ingress, with `host` as the Host header. */
+  post(path: string, host: string | undefined, body: string): Promise<{ status: number; body: string; ms: number }>;
   close(): Promise<void>;
 }
 
@@ -52,18 +54,20 @@ export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; i
     return r;
   };
   const deployment = async (workload: string) => (await keel.call('GET', `/org/acme/gvc/web/workload/${workload}/deployment/${LOCATION}`)).body;
-  const get = (path: string, host?: string, headers: Record<string, string> = {}) =>
+  const send = (method: string, path: string, host?: string, headers: Record<string, string> = {}, body?: string) =>
     new Promise<{ status: number; body: string; ms: number }>((resolve, reject) => {
       const started = Date.now();
-      const req = httpRequest(`${ingress}${path}`, { headers: host ? { ...headers, host } : headers }, (res) => {
-        let body = '';
+      const req = httpRequest(`${ingress}${path}`, { method, headers: host ? { ...headers, host } : headers }, (res) => {
+        let text = '';
         res.setEncoding('utf8');
-        res.on('data', (chunk) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, ms: Date.now() - started }));
+        res.on('data', (chunk) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: Date.now() - started }));
       });
       req.on('error', reject);
-      req.end();
+      req.end(body);
     });
+  const get = (path: string, host?: string, headers: Record<string, string> = {}) => send('GET', path, host, headers);
+  const post = (path: string, host: string | undefined, body: string) => send('POST', path, host, { 'content-type': 'application/x-www-form-urlencoded' }, body);
   const close = async () => {
     cpln.cleanup();
     await keel.close();
@@ -75,7 +79,7 @@ export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; i
     await close();
     throw err;
   }
-  return { keel, cpln, port, ingressPort, ingress, run, deployment, get, close };
+  return { keel, cpln, port, ingressPort, ingress, run, deployment, get, post, close };
 }
 
 /** GVC web in LOCATION, made through the API, for the suites that drive Keel without the CLI. */
