@@ -199,8 +199,10 @@ export class HaproxyFront {
       ...(this.account ? ['  user haproxy', '  group haproxy'] : []),
       `  maxconn ${o.maxConnections}`,
       `  stats socket ${this.stats} mode 600 level admin`,
-      // A reload leaves the old process serving the connections it holds, for this long at most.
-      '  hard-stop-after 30s',
+      // A reload leaves the old process serving the connections it holds (a WebSocket, a long
+      // download), for an hour or 50 reloads at most, after which those connections are cut.
+      '  hard-stop-after 1h',
+      '  mworker-max-reloads 50',
       'defaults',
       '  mode http',
       '  option http-keep-alive',

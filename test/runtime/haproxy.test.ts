@@ -166,7 +166,7 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     assert.ok((await hits()).length > 1, 'the GET was sent again');
   });
 
-  test("a WebSocket upgrade by the endpoint's Host becomes a byte pipe from HAProxy to the replica", async () => {
+  test("a WebSocket upgrade by the endpoint's Host becomes a byte pipe from HAProxy to the replica, and outlives a reload", async () => {
     // The replica answers each connection 101 (the accept for the key sent below), then echoes it.
     const pipe = busyboxImage(work, 'pipe', ['/bin/sh', '-c', 'chmod +x /upgrade; exec nc -ll -p 8080 -e /upgrade'], {
       upgrade: '#!/bin/sh\nprintf "HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\\r\\n\\r\\n"\nexec cat\n',
@@ -185,9 +185,16 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     await waitFor('the 101 and the echoed request', async () => got, (g) => g.startsWith('HTTP/1.1 101') && g.includes('GET /chat HTTP/1.1'), 10_000);
     socket.write('ping over the pipe\n');
     await waitFor('the echoed bytes', async () => got, (g) => g.includes('ping over the pipe\n'), 10_000);
-    socket.destroy();
     const after = await forwarded();
     assert.deepEqual([after.replicas - before.replicas, after.keel - before.keel], [1, 0]);
+
+    // Another workload becoming ready reloads HAProxy: the open pipe is not cut.
+    await apply({ name: 'later', spec: { type: 'standard', containers: [container()], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } });
+    await waitFor('later to be ready', async () => (await rt.deployment('later'))?.status, (s) => s?.ready === true, 90_000);
+    await served(await hostOf('later'), 1);
+    socket.write('still open after a reload\n');
+    await waitFor('the echo after the reload', async () => got, (g) => g.includes('still open after a reload\n'), 10_000);
+    socket.destroy();
   });
 
   test('an HAProxy that dies is started again and serves the endpoint', async () => {
