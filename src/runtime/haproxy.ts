@@ -140,7 +140,7 @@ export class HaproxyFront {
       const lines = csv.split('\n');
       const header = (lines[0] ?? '').replace(/^# /, '').split(',');
       const at = (name: string) => header.indexOf(name);
-      const [name, total, max] = [at('pxname'), at('stot'), at('smax')];
+      const [name, total, max, current] = [at('pxname'), at('stot'), at('smax'), at('scur')];
       for (const line of lines.slice(1)) {
         const fields = line.split(',');
         const backend = this.backends.get(fields[name]);
@@ -149,7 +149,8 @@ export class HaproxyFront {
         // A reloaded HAProxy counts from zero again.
         const arrived = stot >= backend.counted ? stot - backend.counted : stot;
         backend.counted = stot;
-        const peak = Number(fields[max]) || 0;
+        // The most in flight since the last poll, or now (a reload starts its peak again).
+        const peak = Math.max(Number(fields[max]) || 0, Number(fields[current]) || 0);
         if (arrived > 0 || peak > 0) this.options.onTraffic(backend.key, arrived, peak);
       }
     } catch {
