@@ -207,6 +207,7 @@ export class ReconcileRunner {
     const held = this.runtime.held?.();
     for (const d of held?.deployments ?? []) this.enqueue({ org: d.org, kind: 'workload', gvc: d.gvc, name: d.workload });
     for (const d of held?.domains ?? []) this.enqueue({ org: d.org, kind: 'domain', gvc: '', name: d.name });
+    for (const v of held?.volumeSets ?? []) this.enqueue({ org: v.org, kind: 'volumeset', gvc: v.gvc, name: v.name });
   }
 
   private async discoverOrgs(): Promise<void> {

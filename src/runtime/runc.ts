@@ -28,7 +28,7 @@ import { Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
-import { prepareVolumes, VolumeError, volumeSetDir } from './volumes.js';
+import { prepareVolumes, VolumeError, volumeSetDir, volumeSetsIn } from './volumes.js';
 import type { Clock, Demand, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime, Wake } from './types.js';
 
 export interface RuncOptions {
@@ -213,8 +213,8 @@ export class RuncRuntime implements Runtime {
     this.domains.set(org, name, spec, created);
   }
 
-  held(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }> } {
-    return { deployments: [...this.deploymentRefs()].map(([, ref]) => ref), domains: this.domains.names() };
+  held(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }>; volumeSets: Array<{ org: string; gvc: string; name: string }> } {
+    return { deployments: [...this.deploymentRefs()].map(([, ref]) => ref), domains: this.domains.names(), volumeSets: volumeSetsIn(this.dir) };
   }
 
   onChange(listener: (deployment: DeploymentRef) => void): void {

@@ -123,11 +123,11 @@ export interface Runtime {
    */
   domain?(org: string, name: string, spec: Record<string, unknown> | undefined, created?: string): void;
   /**
-   * The deployments this runtime runs replicas for (or wakes on a request) and the domains it
-   * serves: after the stored state is replaced (a restore or reset), each is looked at again, so
-   * what the new state no longer holds stops.
+   * The deployments this runtime runs replicas for (or wakes on a request), the domains it serves
+   * and the volume sets it keeps data for: after the stored state is replaced (a restore or reset),
+   * each is looked at again, so what the new state no longer holds stops, or its data goes.
    */
-  held?(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }> };
+  held?(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }>; volumeSets: Array<{ org: string; gvc: string; name: string }> };
   /** `listener` is called with a deployment whose observed state changed. */
   onChange(listener: (deployment: DeploymentRef) => void): void;
   start(): Promise<void>;

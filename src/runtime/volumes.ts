@@ -8,7 +8,7 @@
 //   the workload's identity is granted `reveal` on it, and removed with the replica;
 // - scratch://NAME: an empty directory of the replica's own, shared by its containers;
 // - cloud storage: not mounted; the replica does not start, and says why.
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Authorizer } from '../auth/authorizer.js';
 import { findKind } from '../kinds/index.js';
@@ -33,6 +33,13 @@ type ContainerVolumes = { name?: string; volumes?: VolumeSpec[] };
 /** Where a volume set's volumes live on this host. */
 export function volumeSetDir(runtimeDir: string, org: string, gvc: string, name: string): string {
   return join(runtimeDir, 'volumes', org, gvc, name);
+}
+
+/** The volume sets whose data is kept under `runtimeDir`. */
+export function volumeSetsIn(runtimeDir: string): Array<{ org: string; gvc: string; name: string }> {
+  const list = (dir: string) => (existsSync(dir) ? readdirSync(dir) : []);
+  const root = join(runtimeDir, 'volumes');
+  return list(root).flatMap((org) => list(join(root, org)).flatMap((gvc) => list(join(root, org, gvc)).map((name) => ({ org, gvc, name }))));
 }
 
 /**

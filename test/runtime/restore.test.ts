@@ -1,7 +1,7 @@
 // A snapshot restore under the runc runtime: the workloads and domains the restored state does not
 // hold stop running and stop being served, though no delete of theirs ever happened.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,5 +58,23 @@ describe('a snapshot restore with replicas running (KEEL_RUNTIME=runc)', { skip 
     assert.equal((await keel.call('GET', '/org/acme/gvc/web/workload/shop')).status, 404);
     await waitFor('nothing of shop to be left on the host', async () => leftovers(keel.config.dataDir), (l) => JSON.stringify(l) === JSON.stringify(NOTHING_LEFT), 30_000);
     await waitFor('the domain to be served no more', () => page('shop.example.com'), (status) => status === 404, 30_000);
+  });
+
+  test("a volume set the snapshot did not hold loses its data, so a new one of that name starts empty", async () => {
+    assert.equal((await keel.call('POST', '/-admin/snapshots', { name: 'before-data' })).status, 201);
+    const image = busyboxImage(work, 'writer', ['/bin/sh', '-c', 'echo written > /data/f; exec sleep 1000000']);
+    assert.equal((await keel.call('POST', '/org/acme/gvc/web/volumeset', { name: 'cache', spec: { initialCapacity: 10, fileSystemType: 'ext4' } })).status, 201);
+    const created = await keel.call('POST', '/org/acme/gvc/web/workload', {
+      name: 'writer',
+      spec: { type: 'stateful', containers: [{ name: 'main', image, volumes: [{ uri: 'cpln://volumeset/cache', path: '/data' }] }] },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const data = join(keel.config.dataDir, 'runtime', 'volumes', 'acme', 'web', 'cache');
+    await waitFor('the replica to write its volume', async () => existsSync(join(data, LOCATION, '0', 'f')), (written) => written, 60_000);
+
+    assert.equal((await keel.call('POST', '/-admin/snapshots/before-data/-restore', {})).status, 200);
+    assert.equal((await keel.call('GET', '/org/acme/gvc/web/volumeset/cache')).status, 404);
+    await waitFor("the volume set's data to be gone from the host", async () => existsSync(data), (left) => !left, 30_000);
+    await waitFor('nothing of writer to be left on the host', async () => leftovers(keel.config.dataDir), (l) => JSON.stringify(l) === JSON.stringify(NOTHING_LEFT), 30_000);
   });
 });
