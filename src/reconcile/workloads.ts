@@ -212,7 +212,7 @@ function deploymentRef(key: ItemKey, location: string, host: string): Deployment
 
 /** The locations the runtime runs the workload's replicas in (or wakes it on a request). */
 function heldLocations(runtime: Runtime, key: ItemKey): string[] {
-  return (runtime.held?.().deployments ?? []).filter((d) => d.org === key.org && d.gvc === key.gvc && d.workload === key.name).map((d) => d.location);
+  return runtime.locationsOf?.(key.org, key.gvc, key.name) ?? [];
 }
 
 /** The clock of a stored deployment's rollout (or of none), for a runtime told to stop it. */

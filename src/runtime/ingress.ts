@@ -30,8 +30,8 @@ export type Route = (
   | undefined;
 
 /** How long a client may take to send a request's headers; its body may stream for as long as the replica reads it. */
-const HEADERS_TIMEOUT_MS = 10_000;
-const DEFAULT_MAX_CONNECTIONS = 4096;
+export const HEADERS_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_CONNECTIONS = 4096;
 
 export interface IngressBounds {
   /** Client connections open at once (KEEL_INGRESS_MAX_CONNECTIONS); more are closed as they come. */
@@ -361,12 +361,17 @@ function forwarded(req: IncomingMessage, set?: Record<string, string>, behindPro
 
 /**
  * Streams a replica's answer to the client, pausing the answer while the client's socket is
- * full; lighter than pipe(), which adds and removes half a dozen listeners on each request.
+ * full; lighter than pipe(), which adds and removes half a dozen listeners on each request. An
+ * answer the replica cuts short cuts the client's connection too: otherwise the client would
+ * wait for the rest of a body that never comes.
  */
 function relay(from: IncomingMessage, to: ServerResponse): void {
   from.on('data', (chunk: Buffer) => {
     if (!to.write(chunk)) from.pause();
   });
   from.on('end', () => to.end());
+  from.on('close', () => {
+    if (!from.complete) to.destroy();
+  });
   to.on('drain', () => from.resume());
 }

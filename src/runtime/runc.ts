@@ -24,7 +24,7 @@ import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { DomainRoutes } from './domains.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
-import { Ingress } from './ingress.js';
+import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
@@ -179,8 +179,8 @@ export class RuncRuntime implements Runtime {
         dir,
         host: options.host,
         port: options.ingressPort,
-        maxConnections: options.ingressMaxConnections ?? 4096,
-        headersTimeoutMs: 10_000,
+        maxConnections: options.ingressMaxConnections ?? DEFAULT_MAX_CONNECTIONS,
+        headersTimeoutMs: HEADERS_TIMEOUT_MS,
         // Outside the data directory, which HAProxy's workers (not root) may not enter.
         fallback: join(existsSync('/run') ? join('/run', `keel-${this.scope}`) : dir, 'ingress.sock'),
         table: () => this.frontTable(),
@@ -215,6 +215,12 @@ export class RuncRuntime implements Runtime {
 
   held(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }>; volumeSets: Array<{ org: string; gvc: string; name: string }> } {
     return { deployments: [...this.deploymentRefs()].map(([, ref]) => ref), domains: this.domains.names(), volumeSets: volumeSetsIn(this.dir) };
+  }
+
+  locationsOf(org: string, gvc: string, workload: string): string[] {
+    const locations: string[] = [];
+    for (const [, ref] of this.deploymentRefs()) if (ref.org === org && ref.gvc === gvc && ref.workload === workload) locations.push(ref.location);
+    return locations;
   }
 
   onChange(listener: (deployment: DeploymentRef) => void): void {
@@ -645,14 +651,14 @@ export class RuncRuntime implements Runtime {
       const holdMs = waking?.wake.holdMs ?? 0;
       if (domain) {
         const { workload, gvc } = domain;
-        const ready = replicas.filter((r) => r.address && this.stateOf(r).ready && (domain.replica === undefined || r.want.name === `${workload}-${domain.replica}`));
+        const ready = this.ready(replicas).filter((r) => domain.replica === undefined || r.want.name === `${workload}-${domain.replica}`);
         if (domain.replica !== undefined && ready.length === 0 && holdMs === 0) {
           return { status: 503, message: `domain '${domain.domain}' routes to workload '${workload}' of GVC '${gvc}', replica ${domain.replica} (${workload}-${domain.replica}), which is not running and ready` };
         }
         const port = domain.port ?? firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
         return { key: id, targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers, holdMs };
       }
-      const ready = replicas.filter((r) => r.address && this.stateOf(r).ready);
+      const ready = this.ready(replicas);
       const port = firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
       const rest = byPath ? m![4] || '/' : path;
       return { key: id, targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}`, holdMs };
@@ -661,12 +667,17 @@ export class RuncRuntime implements Runtime {
     return undefined;
   }
 
+  /** Of a deployment's replicas, those traffic may go to: ready, with an address. */
+  private ready(replicas: Replica[]): Replica[] {
+    return replicas.filter((r) => r.address && this.stateOf(r).ready);
+  }
+
   /** The workload endpoints with a ready replica, which HAProxy serves without Keel. */
   private frontTable(): FrontRoute[] {
     const table: FrontRoute[] = [];
     for (const [id, ref] of this.deploymentRefs()) {
       const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run && !r.removed);
-      const targets = replicas.filter((r) => r.address && this.stateOf(r).ready).map((r) => r.address!);
+      const targets = this.ready(replicas).map((r) => r.address!);
       if (targets.length === 0) continue;
       const port = firstPort((replicas[0].want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
       table.push({ key: id, host: `${ref.host}.localhost`, targets, port });

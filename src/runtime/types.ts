@@ -128,6 +128,8 @@ export interface Runtime {
    * each is looked at again, so what the new state no longer holds stops, or its data goes.
    */
   held?(): { deployments: DeploymentRef[]; domains: Array<{ org: string; name: string }>; volumeSets: Array<{ org: string; gvc: string; name: string }> };
+  /** The locations this runtime runs a workload's replicas in (or wakes it on a request); asked on every pass over the workload, so cheap. */
+  locationsOf?(org: string, gvc: string, workload: string): string[];
   /** `listener` is called with a deployment whose observed state changed. */
   onChange(listener: (deployment: DeploymentRef) => void): void;
   start(): Promise<void>;

@@ -24,6 +24,11 @@ describe("the ingress's connections to replicas", () => {
         req.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => res.writeHead(200, { 'content-type': 'text/plain' }).end(`${req.method} ${body}`));
       }
       else if (req.url === '/close') res.writeHead(200, { connection: 'close' }).end('bye\n');
+      else if (req.url === '/cut') {
+        // Promises 100 bytes, sends 4, then drops the connection.
+        res.writeHead(200, { 'content-length': '100' });
+        res.write('part', () => setTimeout(() => res.socket?.destroy(), 50));
+      }
       else answer();
     });
     replica.on('connection', (socket: Socket) => {
@@ -50,6 +55,23 @@ describe("the ingress's connections to replicas", () => {
       });
       req.on('error', reject).end();
     });
+
+  test("an answer the replica cuts short cuts the client's connection, rather than leave it waiting", async () => {
+    const seen = await new Promise<{ body: string; complete: boolean }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the client was left waiting for the rest of the body')), 5_000);
+      const req = request({ host: '127.0.0.1', port: ingress.port, path: '/cut', agent: false, headers: { host: 'web-gvc.localhost' } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => (body += c));
+        res.on('error', () => undefined);
+        res.on('close', () => {
+          clearTimeout(timer);
+          resolve({ body, complete: res.complete });
+        });
+      });
+      req.on('error', () => undefined).end();
+    });
+    assert.deepEqual(seen, { body: 'part', complete: false });
+  });
 
   test('requests one after another reuse one connection to the replica', async () => {
     connections.clear();

@@ -1,5 +1,6 @@
 // A snapshot restore under the runc runtime: the workloads and domains the restored state does not
-// hold stop running and stop being served, though no delete of theirs ever happened.
+// hold stop running and stop being served, and its volume sets' data goes, though no delete of
+// theirs ever happened.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
