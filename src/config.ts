@@ -39,11 +39,13 @@ export interface Config {
   maxInFlightPerPrincipal: number;
   /** Longest a list or query may run in the database before it is refused (400). */
   queryBudgetMs: number;
-  /** Seats of each priority level (changes; item reads; lists, queries, history and log reads), server-wide, and what one principal may have waiting for one (see server/fairness.ts). */
+  /** Seats of each priority level (changes; item reads; lists and queries; history, audit and log reads and replays), server-wide, and what one principal may have waiting for one (see server/fairness.ts). */
   maxMutationsInFlight: number;
   mutationsQueuedPerPrincipal: number;
   maxReadsInFlight: number;
   readsQueuedPerPrincipal: number;
+  maxListsInFlight: number;
+  listsQueuedPerPrincipal: number;
   maxLongReadsInFlight: number;
   longReadsQueuedPerPrincipal: number;
   shortReadSeats: number;
@@ -210,8 +212,10 @@ export const OPTIONS: Option[] = [
   option('mutationsQueuedPerPrincipal', 'KEEL_MUTATIONS_QUEUED_PER_PRINCIPAL', '--mutations-queued-per-principal', whole(0, 1_000_000), 'changes one principal may have waiting for a seat (429 above)'),
   option('maxReadsInFlight', 'KEEL_MAX_READS_IN_FLIGHT', '--max-reads-in-flight', whole(1, 1_000_000), 'item reads running at once; more wait, shared fairly among principals'),
   option('readsQueuedPerPrincipal', 'KEEL_READS_QUEUED_PER_PRINCIPAL', '--reads-queued-per-principal', whole(0, 1_000_000), 'item reads one principal may have waiting for a seat (429 above)'),
-  option('maxLongReadsInFlight', 'KEEL_MAX_LONG_READS_IN_FLIGHT', '--max-long-reads-in-flight', whole(1, 10_000), 'lists, queries, history, audit and log reads and watch replay reads running at once; more wait, shared fairly among principals'),
-  option('shortReadSeats', 'KEEL_SHORT_READ_SEATS', '--short-read-seats', whole(0, 10_000), 'long-read seats besides those, kept for short work (of a principal whose long reads usually take at most half the mean of those asking): a quick list is not queued behind heavy queries or replays'),
+  option('maxListsInFlight', 'KEEL_MAX_LISTS_IN_FLIGHT', '--max-lists-in-flight', whole(1, 10_000), 'lists and queries running at once; more wait, shared fairly among principals'),
+  option('listsQueuedPerPrincipal', 'KEEL_LISTS_QUEUED_PER_PRINCIPAL', '--lists-queued-per-principal', whole(0, 1_000_000), 'lists and queries one principal may have waiting for a seat (429 above)'),
+  option('maxLongReadsInFlight', 'KEEL_MAX_LONG_READS_IN_FLIGHT', '--max-long-reads-in-flight', whole(1, 10_000), 'history, audit and log reads and watch replay reads running at once; more wait, shared fairly among principals'),
+  option('shortReadSeats', 'KEEL_SHORT_READ_SEATS', '--short-read-seats', whole(0, 10_000), 'seats besides those, in each of the two levels above, kept for short work (of a principal whose work there usually takes at most half the mean of those asking): a quick list is not queued behind heavy queries, nor a history page behind replays'),
   option('longReadsQueuedPerPrincipal', 'KEEL_LONG_READS_QUEUED_PER_PRINCIPAL', '--long-reads-queued-per-principal', whole(0, 1_000_000), 'long reads one principal may have waiting for a seat (429 above)'),
   option('authFailureLimit', 'KEEL_AUTH_FAILURE_LIMIT', '--auth-failure-limit', whole(0, 1_000_000), 'failed authentications per minute per address (0 = unlimited; 429 above)'),
   option('orgCreators', 'KEEL_ORG_CREATORS', '--org-creators', creators, 'who may POST /org: superusers (of the first org), anyone, principal links, emails'),
@@ -269,6 +273,8 @@ export const DEFAULTS: Config = {
   mutationsQueuedPerPrincipal: 32,
   maxReadsInFlight: 512,
   readsQueuedPerPrincipal: 32,
+  maxListsInFlight: 2,
+  listsQueuedPerPrincipal: 32,
   maxLongReadsInFlight: 2,
   longReadsQueuedPerPrincipal: 32,
   shortReadSeats: 1,

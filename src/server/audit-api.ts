@@ -67,7 +67,7 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
   };
 
   // Pages of audit events wait and run among the long reads (see fairness.ts).
-  const longRead = { config: { longRead: true } };
+  const longRead = { config: { level: 'longReads' as const } };
   app.get('/audit/org/:org', longRead, (request) => query(request, {}));
   app.get('/audit/org/:org/resource/id/:id', longRead, (request) => query(request, { resourceId: (request.params as Params).id }));
   app.get('/audit/org/:org/resource/name/:name', longRead, (request) => query(request, { resourceName: (request.params as Params).name }));

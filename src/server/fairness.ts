@@ -11,8 +11,8 @@ declare module 'fastify' {
     admission?: Admission;
   }
   interface FastifyContextConfig {
-    /** A list, query, history, audit or log read: it runs in the longReads level. */
-    longRead?: boolean;
+    /** A list or query (`lists`), or a history, audit or log read (`longReads`): it runs in that level. */
+    level?: HeavyLevel;
   }
 }
 
@@ -27,9 +27,13 @@ interface Admission {
 /**
  * What a piece of work is, for sharing the server among callers (in the spirit of Kubernetes' API
  * Priority and Fairness). `exempt` work (the first org's superusers, health checks) is never held;
- * each other level has its own seats, so a flood of one kind of work cannot take the seats of another.
+ * each other level has its own seats, so a flood of one kind of work cannot take the seats of another:
+ * history readers or watch replays do not make a caller's list wait, nor heavy queries a replay.
  */
-export type Level = 'mutations' | 'reads' | 'longReads';
+export type Level = 'mutations' | 'reads' | 'lists' | 'longReads';
+
+/** The levels whose work runs off the request thread (list workers, a pool of their own). */
+export type HeavyLevel = 'lists' | 'longReads';
 
 export interface LevelLimits {
   /** Pieces of work of the level running at once, server-wide (this process). */
@@ -261,7 +265,7 @@ export class PriorityLevel {
   }
 }
 
-const LEVEL_WORDS: Record<Level, string> = { mutations: 'changes', reads: 'reads', longReads: 'lists, queries, history and log reads' };
+const LEVEL_WORDS: Record<Level, string> = { mutations: 'changes', reads: 'reads', lists: 'lists and queries', longReads: 'history, audit and log reads and watch replays' };
 
 /** Every priority level of this process; one scheduler shared by both APIs and the watch. */
 export class Scheduler {
@@ -271,6 +275,7 @@ export class Scheduler {
     this.levels = {
       mutations: new PriorityLevel('mutations', limits.mutations),
       reads: new PriorityLevel('reads', limits.reads),
+      lists: new PriorityLevel('lists', limits.lists),
       longReads: new PriorityLevel('longReads', limits.longReads),
     };
   }
@@ -292,6 +297,7 @@ export function schedulerOf(config: Config): Scheduler {
   return new Scheduler({
     mutations: { seats: config.maxMutationsInFlight, shortSeats: 0, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
     reads: { seats: config.maxReadsInFlight, shortSeats: 0, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
+    lists: { seats: config.maxListsInFlight, shortSeats: config.shortReadSeats, queued: config.listsQueuedPerPrincipal, seatsSetting: 'maxListsInFlight', queuedSetting: 'listsQueuedPerPrincipal' },
     longReads: { seats: config.maxLongReadsInFlight, shortSeats: config.shortReadSeats, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
   });
 }
@@ -313,7 +319,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler, exem
     const principal = request.principal;
     // Not counted: a stream. No principal: a public route (or one refused before it runs).
     if (!request.counted || route?.public || !principal) return done();
-    const level: Level = route?.longRead ? 'longReads' : READ_METHODS.has(request.method) ? 'reads' : 'mutations';
+    const level: Level = route?.level ?? (READ_METHODS.has(request.method) ? 'reads' : 'mutations');
     const decide = (isExempt: boolean) => {
       if (isExempt) return done();
       const who = identityOf(principal, request.ip);

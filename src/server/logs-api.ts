@@ -233,7 +233,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
       return success({ resultType: 'streams', result: toStreams(lines), stats: { summary: { totalEntriesReturned: lines.length } } });
     };
     // Reads of stored lines wait and run among the long reads (see fairness.ts).
-    const longRead = { config: { longRead: true } };
+    const longRead = { config: { level: 'longReads' as const } };
     logs.get(`${BASE}/query_range`, longRead, (request) => rangeRead(request, false));
     logs.get(`${BASE}/query`, longRead, (request) => rangeRead(request, true));
 

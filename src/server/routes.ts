@@ -10,6 +10,7 @@ import { holdsUnstorable } from '../storable.js';
 import type { AtPosition } from '../store/types.js';
 import { withPosition } from '../streams/position.js';
 import { sendError } from './errors.js';
+import type { HeavyLevel } from './fairness.js';
 import { pageSizeOf } from './paging.js';
 
 const ALL_METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -20,12 +21,13 @@ type QueryString = Record<string, string | undefined>;
 
 /**
  * Mounts `handlers` on `url` and answers 405 with the error object for every other method. The
- * methods in `longReads` are lists, queries or history reads: they wait and run in the scheduler's
- * longReads level (see fairness.ts).
+ * methods named in `levels` are lists and queries (`lists`) or history and event log reads
+ * (`longReads`): they wait and run in that level of the scheduler (see fairness.ts).
  */
-export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>, longReads: HTTPMethods[] = []): void {
+export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>, levels: Partial<Record<HTTPMethods, HeavyLevel>> = {}): void {
   for (const [method, handler] of Object.entries(handlers)) {
-    app.route({ method: method as HTTPMethods, url, handler: handler!, config: longReads.includes(method as HTTPMethods) ? { longRead: true } : {} });
+    const level = levels[method as HTTPMethods];
+    app.route({ method: method as HTTPMethods, url, handler: handler!, config: level ? { level } : {} });
   }
   const others = ALL_METHODS.filter((m) => !(m in handlers));
   if (others.length === 0) return;
@@ -60,7 +62,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         if (result.created) reply.code(201).header('location', selfOf(result.resource));
         return sendResource(reply, result.resource);
       },
-    }, ['GET']);
+    }, { GET: 'lists' });
     mount(app, item, {
       GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
@@ -74,9 +76,9 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         return reply.code(202).type('application/json').send();
       },
     });
-    mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) }, ['GET']);
-    mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) }, ['GET']);
-    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) }, ['GET']);
+    mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
+    mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
+    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) }, { GET: 'lists' });
     mountKindWide(app, resources, def);
   }
   mountOrgs(app, resources);
@@ -98,7 +100,7 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
         const sent = (emptyToUndefined(request.body) ?? {}) as Record<string, unknown>;
         return { kind: 'queryresult', itemKind: 'org', items, links: [{ rel: 'self', href: '/org/-query' }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
       },
-    }, ['POST']);
+    }, { POST: 'lists' });
   } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
   if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
   mount(app, `${base}/-schema/permissions`, {
@@ -125,7 +127,7 @@ function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, ur
       const query = parseQuery(token.query, def);
       return queryPage(resources, def, place, request, reply, query, token.echo, token.after, token.limit);
     },
-  }, ['POST', 'GET']);
+  }, { POST: 'lists', GET: 'lists' });
 }
 
 function mountOrgs(app: FastifyInstance, resources: Resources): void {
@@ -136,7 +138,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
       const created = await resources.createOrg(request.principal, request.body);
       return reply.code(201).header('location', selfOf(created)).send(created);
     },
-  }, ['GET']);
+  }, { GET: 'lists' });
   mount(app, '/org/:org', {
     GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
@@ -152,8 +154,8 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
       return { kind: 'queryresult', itemKind: 'org', items: matchesQuery(query, item) ? [item] : [], links: [{ rel: 'self', href: self }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
     },
   });
-  mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) }, ['GET']);
-  mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) }, ['GET']);
+  mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) }, { GET: 'longReads' });
+  mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) }, { GET: 'longReads' });
   mountKindWide(app, resources, org);
 }
 

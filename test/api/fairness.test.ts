@@ -36,9 +36,9 @@ forEachBackend('fair sharing among principals', (backend) => {
   };
 
   before(async () => {
-    // One seat for long reads makes the order of dispatch the whole story; four mutation seats show
-    // that bodies still arriving hold none of them.
-    k = await startKeel(backend, 'acme', { queryBudgetMs: 100, maxLongReadsInFlight: 1, longReadsQueuedPerPrincipal: 4, maxMutationsInFlight: 4, maxInFlightPerPrincipal: 60 });
+    // One seat for lists and one for long reads make the order of dispatch the whole story; four
+    // mutation seats show that bodies still arriving hold none of them.
+    k = await startKeel(backend, 'acme', { queryBudgetMs: 100, maxListsInFlight: 1, listsQueuedPerPrincipal: 4, maxLongReadsInFlight: 1, maxMutationsInFlight: 4, maxInFlightPerPrincipal: 60 });
     await k.app.core.listen({ host: '127.0.0.1', port: 0 });
     base = `http://127.0.0.1:${(k.app.core.server.address() as { port: number }).port}`;
     for (let i = 0; i < HOSTILE; i++) hostile.push(await keyFor(`hostile-${i}`));
@@ -120,6 +120,30 @@ forEachBackend('fair sharing among principals', (backend) => {
     assert.ok(meanwhile <= LISTS / 2, `${LISTS} lists waited for ${meanwhile} heavy queries to end`);
   });
 
+  test("heavy queries from many principals hold every list seat: a new caller's history and event log reads are answered at once, not after a turn of theirs", async () => {
+    // A principal the scheduler has not seen: were it in the queries' level, it would not count as
+    // short, and would wait behind about one query of each of the twenty.
+    const historian = await keyFor('historian');
+    assert.equal((await k.call('POST', '/org/acme/policy', { name: 'historian', targetKind: 'group', target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/historian'] }] })).status, 201);
+    let answered = 0;
+    const attack = hostile.flatMap((key) =>
+      Array.from({ length: 2 }, () => call(key, 'POST', '/org/acme/gvc/-query', HEAVY).then(() => void answered++)),
+    );
+    await waitFor('the first heavy query to be answered', async () => answered, (n) => n >= 1, 60_000);
+    const before = answered;
+    const history = await call(historian, 'GET', '/org/acme/group/team-7/-history?limit=5');
+    const eventlog = await call(historian, 'GET', '/org/acme/group/team-7/-eventlog');
+    const meanwhile = answered - before;
+    const ongoing = answered < attack.length;
+    await Promise.all(attack);
+    assert.equal(history.status, 200, JSON.stringify(history.body));
+    assert.equal(history.body.items[0].resource.name, 'team-7');
+    assert.equal(eventlog.status, 200, JSON.stringify(eventlog.body));
+    assert.ok(ongoing, 'the attack was still going on');
+    // Two reads in one line behind the queries would each have waited for several of them to end.
+    assert.ok(meanwhile <= 2, `the reads waited for ${meanwhile} heavy queries to end`);
+  });
+
   test('a principal whose line is full gets 429 rate_limited with Retry-After; the first org\'s superusers and /about still answer', async () => {
     const flood = Array.from({ length: 8 }, () => call(hostile[0], 'POST', '/org/acme/gvc/-query', HEAVY));
     // Exempt: neither queued nor counted, whatever the long-read line holds.
@@ -130,12 +154,12 @@ forEachBackend('fair sharing among principals', (backend) => {
     assert.equal(about.statusCode, 200);
     const results = await Promise.all(flood);
     const refused = results.filter((r) => r.status === 429);
-    // One running, four waiting (longReadsQueuedPerPrincipal), three refused.
+    // One running, four waiting (listsQueuedPerPrincipal), three refused.
     assert.equal(refused.length, 3, results.map((r) => r.status).join(' '));
     for (const r of refused) {
       assertError(r, 429, 'rate_limited');
       assert.equal(r.headers['retry-after'], '1');
-      assert.match(r.body.message, /maxLongReadsInFlight, longReadsQueuedPerPrincipal/);
+      assert.match(r.body.message, /maxListsInFlight, listsQueuedPerPrincipal/);
     }
     for (const r of results) if (r.status !== 429) assertError(r, 400, 'bad_request');
     // Another principal's line is its own.

@@ -116,12 +116,12 @@ forEachBackend('query budget', (backend: Backend) => {
   });
 
   test("one caller's heavy queries wait their turn: another caller's query goes ahead of its line, and a flood past the line is 429", async () => {
-    const turns = await appOn(k, { queryBudgetMs: 100, maxLongReadsInFlight: 1 });
+    const turns = await appOn(k, { queryBudgetMs: 100, maxListsInFlight: 1 });
     try {
       const other = await keyWithoutPermissions(k, `bystander-${backend}`);
       const terms = Array.from({ length: 10 }, (_, i) => ({ op: '~', property: '*', value: `nothing-matches-${i}` }));
       let attackerDone = 0;
-      // One running, 32 in line (longReadsQueuedPerPrincipal), and one more than the line holds.
+      // One running, 32 in line (listsQueuedPerPrincipal), and one more than the line holds.
       const flood = Array.from({ length: 34 }, () => call(turns, attacker, 'POST', '/org/acme/gvc/-query', { spec: { match: 'any', terms } }).then((res) => (attackerDone++, res)));
       const read = await call(turns, other, 'GET', '/org/acme/gvc/g-2-9');
       const doneBefore = attackerDone;
@@ -136,7 +136,7 @@ forEachBackend('query budget', (backend: Backend) => {
       assert.equal(refused.length, 1, results.map((r) => r.status).join(' '));
       assertError(refused[0], 429, 'rate_limited');
       assert.equal(refused[0].headers['retry-after'], '1');
-      assert.match(refused[0].body.message, /maxLongReadsInFlight, longReadsQueuedPerPrincipal/);
+      assert.match(refused[0].body.message, /maxListsInFlight, listsQueuedPerPrincipal/);
       for (const r of results) if (r.status !== 429) assertError(r, 400, 'bad_request');
     } finally {
       await turns.core.close();

@@ -62,19 +62,20 @@ interface Pending {
 }
 
 /**
- * List worker threads: as many as the scheduler's default long-read seats (maxLongReadsInFlight) and
- * its seat for short work (shortReadSeats), so that the lists it lets run at once run side by side,
- * each on its own thread, rather than one behind another in a single thread's line (where a light
- * list would wait out a heavy query's whole budget).
+ * Worker threads per pool: as many as the default seats of the scheduler's level whose work the pool
+ * runs (maxListsInFlight or maxLongReadsInFlight) and its seat for short work (shortReadSeats), so
+ * that the statements it lets run at once run side by side, each on its own thread, rather than one
+ * behind another in a single thread's line (where a light list would wait out a heavy query's whole
+ * budget).
  */
-const LIST_THREADS = 3;
+const THREADS_PER_POOL = 3;
 
-/** The list worker threads; each statement goes to the one with the least to do. Threads start when first needed. */
+/** A pool of list worker threads; each statement goes to the one with the least to do. Threads start when first needed. */
 export class ListWorkers {
   private readonly workers: ListWorker[];
 
   constructor(file: string, lookupFile: string) {
-    this.workers = Array.from({ length: LIST_THREADS }, () => new ListWorker(file, lookupFile));
+    this.workers = Array.from({ length: THREADS_PER_POOL }, () => new ListWorker(file, lookupFile));
   }
 
   /** The rows of a statement; with `budgetMs`, a list statement whose WHERE calls keel_within_budget(). */

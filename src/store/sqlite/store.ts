@@ -83,8 +83,13 @@ export class SqliteStore implements Store {
    */
   private appendedRows: unknown[] = [];
   private versionChecked = false;
-  /** Where lists with a budget and audit reads run (an in-memory database has no file a second connection could open: they run on the reader). */
+  /**
+   * Where lists with a budget run, and apart from them audit reads (history, replays), as the
+   * scheduler keeps them in levels of their own (an in-memory database has no file a second
+   * connection could open: they run on the reader).
+   */
   private readonly lists?: ListWorkers;
+  private readonly pages?: ListWorkers;
   /** When the list statement running on the reader must stop (see list()): 0 until its first row. */
   private deadline = 0;
   private budgetMs = Infinity;
@@ -111,6 +116,7 @@ export class SqliteStore implements Store {
       this.writer.exec('DETACH lookup');
       this.reader = new Database(file, { readonly: true });
       this.lists = new ListWorkers(file, lookupFile);
+      this.pages = new ListWorkers(file, lookupFile);
       this.stmt(this.reader, 'ATTACH ? AS lookup').run(lookupFile);
     }
     this.reader.pragma('busy_timeout = 5000');
@@ -303,7 +309,7 @@ export class SqliteStore implements Store {
     await this.lookupsThroughLast(filter.org);
     const { sql, values } = auditQuery(auditLayout(no * ORG_SPAN), filter);
     // Off the request thread where there is a file to open (see lists.ts): a page of events with their bodies is long work.
-    const rows = this.lists ? await this.lists.all<AuditRow>(sql, values) : (this.stmt(this.reader, sql).all(...values) as AuditRow[]);
+    const rows = this.pages ? await this.pages.all<AuditRow>(sql, values) : (this.stmt(this.reader, sql).all(...values) as AuditRow[]);
     return rows.map(fromAuditRow);
   }
 
@@ -626,6 +632,7 @@ export class SqliteStore implements Store {
     clearInterval(this.lookupKeeper);
     await this.housekeeper?.stop();
     await this.lists?.close();
+    await this.pages?.close();
     await this.mutex.run(async () => {
       if (this.reader !== this.writer) this.reader.close();
       this.writer.close();
