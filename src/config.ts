@@ -49,6 +49,7 @@ export interface Config {
   maxLongReadsInFlight: number;
   longReadsQueuedPerPrincipal: number;
   shortReadSeats: number;
+  heavyReadSeats: number;
   /** Failed authentications per minute each source address may make (429 above); 0 turns it off. */
   authFailureLimit: number;
   /** Who may create orgs through the API: `superusers` (of the first org), `anyone`, principal links and emails. */
@@ -216,6 +217,7 @@ export const OPTIONS: Option[] = [
   option('listsQueuedPerPrincipal', 'KEEL_LISTS_QUEUED_PER_PRINCIPAL', '--lists-queued-per-principal', whole(0, 1_000_000), 'lists and queries one principal may have waiting for a seat (429 above)'),
   option('maxLongReadsInFlight', 'KEEL_MAX_LONG_READS_IN_FLIGHT', '--max-long-reads-in-flight', whole(1, 10_000), 'history, audit and log reads and watch replay reads running at once; more wait, shared fairly among principals'),
   option('shortReadSeats', 'KEEL_SHORT_READ_SEATS', '--short-read-seats', whole(0, 10_000), 'seats besides those, in each of the two levels above, kept for short work (of a principal whose work there usually takes at most half the mean of those asking): a quick list is not queued behind heavy queries, nor a history page behind replays'),
+  option('heavyReadSeats', 'KEEL_HEAVY_READ_SEATS', '--heavy-read-seats', whole(1, 10_000), 'of the seats of lists and of long reads, how many may hold heavy work at once (of a principal whose work there usually takes a quarter of queryBudgetMs or more): the others take lighter work, and a core stays for everyone else'),
   option('longReadsQueuedPerPrincipal', 'KEEL_LONG_READS_QUEUED_PER_PRINCIPAL', '--long-reads-queued-per-principal', whole(0, 1_000_000), 'long reads one principal may have waiting for a seat (429 above)'),
   option('authFailureLimit', 'KEEL_AUTH_FAILURE_LIMIT', '--auth-failure-limit', whole(0, 1_000_000), 'failed authentications per minute per address (0 = unlimited; 429 above)'),
   option('orgCreators', 'KEEL_ORG_CREATORS', '--org-creators', creators, 'who may POST /org: superusers (of the first org), anyone, principal links, emails'),
@@ -278,6 +280,7 @@ export const DEFAULTS: Config = {
   maxLongReadsInFlight: 2,
   longReadsQueuedPerPrincipal: 32,
   shortReadSeats: 1,
+  heavyReadSeats: 1,
   authFailureLimit: 120,
   orgCreators: ['superusers'],
   maxOrgsPerPrincipal: 20,

@@ -40,6 +40,9 @@ export interface LevelLimits {
   seats: number;
   /** Seats besides those, only for short work (see PriorityLevel). */
   shortSeats: number;
+  /** Of the seats (not the short ones), how many may hold heavy work at once: work whose principal's typical cost is at least `heavyMs`. */
+  heavySeats: number;
+  heavyMs: number;
   /** Pieces of work one principal may have waiting for a seat; more are refused with 429. */
   queued: number;
   /** The setting names an operator changes, for the refusal's message. */
@@ -103,10 +106,18 @@ const REMEMBERED_COSTS = 10_000;
  * in a virtual time of their own: what a principal is given there does not cost it its turn at the
  * other seats. A key that slips a heavy query into a short seat after cheap calls is charged what it
  * held, and is no longer short for its next ones.
+ *
+ * Heavy work (a principal's typical cost at least `heavyMs`) may hold only `heavySeats` of the seats
+ * at once. Seat-time is not the only thing shared: a heavy query keeps a core busy (in a list worker,
+ * or in PostgreSQL on the same machine), and on a small machine two of them leave nothing for the
+ * request thread and everyone else's lists; the other seats then take lighter work, and heavy work
+ * waits its fair turn for the heavy ones.
  */
 export class PriorityLevel {
   /** Work running in each lane. */
   private readonly running: [number, number] = [0, 0];
+  /** Heavy work running in lane 0. */
+  private heavyRunning = 0;
   private readonly seats: [number, number];
   private waiting = 0;
   private readonly flows = new Map<string, Flow>();
@@ -133,7 +144,7 @@ export class PriorityLevel {
   acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
     let flow = this.flows.get(who);
     if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: [this.virtualTime[0], this.virtualTime[1]], headTag: [undefined, undefined] }));
-    if (this.waiting === 0 && this.running[0] < this.seats[0]) return this.dispatch(flow, 0);
+    if (this.waiting === 0 && this.running[0] < this.seats[0] && this.mayStart(who)) return this.dispatch(flow, 0);
     if (this.running[1] < this.seats[1]) {
       const short = this.shortBelow();
       if (this.isShort(who, short) && !this.shortWaiting(short)) return this.dispatch(flow, 1);
@@ -147,6 +158,8 @@ export class PriorityLevel {
       const entry: Waiting = { flow: queuedFlow, start };
       queuedFlow.queue.push(entry);
       this.waiting++;
+      // A seat may be free while only heavy work waited for the heavy seats: this work may take it.
+      if (this.running[0] < this.seats[0]) this.next();
       options.onQueued?.(() => {
         const at = queuedFlow.queue.indexOf(entry);
         if (at < 0) return;
@@ -171,6 +184,15 @@ export class PriorityLevel {
       `the server's ${this.limits.seats} seats for ${LEVEL_WORDS[this.name]} are taken and this caller already has ${queued} waiting (${this.limits.seatsSetting}, ${this.limits.queuedSetting}); retry after ${RETRY_AFTER_S} s`,
       { retryAfter: RETRY_AFTER_S },
     );
+  }
+
+  private isHeavy(who: string): boolean {
+    return this.costOf(who) >= this.limits.heavyMs;
+  }
+
+  /** Whether `who`'s work may take a seat of lane 0 now (heavy work only while a heavy seat is free). */
+  private mayStart(who: string): boolean {
+    return this.heavyRunning < this.limits.heavySeats || !this.isHeavy(who);
   }
 
   private costOf(who: string): number {
@@ -200,6 +222,8 @@ export class PriorityLevel {
   private dispatch(flow: Flow, lane: Lane): Release {
     const startTag = Math.max(flow.finish[lane], this.virtualTime[lane]);
     const charged = this.costOf(flow.who);
+    const heavy = lane === 0 && charged >= this.limits.heavyMs;
+    if (heavy) this.heavyRunning++;
     flow.finish[lane] = startTag + charged;
     // Self-clocked: the virtual time is the finish tag of the work last started, so a principal that
     // starts asking goes right after the work whose tags were already below it, not a round later.
@@ -217,6 +241,7 @@ export class PriorityLevel {
       this.remember(flow.who, spent);
       flow.running--;
       this.running[lane]--;
+      if (heavy) this.heavyRunning--;
       this.forgetIfIdle(flow);
       this.next();
     };
@@ -231,18 +256,18 @@ export class PriorityLevel {
 
   /** Gives free seats to the waiting work with the smallest finish tags; free short seats to the short work among it. */
   private next(): void {
-    while (this.waiting > 0 && this.running[0] < this.seats[0]) if (!this.startNext(0, 0)) return;
+    while (this.waiting > 0 && this.running[0] < this.seats[0]) if (!this.startNext(0, 0)) break;
     if (this.waiting === 0 || this.running[1] >= this.seats[1]) return;
     const short = this.shortBelow();
     while (this.waiting > 0 && this.running[1] < this.seats[1]) if (!this.startNext(1, short)) return;
   }
 
-  /** Starts the waiting work with the smallest tag in the lane (in the short lane, of a principal whose cost is at most `short`). */
+  /** Starts the waiting work with the smallest tag in the lane (in the short lane, of a principal whose cost is at most `short`; in the other, heavy work only while a heavy seat is free). */
   private startNext(lane: Lane, short: number): boolean {
     let chosen: Flow | undefined;
     let chosenTag = Infinity;
     for (const flow of this.flows.values()) {
-      if (flow.queue.length === 0 || (lane === 1 && !this.isShort(flow.who, short))) continue;
+      if (flow.queue.length === 0 || (lane === 1 ? !this.isShort(flow.who, short) : !this.mayStart(flow.who))) continue;
       const tag = (flow.headTag[lane] ??= Math.max(flow.finish[lane], this.virtualTime[lane]) + this.costOf(flow.who));
       if (tag < chosenTag) {
         chosen = flow;
@@ -292,13 +317,18 @@ export class Scheduler {
   }
 }
 
+/** Work usually taking this share of the query budget or more is heavy (see PriorityLevel). */
+const HEAVY_SHARE_OF_BUDGET = 0.25;
+
 /** The levels' seats and queues from the settings. */
 export function schedulerOf(config: Config): Scheduler {
+  const unbounded = { heavySeats: Infinity, heavyMs: Infinity };
+  const heavy = { heavySeats: config.heavyReadSeats, heavyMs: config.queryBudgetMs * HEAVY_SHARE_OF_BUDGET };
   return new Scheduler({
-    mutations: { seats: config.maxMutationsInFlight, shortSeats: 0, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
-    reads: { seats: config.maxReadsInFlight, shortSeats: 0, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
-    lists: { seats: config.maxListsInFlight, shortSeats: config.shortReadSeats, queued: config.listsQueuedPerPrincipal, seatsSetting: 'maxListsInFlight', queuedSetting: 'listsQueuedPerPrincipal' },
-    longReads: { seats: config.maxLongReadsInFlight, shortSeats: config.shortReadSeats, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
+    mutations: { seats: config.maxMutationsInFlight, shortSeats: 0, ...unbounded, queued: config.mutationsQueuedPerPrincipal, seatsSetting: 'maxMutationsInFlight', queuedSetting: 'mutationsQueuedPerPrincipal' },
+    reads: { seats: config.maxReadsInFlight, shortSeats: 0, ...unbounded, queued: config.readsQueuedPerPrincipal, seatsSetting: 'maxReadsInFlight', queuedSetting: 'readsQueuedPerPrincipal' },
+    lists: { seats: config.maxListsInFlight, shortSeats: config.shortReadSeats, ...heavy, queued: config.listsQueuedPerPrincipal, seatsSetting: 'maxListsInFlight', queuedSetting: 'listsQueuedPerPrincipal' },
+    longReads: { seats: config.maxLongReadsInFlight, shortSeats: config.shortReadSeats, ...heavy, queued: config.longReadsQueuedPerPrincipal, seatsSetting: 'maxLongReadsInFlight', queuedSetting: 'longReadsQueuedPerPrincipal' },
   });
 }
 

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
+import { buildApp } from '../../src/server/app.js';
 import { assertError } from '../support/errors.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { openSse } from '../support/sse.js';
@@ -142,6 +143,38 @@ forEachBackend('fair sharing among principals', (backend) => {
     assert.ok(ongoing, 'the attack was still going on');
     // Two reads in one line behind the queries would each have waited for several of them to end.
     assert.ok(meanwhile <= 2, `the reads waited for ${meanwhile} heavy queries to end`);
+  });
+
+  test('heavy queries from many principals hold one list seat at a time: their answers come a budget apart, and a caller whose lists are light takes the other seat at once', async () => {
+    // Two list seats and none kept for short work, on the same store: only the rule for heavy work keeps a seat for the bystander.
+    const two = await buildApp({ ...k.config, queryBudgetMs: 100, maxListsInFlight: 2, shortReadSeats: 0 }, k.store, { logger: false });
+    const on = async (token: string, method: string, url: string, body?: unknown) => {
+      const res = await two.core.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, payload: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.statusCode, body: JSON.parse(res.body) };
+    };
+    try {
+      // Each side's cost is known to this server's scheduler.
+      for (let i = 0; i < 8; i++) assert.equal((await on(bystander, 'GET', '/org/acme/gvc?limit=5')).status, 200);
+      await Promise.all(hostile.map(async (key) => assert.equal((await on(key, 'POST', '/org/acme/gvc/-query', HEAVY)).status, 400)));
+      const answeredAt: number[] = [];
+      const attack = hostile.flatMap((key) => Array.from({ length: 2 }, () => on(key, 'POST', '/org/acme/gvc/-query', HEAVY).then(() => void answeredAt.push(performance.now()))));
+      await waitFor('the first heavy query to be answered', async () => answeredAt.length, (n) => n >= 1, 60_000);
+      const before = answeredAt.length;
+      const LISTS = 6;
+      for (let i = 0; i < LISTS; i++) assert.equal((await on(bystander, 'GET', '/org/acme/gvc?limit=5')).status, 200);
+      const meanwhile = answeredAt.length - before;
+      const ongoing = answeredAt.length < attack.length;
+      await Promise.all(attack);
+      assert.ok(ongoing, 'the attack was still going on');
+      // Were both seats held by heavy queries, each list would wait for one of them to end.
+      assert.ok(meanwhile <= 2, `${LISTS} lists waited for ${meanwhile} heavy queries to end`);
+      // One heavy query at a time, each running its whole budget (100 ms): no two end together.
+      const gaps = answeredAt.slice(1).map((t, i) => t - answeredAt[i]);
+      assert.ok(Math.min(...gaps) >= 60, `two heavy queries ended ${Math.min(...gaps).toFixed(1)} ms apart`);
+    } finally {
+      await two.core.close();
+      await two.audit.close();
+    }
   });
 
   test('a principal whose line is full gets 429 rate_limited with Retry-After; the first org\'s superusers and /about still answer', async () => {
