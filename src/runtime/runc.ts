@@ -619,15 +619,16 @@ export class RuncRuntime implements Runtime {
     return true;
   }
 
-  exec(target: ExecTarget, args: string[]): { workload: string; start: () => ChildProcess } | { error: string } {
+  exec(target: ExecTarget, args: string[]): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
     for (const replicas of this.deployments.values()) {
       const replica = replicas.get(target.replica);
       if (!replica || replica.ref.org !== target.org || replica.ref.gvc !== target.gvc || replica.ref.location !== target.location) continue;
       const c = replica.containers.find((x) => target.container === undefined || x.name === target.container);
-      if (!c) return { error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
-      if (c.exited || !runcStarted(this.root, c.runcId)) return { error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
+      const workload = replica.ref.workload;
+      if (!c) return { workload, error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
+      if (c.exited || !runcStarted(this.root, c.runcId)) return { workload, error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
       const root = this.root;
-      return { workload: replica.ref.workload, start: () => spawn('runc', ['--root', root, 'exec', c.runcId, ...args], { stdio: ['pipe', 'pipe', 'pipe'] }) };
+      return { workload, start: () => spawn('runc', ['--root', root, 'exec', c.runcId, ...args], { stdio: ['pipe', 'pipe', 'pipe'] }) };
     }
     return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }

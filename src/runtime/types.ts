@@ -115,8 +115,12 @@ export interface Runtime {
   stopReplica(deployment: Omit<DeploymentRef, 'host'>, replica: string): boolean;
   /** Removes the data of a deleted volume set's volumes, when the runtime keeps any. */
   removeVolumeSet?(org: string, gvc: string, name: string): void;
-  /** Starts `command` in a running replica's container, its stdio piped (exec, connect, cp); or says why it cannot. */
-  exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { error: string };
+  /**
+   * Starts `command` in a running replica's container, its stdio piped (exec, connect, cp); or says
+   * why it cannot, with the replica's workload when the replica is there (its caller checks the
+   * permission on that workload before it shows why).
+   */
+  exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { workload?: string; error: string };
   /**
    * Takes a domain's spec, for the ingress to route its host names by (undefined: the domain is
    * gone); `created` decides between orgs holding the same name. A runtime without an ingress has none.

@@ -144,14 +144,18 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
         return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
       }
       const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command);
-      if ('error' in found) return fail(`${FAILED}${found.error}; command terminated with exit code 1`);
       // `cpln workload connect` asks for a shell and no command; exec and cp name their command.
       const permission = Array.isArray(asked.command) ? 'exec' : 'connect';
+      // The permission is checked before anything about the replica is told, and a refusal reads the
+      // same whether the replica is there or not: a key cannot probe which replicas run. A replica
+      // that is not there is checked as a workload of its name, so only a key that may open sessions
+      // in every workload of the GVC (or in one of that name) learns that it is not running.
       try {
-        await access.auth.check(principal, permission, findKind('workload')!, { org, gvc, name: found.workload });
-      } catch (err) {
-        return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
+        await access.auth.check(principal, permission, findKind('workload')!, { org, gvc, name: found.workload ?? pod });
+      } catch {
+        return fail(`Unauthorized: ${principal.link} may not ${permission} in replica ${pod} of GVC ${gvc}; exit code 1`);
       }
+      if ('error' in found) return fail(`${FAILED}${found.error}; command terminated with exit code 1`);
       if (ws.readyState !== ws.OPEN) return;
       const who = identity(principal);
       const refused = sessions.admit(who);

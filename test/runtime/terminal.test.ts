@@ -30,13 +30,13 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
     return key;
   };
   /** A terminal session opened as the CLI opens one; resolves once the command has printed `ready`. */
-  const session = (token: string, command: string[]) =>
+  const session = (token: string, command: string[], pod = replica) =>
     new Promise<{ said: () => string; closed: Promise<void>; close: () => void }>((resolve, reject) => {
       const ws = new WebSocket(`ws://127.0.0.1:${rt.port}/-remote/${LOCATION}/exec`);
       let said = '';
       const closed = new Promise<void>((done) => ws.on('close', () => done()));
       const handle = { said: () => said, closed, close: () => ws.close() };
-      ws.on('open', () => ws.send(JSON.stringify({ token, org: 'acme', gvc: 'web', pod: replica, command })));
+      ws.on('open', () => ws.send(JSON.stringify({ token, org: 'acme', gvc: 'web', pod, command })));
       ws.on('message', (m) => {
         said += m.toString();
         if (said.includes('ready')) resolve(handle);
@@ -117,6 +117,27 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
       assert.match(refused.stdout, new RegExp(`^Unauthorized: .*${args[0]}`, 'm'));
       assert.doesNotMatch(refused.stdout, /^pwned/m);
     }
+  });
+
+  test('a key that may not exec in a workload cannot tell its running replicas from names that run nothing', async () => {
+    // Exec on one other workload only, granted by link.
+    assert.equal((await rt.keel.call('POST', '/org/acme/serviceaccount', { name: 'prober' })).status, 201);
+    const prober = (await rt.keel.call('POST', '/org/acme/serviceaccount/prober/-addKey', { description: 'prober' })).body as { key: string };
+    const grant = await rt.keel.call('POST', '/org/acme/policy', { name: 'prober', targetKind: 'workload', targetLinks: ['//gvc/web/workload/other'], bindings: [{ permissions: ['view', 'exec'], principalLinks: ['//serviceaccount/prober'] }] });
+    assert.equal(grant.status, 201, JSON.stringify(grant.body));
+    const answer = async (token: string, pod: string) => {
+      const s = await session(token, ['echo', 'pwned'], pod);
+      await s.closed;
+      return s.said();
+    };
+    const running = await answer(prober.key, replica);
+    const absent = await answer(prober.key, 'web-nothing-runs-here');
+    assert.match(running, /^Unauthorized: /);
+    assert.doesNotMatch(running, /pwned/);
+    assert.equal(absent, running.replace(replica, 'web-nothing-runs-here'));
+    // A key that may exec in every workload is told that the name runs nothing.
+    const runner = await account('everywhere', ['view', 'exec']);
+    assert.match(await answer(runner.key, 'web-nothing-runs-here'), /^Failed to create terminal session: no replica web-nothing-runs-here runs in location/);
   });
 
   test('connect needs the connect permission and exec the exec permission: neither grants the other', async () => {
