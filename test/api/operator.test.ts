@@ -11,6 +11,7 @@ import { DEFAULTS, type Config } from '../../src/config.js';
 import { buildApp, type App } from '../../src/server/app.js';
 import type { Store } from '../../src/store/types.js';
 import { startKeel, storeFor, type TestKeel } from '../support/keel.js';
+import { waitFor } from '../support/wait.js';
 
 /** A Keel app with settings of the test's choosing, on a fresh SQLite store with org acme. */
 async function appWith(settings: Partial<Config>, options: Parameters<typeof buildApp>[2] = {}) {
@@ -133,6 +134,40 @@ describe('health, logs and limits', () => {
       assert.ok(mine.length >= 1, 'the request is logged under its id');
       assert.ok(mine.some((l) => l.msg === 'request' && l.statusCode === 404 && l.principal === '/org/acme/serviceaccount/admin'));
       assert.ok(!lines.join('\n').includes(k.token.split('.')[2]), 'no key material in logs');
+    } finally {
+      await close();
+    }
+  });
+
+  test('a caller flooding the server with refused requests gets 20 request lines a second, then one line saying how many more were not logged; another caller\'s refusals are still logged', async () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(...chunk.toString().split('\n').filter(Boolean));
+        done();
+      },
+    });
+    const { k, app, close } = await appWith({ logLevel: 'info' }, { logger: true, logStream: stream });
+    try {
+      const bad = `/logs/org/acme/loki/api/v1/query_range?query=${encodeURIComponent(`{gvc="g"} |~ "${'.*'.repeat(600)}Z"`)}`;
+      const started = Date.now();
+      const statuses: number[] = [];
+      // Fifty at a time: more would be over the key's requests in flight (503).
+      for (let batch = 0; batch < 6; batch++) {
+        statuses.push(...(await Promise.all(Array.from({ length: 50 }, () => app.core.inject({ method: 'GET', url: bad, headers: { authorization: `Bearer ${k.token}` } }).then((r) => r.statusCode)))));
+      }
+      const tookMs = Date.now() - started;
+      assert.deepEqual([...new Set(statuses)], [400]);
+      // Another caller (no key: its address) is counted on its own.
+      assert.equal((await app.core.inject({ method: 'GET', url: '/org/acme/gvc/other-caller' })).statusCode, 401);
+      const summary = await waitFor('the line counting what was not logged', async () => lines.map((l) => JSON.parse(l)).find((l) => l.notLogged !== undefined), (l) => l !== undefined, 5000);
+      const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+      const mine = logged.filter((l) => l.principal === '/org/acme/serviceaccount/admin');
+      // All 300 came within a second or two: at most 20 lines in each second they spanned.
+      assert.ok(mine.length >= 20 && mine.length <= 20 * Math.ceil(tookMs / 1000 + 1), `${mine.length} lines for 300 refusals in ${tookMs} ms`);
+      assert.equal(summary.principal, '/org/acme/serviceaccount/admin');
+      assert.match(summary.msg, /^\d+ more answers of 400 to 499 to this caller in the last second were not logged$/);
+      assert.ok(logged.some((l) => l.statusCode === 401 && l.url === '/org/acme/gvc/other-caller'), 'the other caller\'s refusal has its line');
     } finally {
       await close();
     }
