@@ -14,6 +14,18 @@ import { startKeel, storeFor, type TestKeel } from '../support/keel.js';
 import { waitFor } from '../support/wait.js';
 
 /** A Keel app with settings of the test's choosing, on a fresh SQLite store with org acme. */
+/** A log stream for an app, and the lines written to it so far. */
+function logLines(): { lines: string[]; stream: Writable } {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { lines, stream };
+}
+
 async function appWith(settings: Partial<Config>, options: Parameters<typeof buildApp>[2] = {}) {
   const k = await startKeel('sqlite');
   const config: Config = { ...k.config, ...settings };
@@ -118,13 +130,7 @@ describe('health, logs and limits', () => {
   });
 
   test('log lines carry the request id that error objects return, and never the token', async () => {
-    const lines: string[] = [];
-    const stream = new Writable({
-      write(chunk, _enc, done) {
-        lines.push(...chunk.toString().split('\n').filter(Boolean));
-        done();
-      },
-    });
+    const { lines, stream } = logLines();
     const { k, app, close } = await appWith({ logLevel: 'info' }, { logger: true, logStream: stream });
     try {
       const res = await app.core.inject({ method: 'GET', url: '/org/acme/gvc/missing', headers: { authorization: `Bearer ${k.token}` } });
@@ -140,13 +146,7 @@ describe('health, logs and limits', () => {
   });
 
   test('a caller flooding the server with refused requests gets 20 request lines a second, then one line saying how many more were not logged; another caller\'s refusals are still logged', async () => {
-    const lines: string[] = [];
-    const stream = new Writable({
-      write(chunk, _enc, done) {
-        lines.push(...chunk.toString().split('\n').filter(Boolean));
-        done();
-      },
-    });
+    const { lines, stream } = logLines();
     const { k, app, close } = await appWith({ logLevel: 'info' }, { logger: true, logStream: stream });
     try {
       const bad = `/logs/org/acme/loki/api/v1/query_range?query=${encodeURIComponent(`{gvc="g"} |~ "${'.*'.repeat(600)}Z"`)}`;
@@ -177,13 +177,7 @@ describe('health, logs and limits', () => {
     const faultsFile = join(mkdtempSync(join(tmpdir(), 'keel-faults-')), 'faults.json');
     writeFileSync(faultsFile, JSON.stringify({ rules: [{ name: 'slow-list', kind: 'gvc', operation: 'list', latencyMs: 1200 }] }));
     const requestLines = async (settings: Partial<Config>) => {
-      const lines: string[] = [];
-      const stream = new Writable({
-        write(chunk, _enc, done) {
-          lines.push(...chunk.toString().split('\n').filter(Boolean));
-          done();
-        },
-      });
+      const { lines, stream } = logLines();
       const { k, app, close } = await appWith({ logLevel: 'info', faults: true, faultsFile, slowRequestMs: 1000, ...settings }, { logger: true, logStream: stream });
       try {
         const get = async (url: string) => (await app.core.inject({ method: 'GET', url, headers: { authorization: `Bearer ${k.token}` } })).statusCode;
