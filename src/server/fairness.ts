@@ -173,7 +173,8 @@ export class PriorityLevel {
 
   /** Whether `who` could not queue one more piece of work now (checked before a body is read, so a refused caller sends none). */
   full(who: string): boolean {
-    return this.running[0] >= this.seats[0] && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
+    // Heavy work waits while a seat is free if the heavy seats are taken: its line is as full then.
+    return (this.running[0] >= this.seats[0] || !this.mayStart(who)) && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
   }
 
   /** The 429 a principal whose queue is full gets. */

@@ -157,7 +157,11 @@ forEachBackend('fair sharing among principals', (backend) => {
       for (let i = 0; i < 8; i++) assert.equal((await on(bystander, 'GET', '/org/acme/gvc?limit=5')).status, 200);
       await Promise.all(hostile.map(async (key) => assert.equal((await on(key, 'POST', '/org/acme/gvc/-query', HEAVY)).status, 400)));
       const answeredAt: number[] = [];
-      const attack = hostile.flatMap((key) => Array.from({ length: 2 }, () => on(key, 'POST', '/org/acme/gvc/-query', HEAVY).then(() => void answeredAt.push(performance.now()))));
+      const statuses: number[] = [];
+      const attack = hostile.flatMap((key) => Array.from({ length: 2 }, () => on(key, 'POST', '/org/acme/gvc/-query', HEAVY).then((res) => {
+        answeredAt.push(performance.now());
+        statuses.push(res.status);
+      })));
       await waitFor('the first heavy query to be answered', async () => answeredAt.length, (n) => n >= 1, 60_000);
       const before = answeredAt.length;
       const LISTS = 6;
@@ -169,6 +173,7 @@ forEachBackend('fair sharing among principals', (backend) => {
       // Were both seats held by heavy queries, each list would wait for one of them to end.
       assert.ok(meanwhile <= 2, `${LISTS} lists waited for ${meanwhile} heavy queries to end`);
       // One heavy query at a time, each running its whole budget (100 ms): no two end together.
+      assert.deepEqual([...new Set(statuses)], [400], 'each heavy query ran to its budget');
       const gaps = answeredAt.slice(1).map((t, i) => t - answeredAt[i]);
       assert.ok(Math.min(...gaps) >= 60, `two heavy queries ended ${Math.min(...gaps).toFixed(1)} ms apart`);
     } finally {
