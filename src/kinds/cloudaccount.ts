@@ -1,5 +1,6 @@
 import { ApiError } from '../errors.js';
 import { defineKind, standardPermissions } from './define.js';
+import { linksAt } from './references.js';
 import { anyObject, immutable, link, obj, oneOf, readOnly, str } from './schema.js';
 
 // Public types: provider plus one configuration object whose fields depend on the provider.
@@ -21,6 +22,7 @@ export default defineKind({
   implied: { use: ['view'] },
   // Keel connects to no cloud: an account is usable as declared, last checked when it last changed.
   derivedStatus: (item) => ({ usable: true, lastChecked: item.lastModified }),
+  references: (item) => linksAt(item, [{ at: 'data.secretLink', kind: 'secret', permission: 'use' }]),
   check(item) {
     const data = (item.data ?? {}) as Record<string, unknown>;
     const wanted = FIELD_BY_PROVIDER[String(item.provider)];

@@ -1,4 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
+import { linksAt } from './references.js';
 import { ApiError } from '../errors.js';
 import { arr, bool, dnsName, duration, int, link, map, num, obj, oneOf, readOnly, str } from './schema.js';
 
@@ -90,6 +91,15 @@ export default defineKind({
     status: readOnly(status),
   },
   permissions: standardPermissions('domains'),
+  // Routing traffic to a workload shows nothing of it and grants nothing over it, so `view` is
+  // enough; serving a certificate reads the secret's value, so it takes `use`.
+  references: (item) =>
+    linksAt(item, [
+      { at: 'spec.gvcLink', kind: 'gvc', permission: 'view' },
+      { at: 'spec.workloadLink', kind: 'workload', permission: 'view' },
+      ...['workloadLink', 'mirror[].workloadLink', 'canaries[].workloadLink'].map((at) => ({ at: `spec.ports[].routes[].${at}`, kind: 'workload', permission: 'view' })),
+      ...['clientCertificate', 'serverCertificate'].map((at) => ({ at: `spec.ports[].tls.${at}.secretLink`, kind: 'secret', permission: 'use' })),
+    ]),
   check(item) {
     // The canaries of a route share at most all of its traffic; the primary workload keeps the rest.
     const ports = ((item.spec as { ports?: unknown } | undefined)?.ports ?? []) as Array<{ routes?: Array<{ canaries?: Array<{ weight?: number }> }> }>;

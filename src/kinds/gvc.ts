@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import { defineKind, standardPermissions } from './define.js';
+import { linksAt, TRACING_SECRET_LINKS } from './references.js';
 import { anyObject, arr, bool, dnsName, int, keyed, link, num, obj, oneOf, querySchema, readOnly, str, tracingSchema } from './schema.js';
 
 // Seed 2.8, with the spec fields the public types show.
@@ -63,6 +64,14 @@ export default defineKind({
     item.spec ??= {};
     if (typeof item.alias !== 'string' || item.alias === '') item.alias = newAlias();
   },
+  references: (item) =>
+    linksAt(item, [
+      { at: 'spec.pullSecretLinks[]', kind: 'secret', permission: 'use' },
+      { at: 'spec.aliasWorkloadLink', kind: 'workload', permission: 'view' },
+      { at: 'spec.keda.identityLink', kind: 'identity', permission: 'use' },
+      { at: 'spec.keda.secrets[]', kind: 'secret', permission: 'use' },
+      ...TRACING_SECRET_LINKS,
+    ]),
   links(_item, self) {
     return [
       { rel: 'workload', href: `${self}/workload` },

@@ -1,4 +1,5 @@
 import { defineKind, standardPermissions } from './define.js';
+import { linksAt } from './references.js';
 import { anyObject, arr, int, keyed, link, num, obj, oneOf, readOnly, str } from './schema.js';
 
 // Seed 2.6 (create body), closed at every level. Field names follow the public types.
@@ -85,6 +86,12 @@ export default defineKind({
     { name: 'use', description: 'Refer to the identity from other resources, such as workloads' },
   ]),
   implied: { use: ['view'] },
+  // The cloud accounts and agents whose access the identity hands to its workloads.
+  references: (item) =>
+    linksAt(item, [
+      ...['aws', 'gcp', 'azure', 'ngs'].map((cloud) => ({ at: `${cloud}.cloudAccountLink`, kind: 'cloudaccount', permission: 'use' })),
+      { at: 'networkResources[].agentLink', kind: 'agent', permission: 'use' },
+    ]),
   // Status of the public types: the name of the object the identity is in the clouds, and for
   // each cloud it is given access to, whether that access can be used. Keel reaches no cloud, so
   // access is usable as soon as it is declared (as a simulated deployment is ready).

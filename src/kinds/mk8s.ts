@@ -1,5 +1,6 @@
 import { defineKind, standardPermissions } from './define.js';
 import { newAlias } from './gvc.js';
+import { linksAt } from './references.js';
 import { anyObject, arr, map, obj, readOnly, str } from './schema.js';
 
 // Managed Kubernetes (public types mk8s*.ts): one provider block, add-ons and a firewall.
@@ -39,6 +40,14 @@ export default defineKind({
   },
   required: ['spec'],
   permissions: standardPermissions('clusters', [{ name: 'clusterAdmin', description: 'Administer the Kubernetes cluster itself' }]),
+  // The provider credentials the cluster is built with (provider blocks are stored as sent, so their links may be relative).
+  references: (item) =>
+    linksAt(item, [
+      ...['digitalocean', 'hetzner', 'lambdalabs', 'linode', 'oblivus', 'paperspace'].map((p) => `spec.provider.${p}.tokenSecretLink`),
+      'spec.provider.azure.sdkSecretLink',
+      'spec.provider.gcp.saKeyLink',
+      'spec.provider.triton.connection.privateKeySecretLink',
+    ].map((at) => ({ at, kind: 'secret', permission: 'use' }))),
   defaults(item) {
     // The cluster's alias names it in kubeconfigs and host names; set once, kept on every change.
     if (typeof item.alias !== 'string' || item.alias === '') item.alias = newAlias();

@@ -1,4 +1,5 @@
 import { defineKind } from './define.js';
+import { linksAt, TRACING_SECRET_LINKS, type LinkField } from './references.js';
 import { anyObject, arr, bool, int, link, map, obj, oneOf, readOnly, str, tracingSchema, type JsonSchema } from './schema.js';
 
 // Org spec from the public types (types-ts org.ts, orgLogging.ts) and the Terraform provider's
@@ -58,6 +59,15 @@ const loggingProviders = () =>
     loki: obj({ endpoint: text(), credentials: link(), tenantId: text(256) }, { required: ['endpoint'] }),
   });
 
+/** Where a logging provider names the secret it ships logs with, under spec.logging and each spec.extraLogging[]. */
+const LOGGING_SECRET_LINKS: LinkField[] = ['spec.logging', 'spec.extraLogging[]'].flatMap((at) =>
+  ['s3', 'coralogix', 'datadog', 'logzio', 'elastic.aws', 'elastic.elasticCloud', 'elastic.generic', 'cloudWatch', 'stackdriver', 'opentelemetry', 'loki'].map((provider) => ({
+    at: `${at}.${provider}.credentials`,
+    kind: 'secret',
+    permission: 'use',
+  })),
+);
+
 export default defineKind({
   kind: 'org',
   scope: 'org',
@@ -105,6 +115,7 @@ export default defineKind({
     { name: 'viewAccessReport', description: 'Read access reports of the org' },
   ],
   implied: { readLogs: ['view'], exec: ['exec.echo'] },
+  references: (item) => linksAt(item, [...LOGGING_SECRET_LINKS, ...TRACING_SECRET_LINKS]),
   operations: { delete: false },
   // OrgStatus: an org is active from its creation; its endpoints are named after it. Its
   // accountLink (the billing account that owns every org of a Keel) is stored at creation.

@@ -47,6 +47,28 @@ export interface HookContext {
   kind(kind: string): KindDef | undefined;
 }
 
+/**
+ * A reference an item's spec makes to another item: the write that sets or changes it needs
+ * `permission` on that item (checked by the resource service, as admission would).
+ */
+export interface Reference {
+  kind: string;
+  /** A link field's value (full, as stored); or else `name`. */
+  link?: string;
+  /** The name of an item in the referring item's org (and, for a gvc-scoped kind, its GVC). */
+  name?: string;
+  permission: string;
+  /** Where the spec makes it, as error paths name fields (`spec.containers[0].image`). */
+  path: string;
+}
+
+/** What a kind needs to know, beyond the item, to tell its references. */
+export interface ReferenceContext {
+  place: Place;
+  /** The host:port forms this Keel's registry is reached at (its images name the item's org). */
+  registryHosts: string[];
+}
+
 export interface KindDef {
   kind: string;
   scope: Scope;
@@ -72,6 +94,8 @@ export interface KindDef {
   defaults?(item: Record<string, unknown>, place: Place): void;
   /** Extra checks on a validated resource; throw an ApiError to reject. */
   check?(item: Record<string, unknown>, ctx: HookContext, previous?: Resource): Promise<void> | void;
+  /** The references an item makes to other items (see Reference). */
+  references?(item: Record<string, unknown>, ctx: ReferenceContext): Reference[];
   /** Refuses or prepares a delete inside its transaction; throw an ApiError to refuse. */
   beforeDelete?(item: Resource, ctx: HookContext): Promise<void> | void;
   /** Runs inside the write's transaction after it; `item` is undefined after a delete. */

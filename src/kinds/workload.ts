@@ -2,6 +2,9 @@ import { ApiError, type FieldError } from '../errors.js';
 import { parseQuantity } from './formats.js';
 import { CLOUD_SCHEMES, parseVolumeUri, volumePathProblem } from './volumeuri.js';
 import { defineKind, standardPermissions } from './define.js';
+import { registryImage } from './registryimage.js';
+import { linksAt } from './references.js';
+import type { Reference, ReferenceContext } from './types.js';
 import {
   anyObject, arr, bool, cpu, cronSchedule, hostPattern, image, immutable, int, keyed, link, memory, num, obj, oneOf, readOnly, str, type JsonSchema,
 } from './schema.js';
@@ -294,7 +297,8 @@ export default defineKind({
     options.suspend ??= false;
     item.status ??= {};
   },
-  check(item) {
+  references: workloadReferences,
+  check(item, ctx) {
     // Workload names become DNS labels with suffixes: at most 49 characters, never `-headless`.
     const name = String(item.name ?? '');
     if (name.length > 49 || name.endsWith('-headless')) {
@@ -312,6 +316,7 @@ export default defineKind({
     }
     const containers = Array.isArray(spec.containers) ? (spec.containers as Array<Record<string, unknown>>) : [];
     checkContainerShape(containers, spec.type === 'vm');
+    checkImagesOwned(spec, ctx.place.org);
     const cloudInit = (spec.vm as { cloudInit?: Record<string, unknown> } | undefined)?.cloudInit;
     const userData = ['userData', 'userDataBase64', 'userDataSecret'].filter((f) => cloudInit?.[f] !== undefined);
     if (userData.length > 1) {
@@ -405,4 +410,65 @@ function checkContainerShape(containers: Array<Record<string, unknown>>, vm: boo
     });
   });
   if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}
+
+/** The images a workload runs: its containers' and a VM's boot disk's, with their paths. */
+function imagesOf(spec: Record<string, any>): Array<{ image: string; path: string }> {
+  const out: Array<{ image: string; path: string }> = [];
+  (Array.isArray(spec.containers) ? spec.containers : []).forEach((c: Record<string, unknown>, i: number) => {
+    if (typeof c?.image === 'string') out.push({ image: c.image, path: `spec.containers[${i}].image` });
+  });
+  const boot = spec.vm?.bootDisk?.source?.oci?.image;
+  if (typeof boot === 'string') out.push({ image: boot, path: 'spec.vm.bootDisk.source.oci.image' });
+  return out;
+}
+
+/** A workload runs only images of its own org's registry: one that names another org's is refused, whether it exists or not. */
+function checkImagesOwned(spec: Record<string, unknown>, org: string): void {
+  const errors: FieldError[] = imagesOf(spec)
+    .filter(({ image }) => {
+      const named = registryImage(image, org);
+      return named !== undefined && named.org !== org;
+    })
+    .map(({ path }) => ({ path, message: `names another org's registry; a workload runs only images of its own org (${org})` }));
+  if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}
+
+const VM_SECRET_LINKS = [
+  { at: 'spec.vm.cloudInit.userDataSecret', kind: 'secret', permission: 'use' },
+  { at: 'spec.vm.cloudInit.sshPublicKeySecrets[]', kind: 'secret', permission: 'use' },
+  { at: 'spec.vm.accessCredentials[].sshPublicKeySecret', kind: 'secret', permission: 'use' },
+] as const;
+
+const ENV_SECRET = 'cpln://secret/';
+
+/**
+ * What a workload's spec refers to: its identity (`use`), the secrets its env and volumes read
+ * (`use`), the volume sets it mounts (`view`: volume sets have no `use`) and the images of its
+ * org's registry it runs (`pull`).
+ */
+function workloadReferences(item: Record<string, unknown>, ctx: ReferenceContext): Reference[] {
+  const spec = (item.spec ?? {}) as Record<string, any>;
+  const out: Reference[] = linksAt(item, [{ at: 'spec.identityLink', kind: 'identity', permission: 'use' }, ...VM_SECRET_LINKS]);
+  const volume = (uri: unknown, path: string) => {
+    const source = typeof uri === 'string' ? parseVolumeUri(uri) : undefined;
+    if (source?.kind === 'secret') out.push({ kind: 'secret', name: source.name, permission: 'use', path });
+    if (source?.kind === 'volumeset') out.push({ kind: 'volumeset', name: source.name, permission: 'view', path });
+  };
+  (Array.isArray(spec.containers) ? spec.containers : []).forEach((c: Record<string, any>, i: number) => {
+    (Array.isArray(c?.env) ? c.env : []).forEach((e: Record<string, unknown>, j: number) => {
+      // NAME or NAME.KEY: the secret is named up to the first dot, however the rest is read.
+      if (typeof e?.value === 'string' && e.value.startsWith(ENV_SECRET)) {
+        out.push({ kind: 'secret', name: e.value.slice(ENV_SECRET.length).split('.')[0], permission: 'use', path: `spec.containers[${i}].env[${j}].value` });
+      }
+    });
+    (Array.isArray(c?.volumes) ? c.volumes : []).forEach((v: Record<string, unknown>, j: number) => volume(v?.uri, `spec.containers[${i}].volumes[${j}].uri`));
+  });
+  const persist = spec.vm?.bootDisk?.persist?.volumeSet;
+  if (persist !== undefined) volume(persist, 'spec.vm.bootDisk.persist.volumeSet');
+  for (const { image, path } of imagesOf(spec)) {
+    const named = registryImage(image, ctx.place.org, ctx.registryHosts);
+    if (named && named.org === ctx.place.org) out.push({ kind: 'image', name: 'digest' in named ? named.repository : named.name, permission: 'pull', path });
+  }
+  return out;
 }

@@ -21,17 +21,19 @@ declare module 'fastify' {
 
 export const DEFAULT_STEP_MS = 1000;
 
+/** The host:port forms the CLI names this registry by (`cpln image build --push`, `stack deploy`). */
+export function registryHostsOf(core: FastifyInstance, config: Config): string[] {
+  const address = core.server.address();
+  if (!address || typeof address === 'string') return [];
+  return [...new Set([config.host, '127.0.0.1', 'localhost'])].map((host) => `${host}:${address.port}`);
+}
+
 export function installLiving(core: FastifyInstance, store: Store, auth: Authorizer, config: Config, blobs: BlobStore, faults?: RunnerOptions['faults']): ReconcileRunner | undefined {
   mountSubresources(core, store, auth, { audit: config.audit });
   mountMk8s(core, store, auth);
   mountImages(core, store, auth);
   if (!config.reconcile) return undefined;
-  // The host:port the CLI names this registry by (`cpln image build --push`, `stack deploy`).
-  const registryHosts = () => {
-    const address = core.server.address();
-    if (!address || typeof address === 'string') return [];
-    return [...new Set([config.host, '127.0.0.1', 'localhost'])].map((host) => `${host}:${address.port}`);
-  };
+  const registryHosts = () => registryHostsOf(core, config);
   const runtime = openRuntime(config, store, auth, blobs, registryHosts, (err, what) => core.log.error({ err }, what));
   const runner = new ReconcileRunner(store, {
     stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,

@@ -12,6 +12,7 @@
 import { deepEqual } from '../json.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { nextFire, parseSchedule, previousFire } from '../kinds/cron.js';
+import { registryImage } from '../kinds/registryimage.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import type { Clock, DeploymentRef, ReplicaWant, Runtime, Wake } from '../runtime/types.js';
 import { SIMULATED } from '../runtime/simulated.js';
@@ -245,10 +246,11 @@ function since(previous: Record<string, unknown> | undefined, next: Record<strin
 }
 
 /**
- * The images a workload runs, resolved to digests. An image of an org's registry (`//image/NAME:TAG`,
- * `/org/ORG/image/NAME:TAG` or `ORG.registry.<domain>/NAME:TAG`) resolves to the digest pushed
- * under that tag, and one pinned to a digest (`NAME@sha256:…`) to that digest if the org holds
- * that manifest; while it is missing, the pull fails as on the hosted service and the deployment
+ * The images a workload runs, resolved to digests. An image of the workload's org's registry
+ * (`//image/NAME:TAG`, `/org/ORG/image/NAME:TAG` or `ORG.registry.<domain>/NAME:TAG`, see
+ * registryImage) resolves to the digest pushed under that tag, and one pinned to a digest
+ * (`NAME@sha256:…`) to that digest if the org holds that manifest; another org's image never
+ * resolves; while it is missing, the pull fails as on the hosted service and the deployment
  * cannot become ready. Keel pulls no other image: a digest stands for the reference (the same
  * reference, the same digest), for linux/amd64.
  */
@@ -260,6 +262,11 @@ async function pullImages(ctx: ReconcileContext, org: string, spec: Record<strin
     const own = registryImage(reference, org, ctx.registryHosts);
     let digest: string;
     let mediaType = 'application/vnd.oci.image.manifest.v1+json';
+    if (own && own.org !== org) {
+      // Writes refuse another org's image; one stored before that rule still resolves to nothing of it.
+      failure ??= pullFailure(reference);
+      continue;
+    }
     if (own && 'digest' in own) {
       const held = await ctx.registryManifest?.(own.org, own.digest);
       if (!held) {
@@ -286,23 +293,6 @@ async function pullImages(ctx: ReconcileContext, org: string, spec: Record<strin
 
 function pullFailure(reference: string): string {
   return `Failed to pull image "${reference}": rpc error: code = NotFound desc = failed to pull and unpack image "${reference}": not found (ErrImagePull)`;
-}
-
-/**
- * A reference to an org's own registry, if it is one: the org and either the item name (`REPO:TAG`)
- * or, pinned (`REPO@sha256:…`, a tag beside the digest being ignored as clients ignore it), the
- * manifest digest. At one of `hosts` (Keel's own address) the registry is the workload's org's.
- */
-export function registryImage(reference: string, org: string, hosts: string[] = []): { org: string; name: string } | { org: string; digest: string } | undefined {
-  const m = /^(?:\/\/image\/|\/org\/([^/]+)\/image\/|([a-z][-a-z0-9]*[a-z0-9])\.registry\.[^/]+\/)(.+)$/.exec(reference);
-  const host = m ? undefined : hosts.find((h) => reference.startsWith(`${h}/`));
-  if (!m && !host) return undefined;
-  const path = m ? m[3] : reference.slice(host!.length + 1);
-  const owner = m?.[1] ?? m?.[2] ?? org;
-  const at = path.indexOf('@');
-  if (at >= 0) return { org: owner, digest: path.slice(at + 1) };
-  const name = /:[^/]+$/.test(path) ? path : `${path}:latest`;
-  return { org: owner, name };
 }
 
 /** The direct load balancer's addresses: one per location and port, when it is enabled. */

@@ -5,11 +5,11 @@ import { ApiError } from '../errors.js';
 import { resourceSchema } from '../kinds/derive.js';
 import { findKind } from '../kinds/index.js';
 import type { JsonSchema } from '../kinds/schema.js';
-import type { HookContext, KindDef, Place, Resource } from '../kinds/types.js';
+import type { HookContext, KindDef, Place, Reference, Resource } from '../kinds/types.js';
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
 import type { AtPosition, AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
-import { resolveLink, resolveLinksIn, selfLink } from './links.js';
+import { parseLink, resolveLink, resolveLinksIn, selfLink } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, historyEntry, PLATFORM_CONTEXT } from '../audit/events.js';
 import { announce, type AppendedEvent } from '../audit/changes.js';
@@ -46,6 +46,8 @@ export interface ResourceSettings {
   orgCreation?: OrgCreationRule;
   /** The billing account that owns the orgs created through the API (see billing.ts). */
   accountLink: string;
+  /** The host:port forms Keel's registry is reached at (an image there is of the workload's org). */
+  registryHosts?: () => string[];
 }
 
 /** `property: "*"` terms look at every top-level value of every candidate: the costliest kind of term. */
@@ -405,6 +407,7 @@ export class Resources {
   /** Writes the next state of an item; a state equal to the current one is no change (no new version, no event). */
   private async update(tx: Tx, hooks: HookContext, def: KindDef, current: StoredItem, next: Record<string, unknown>): Promise<Change> {
     assertImmutables(resourceSchema(def), current.data, next, '');
+    await this.checkReferences(tx, hooks, def, next, current.data);
     await def.check?.(next, hooks, present(def, current, { reveal: true }));
     const data = stored(next);
     if (deepEqual(data, current.data)) return { item: current };
@@ -412,6 +415,52 @@ export class Resources {
     await tx.update(updated, current.version, { tagsUnchanged: deepEqual(data.tags, current.data.tags) });
     await def.afterWrite?.(current.name, data, hooks);
     return { item: updated, action: 'edit' };
+  }
+
+  /**
+   * Admission of references: each reference the item makes that its previous state did not (set
+   * or changed) needs the reference's permission on the item it names, whatever the caller may do
+   * to the referring item. Checked before the kind's own checks, and the same whether the named
+   * item exists or not (without a grant that does not depend on it), so a refusal tells nothing
+   * about what the caller cannot view. Keel's own writes (no principal) are not checked.
+   */
+  private async checkReferences(tx: Tx, hooks: HookContext, def: KindDef, next: Record<string, unknown>, previous: Record<string, unknown> | undefined): Promise<void> {
+    const principal = hooks.principal;
+    if (!def.references || !principal) return;
+    const ctx = { place: hooks.place, registryHosts: this.settings.registryHosts?.() ?? [] };
+    const before = new Set(previous ? def.references(previous, ctx).map((ref) => referenceKey(ref, this.referenced(ref, hooks.place))) : []);
+    for (const ref of def.references(next, ctx)) {
+      const target = this.referenced(ref, hooks.place);
+      if (before.has(referenceKey(ref, target))) continue;
+      if (!target) {
+        throw ApiError.badRequest(`${ref.path}: '${ref.link ?? ref.name}' does not name ${article(ref.kind)} ${ref.kind}`, [{ path: ref.path, message: `must name ${article(ref.kind)} ${ref.kind}` }]);
+      }
+      const found = await tx.get({ org: target.org, kind: target.def.kind, gvc: target.gvc, name: target.name });
+      try {
+        await this.auth.check(principal, ref.permission, target.def, found ? { ...targetOf(found), link: target.link } : { org: target.org, gvc: target.gvc || undefined, name: target.name, link: target.link });
+      } catch (err) {
+        if (!(err instanceof ApiError && err.code === 'forbidden')) throw err;
+        throw new ApiError('forbidden', `${ref.path} refers to ${target.link}: setting it needs '${ref.permission}' on ${target.link}`, {
+          errors: [{ path: ref.path, message: `needs '${ref.permission}' on ${target.link}` }],
+        });
+      }
+    }
+  }
+
+  /** The item a reference names (its kind's definition, place and self link), or undefined when it names none of its kind. */
+  private referenced(ref: Reference, place: Place): { def: KindDef; org: string; gvc: string; name: string; link: string } | undefined {
+    const def = findKind(ref.kind);
+    if (!def) return undefined;
+    let target: { org: string; gvc?: string; name: string } | undefined;
+    if (ref.link !== undefined) {
+      const parsed = parseLink(resolveLink(ref.link, place, isGvcScoped));
+      target = parsed?.kind === ref.kind ? parsed : undefined;
+    } else if (ref.name) {
+      target = { org: place.org, gvc: def.scope === 'gvc' ? place.gvc : undefined, name: ref.name };
+    }
+    if (!target || !target.name || (def.scope === 'gvc') !== Boolean(target.gvc)) return undefined;
+    const gvc = target.gvc ?? '';
+    return { def, org: target.org, gvc, name: target.name, link: selfLink(def.kind, def.scope, target.org, gvc, target.name) };
   }
 
   private async requireScope(principal: Principal, def: KindDef, place: Place): Promise<void> {
@@ -454,6 +503,7 @@ export class Resources {
   private async insertNew(tx: Tx, hooks: HookContext, def: KindDef, place: Place, data: Record<string, unknown>): Promise<Change> {
     const name = data.name as string;
     await this.lockGvc(tx, def, place);
+    await this.checkReferences(tx, hooks, def, data, undefined);
     await def.check?.(data, hooks);
     const now = new Date().toISOString();
     const created: StoredItem = { ...keyOf(def, place, name), id: randomUUID(), version: 1, created: now, lastModified: now, data: stored(data) };
@@ -515,6 +565,15 @@ const APPLY_ATTEMPTS = 20;
 
 /** Kinds whose writes can change authentication or authorization decisions. */
 const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
+
+/** What makes two references the same: the permission and the item named (or, naming none, the text). */
+function referenceKey(ref: Reference, target: { link: string } | undefined): string {
+  return `${ref.permission} ${target?.link ?? `${ref.kind}:${ref.link ?? ref.name}`}`;
+}
+
+function article(word: string): string {
+  return /^[aeiou]/.test(word) ? 'an' : 'a';
+}
 
 function hookContext(tx: Tx, place: Place, principal: Principal): HookContext {
   return {

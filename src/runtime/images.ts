@@ -1,15 +1,15 @@
 // Images for the runc runtime: a reference resolves to an OCI image layout and a manifest digest,
 // and each digest is unpacked once (umoci, which applies whiteouts) into a root filesystem that
 // every replica of that image shares read-only (each replica writes to an overlay of its own).
-// Sources: `oci:<absolute dir>:<tag>` (a layout on this host); an image of an org's own registry
-// (its blobs copied out of Keel's blob storage into a layout); any other reference is copied
-// from its registry with skopeo.
+// Sources: `oci:<absolute dir>:<tag>` (a layout on this host); an image of the workload's org's
+// registry (its blobs copied out of Keel's blob storage into a layout; never another org's); any
+// other reference is copied from its registry with skopeo.
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { BlobStore } from '../registry/blobs.js';
-import { registryImage } from '../reconcile/workloads.js';
+import { registryImage } from '../kinds/registryimage.js';
 import type { Store } from '../store/types.js';
 import { command, CommandError } from './command.js';
 
@@ -91,6 +91,8 @@ export class Images {
       return { layout, tag };
     }
     const own = registryImage(reference, org, this.registryHosts());
+    // A workload runs only its own org's images: another org's reads as missing, whether it exists or not.
+    if (own && own.org !== org) throw new ImageError(`Failed to pull image "${reference}": not found (a workload runs only images of its own org's registry)`);
     if (own) return { layout: await this.export(own.org, 'digest' in own ? own.digest : await this.tagged(own.org, own.name, reference), reference), tag: TAG };
     return { layout: await this.copy(reference), tag: TAG };
   }

@@ -26,7 +26,7 @@ import { mountWatch } from './watch.js';
 import { allowCoreOrigin, mountConsole } from './console.js';
 import type { AddressInfo } from 'node:net';
 import { mountLogs } from './logs-api.js';
-import { installLiving } from '../reconcile/index.js';
+import { installLiving, registryHostsOf } from '../reconcile/index.js';
 import { Faults, installFaults } from '../admin/faults.js';
 import { mountAdmin } from '../admin/routes.js';
 import { onReplaced } from '../store/snapshots.js';
@@ -70,6 +70,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       queryBudgetMs: config.queryBudgetMs,
       orgCreation: { creators: config.orgCreators, firstOrg: config.org, maxPerPrincipal: config.maxOrgsPerPrincipal },
       accountLink: accountLinkOf(config.org),
+      // Asked only by requests, which the Core API's server (built below) is there to serve.
+      registryHosts: () => registryHostsOf(core, config),
     },
   );
   const failures = new AuthFailures(config.authFailureLimit);
