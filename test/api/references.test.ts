@@ -162,6 +162,16 @@ forEachBackend('references a spec makes', (backend) => {
     await admin('DELETE', policy, undefined, 202);
   });
 
+  test("an image at Keel's own address (as cpln image build --push names it) is of the org's registry: it needs pull", async () => {
+    const host = (await k.listen()).replace('http://', '');
+    const c = { permission: 'pull', link: '/org/acme/image/team%2Fapp:v3', path: 'spec.containers[0].image' };
+    const body = workload('w-keel-address', { containers: [container({ image: `${host}/team/app:v3` })] });
+    refusedFor(await as('editor', 'POST', WL, body), c, 'create');
+    const policy = await grant('editor', 'image', 'pull', c.link);
+    assert.equal((await as('editor', 'POST', WL, body)).status, 201);
+    await admin('DELETE', policy, undefined, 202);
+  });
+
   test('a link of the wrong kind is refused with 400 naming the field', async () => {
     const res = await admin('POST', WL, workload('w-wrong', { identityLink: '//secret/topsecret' }), 400);
     assert.equal(res.code, 'bad_request');
