@@ -64,8 +64,19 @@ describe("several replicas of one image of the org's registry", { skip }, () => 
 
   test("an org's copy of a manifest is no way in for an org whose registry does not hold it", async () => {
     await apply('mine', `//image/big@${digest}`, 2);
-    await apply('theirs', `/org/other/image/big@${digest}`, 1);
-    const theirs = await waitFor('the deployment of theirs to fail its pull', () => deployment('theirs'), (s) => /Failed to pull image/.test(String(s?.message)), 60_000);
+    const foreign = `/org/other/image/big@${digest}`;
+    const refused = await keel.call('POST', '/org/acme/gvc/web/workload', { name: 'theirs', spec: { type: 'standard', containers: [{ name: 'main', image: foreign }] } });
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assert.equal(refused.body.details.errors[0].path, 'spec.containers[0].image');
+    // One stored before writes refused such images still never runs: the runtime resolves no other org's image.
+    await apply('theirs', '//image/never-pushed:v1', 1);
+    await keel.store.transaction(async (tx) => {
+      const item = (await tx.get({ org: 'acme', kind: 'workload', gvc: 'web', name: 'theirs' }, 'update'))!;
+      const data = structuredClone(item.data) as { spec: { containers: Array<{ image: string }> } };
+      data.spec.containers[0].image = foreign;
+      await tx.update({ ...item, version: item.version + 1, data }, item.version);
+    });
+    const theirs = await waitFor('the deployment of theirs to fail its pull', () => deployment('theirs'), (s) => String(s?.message).startsWith(`Failed to pull image "${foreign}"`), 60_000);
     assert.match(theirs.message, /^Failed to pull image "\/org\/other\/image\/big@sha256:[0-9a-f]{64}": .*not found/);
     const mine = await waitFor('the deployment of mine to be ready', () => deployment('mine'), (s) => s?.ready === true && s.message === 'Ready', 60_000);
     assert.equal(mine.message, 'Ready');
