@@ -22,7 +22,7 @@ export async function collectGarbage(store: Store, { blobs, uploads }: RegistryS
     for (const image of await listAll(store, org, 'image', '')) {
       if (typeof image.data.digest === 'string') tagged.push(image.data.digest);
     }
-    await reach(blobs, org, tagged, reachable, async () => {});
+    await reach(blobs, org, tagged, reachable, true, async () => {});
   }
   let removed = 0;
   for (const digest of candidates) {

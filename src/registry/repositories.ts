@@ -10,10 +10,10 @@ import { isIndex, MAX_MANIFEST_BYTES } from './manifests.js';
 
 /**
  * Visits what `roots` reach in the org, each digest once (over every call sharing `seen`): the
- * manifests, their configs and layers or an index's manifests, and the manifests whose subject
- * is any of those. Digests the org does not link are not visited.
+ * manifests, their configs and layers or an index's manifests, and, with `referrers`, the
+ * manifests of the org whose subject is any of those. Digests the org does not link are not visited.
  */
-export async function reach(blobs: BlobStore, org: string, roots: string[], seen: Set<string>, visit: (digest: string, linked: Linked) => Promise<void>): Promise<void> {
+export async function reach(blobs: BlobStore, org: string, roots: string[], seen: Set<string>, referrers: boolean, visit: (digest: string, linked: Linked) => Promise<void>): Promise<void> {
   const pending = [...roots];
   while (pending.length) {
     const digest = pending.pop()!;
@@ -23,7 +23,7 @@ export async function reach(blobs: BlobStore, org: string, roots: string[], seen
     if (!linked) continue;
     await visit(digest, linked);
     if (!linked.mediaType) continue;
-    for (const referrer of await blobs.referrers(org, digest)) pending.push(referrer.digest);
+    if (referrers) for (const referrer of await blobs.referrers(org, digest)) pending.push(referrer.digest);
     if (linked.size > MAX_MANIFEST_BYTES) continue;
     const manifest = JSON.parse((await readWhole(blobs, digest)).toString('utf8')) as Record<string, any>;
     const named = isIndex(linked.mediaType) ? (manifest.manifests ?? []) : [manifest.config, ...(manifest.layers ?? [])];
@@ -41,7 +41,8 @@ export async function assignRepositories(store: Store, blobs: BlobStore): Promis
       byRepository.set(repository, [...(byRepository.get(repository) ?? []), digest]);
     }
     for (const [repository, digests] of byRepository) {
-      await reach(blobs, org, digests, new Set(), (digest) => blobs.hold(org, repository, digest));
+      // Referrers pushed by digest were recorded for the org alone: they go with their subject.
+      await reach(blobs, org, digests, new Set(), true, (digest) => blobs.hold(org, repository, digest));
     }
   }
   await blobs.forgetUnassigned();

@@ -21,7 +21,7 @@ import { tokenOf } from '../server/authenticate.js';
 import { readWhole, type BlobStore, type Linked } from './blobs.js';
 import { RegistryError, sendRegistryError, toRegistryError } from './errors.js';
 import { checkDigest, checkRepository, isRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
-import { assignRepositories } from './repositories.js';
+import { assignRepositories, reach } from './repositories.js';
 import type { UploadSessions } from './uploads.js';
 import type { AuthFailures } from '../server/limits.js';
 
@@ -210,7 +210,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
           if (method === 'GET' || method === 'HEAD') {
             await requireAny(principal, PULL, targetFor(org, repository, byDigest ? undefined : reference));
             const digest = byDigest ? reference : await taggedDigest(org, repository, reference);
-            const manifest = digest && (await blobs.held(org, repository, digest));
+            const manifest = digest && (byDigest ? await blobs.held(org, repository, digest) : await heldByTag(org, repository, digest));
             if (!manifest || !manifest.mediaType) throw new RegistryError('MANIFEST_UNKNOWN', `manifest unknown: ${repository}:${reference}`, 404);
             return sendContent(request, reply, digest, manifest.size, manifest.mediaType);
           }
@@ -335,6 +335,19 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         throw err;
       }
       return (await blobs.held(org, from, digest)) !== undefined;
+    }
+
+    /**
+     * A tag is a manifest of its repository (tags are written only by pushing to it): what the tag
+     * reaches is the repository's even where its links are missing (a snapshot restored a tag whose
+     * links went since), and is linked to it again. Not the manifests referring to it: other
+     * repositories' referrers of the same digest stay theirs.
+     */
+    async function heldByTag(org: string, repository: string, digest: string): Promise<Linked | undefined> {
+      const held = await blobs.held(org, repository, digest);
+      if (held || !(await blobs.linked(org, digest))) return held;
+      await reach(blobs, org, [digest], new Set(), false, (d) => blobs.hold(org, repository, d));
+      return blobs.held(org, repository, digest);
     }
 
     async function taggedDigest(org: string, repository: string, tag: string): Promise<string | undefined> {

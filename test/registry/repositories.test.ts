@@ -107,7 +107,7 @@ forEachBackend('registry: content by repository', (backend) => {
   const skopeo = (key: string, ...args: string[]) => runTool('skopeo', [...args.slice(0, 1), ...(args[0] === 'copy' ? ['--src-tls-verify=false', '--dest-tls-verify=false', '--src-creds', `u:${key}`, '--dest-creds', `u:${key}`] : ['--tls-verify=false', '--creds', `u:${key}`]), ...args.slice(1)]);
 
   before(async () => {
-    keel = await startKeel(backend);
+    keel = await startKeel(backend, 'acme', { allowSnapshots: true });
     base = await keel.listen();
     host = base.replace('http://', '');
     root = mkdtempSync(join(tmpdir(), 'keel-repositories-'));
@@ -289,6 +289,28 @@ forEachBackend('registry: content by repository', (backend) => {
       assert.equal(header, own, hostile);
     }
     assert.equal(await challenge(base, `localhost:${port}`, '/v2/pub/manifests/v1'), own.replace('127.0.0.1', 'localhost'), 'a loopback Host is believed');
+  });
+
+  test('a restored snapshot brings back a tag whose manifest was deleted since through its repository: the repository holds what the tag reaches again', async () => {
+    const config = await pushBlob('snap', '{"snap":1}', admin());
+    const layer = await pushBlob('snap', 'a layer of snap', admin());
+    const manifest = manifestOf(config, [layer]);
+    assert.equal((await putManifest('snap', 'v1', manifest, admin())).status, 201);
+    // Another repository holds the same image, so the org keeps its content when snap lets go of it.
+    for (const blob of [config, layer]) assert.equal((await reg('POST', `/v2/snap-copy/blobs/uploads/?mount=${blob.digest}&from=snap`, admin())).status, 201);
+    assert.equal((await putManifest('snap-copy', 'v1', manifest, admin())).status, 201);
+    assert.equal((await keel.call('POST', '/-admin/snapshots', { name: 'before-delete' })).status, 201);
+    assert.equal((await reg('DELETE', `/v2/snap/manifests/${sha(manifest)}`, admin())).status, 202);
+    assert.equal((await reg('DELETE', `/v2/snap/blobs/${layer.digest}`, admin())).status, 202);
+    assert.equal(code(await reg('GET', '/v2/snap/manifests/v1', admin())), 'MANIFEST_UNKNOWN');
+    const restored = await keel.call('POST', '/-admin/snapshots/before-delete/-restore');
+    assert.equal(restored.status, 200, restored.raw);
+    const got = await reg('GET', '/v2/snap/manifests/v1', admin());
+    assert.equal(got.status, 200, got.raw.toString());
+    assert.equal(got.raw.toString(), manifest);
+    assert.equal((await reg('GET', `/v2/snap/manifests/${sha(manifest)}`, admin())).status, 200);
+    assert.equal((await reg('GET', `/v2/snap/blobs/${layer.digest}`, admin())).raw.toString(), 'a layer of snap');
+    assert.equal((await reg('GET', `/v2/pub/blobs/${layer.digest}`, admin())).status, 404, 'no other repository gains it');
   });
 
   test('content pushed before repositories were recorded serves the repositories whose manifests name it, and only those', async () => {
