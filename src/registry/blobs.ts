@@ -76,6 +76,13 @@ export class FileBlobStore implements BlobStore {
       CREATE INDEX IF NOT EXISTS links_by_digest ON links (digest);
       CREATE TABLE IF NOT EXISTS repository_links (org TEXT NOT NULL, repository TEXT NOT NULL, digest TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (org, repository, digest)) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS repository_links_by_digest ON repository_links (org, digest);`);
+    // What each org links, kept as links come and go (the quota reads it on every chunk); counted from the links once.
+    this.db.transaction(() => {
+      if (this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'org_bytes'").get()) return;
+      this.db.exec(`
+        CREATE TABLE org_bytes (org TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO org_bytes (org, bytes) SELECT l.org, sum(b.size) FROM links l JOIN blobs b ON b.digest = l.digest GROUP BY l.org;`);
+    }).immediate();
   }
 
   private path(digest: string): string {
@@ -123,6 +130,7 @@ export class FileBlobStore implements BlobStore {
   async link(org: string, repository: string, digest: string, info?: LinkInfo): Promise<void> {
     const now = new Date().toISOString();
     this.db.transaction(() => {
+      const fresh = this.db.prepare('SELECT 1 FROM links WHERE org = ? AND digest = ?').get(org, digest) === undefined;
       this.db
         .prepare(
         `INSERT INTO links (org, digest, media_type, subject, artifact_type, created) VALUES (?, ?, ?, ?, ?, ?)
@@ -131,6 +139,7 @@ export class FileBlobStore implements BlobStore {
       )
         .run(org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, now);
       this.db.prepare('INSERT OR IGNORE INTO repository_links (org, repository, digest, created) VALUES (?, ?, ?, ?)').run(org, repository, digest, now);
+      if (fresh) this.db.prepare('INSERT INTO org_bytes (org, bytes) SELECT ?, size FROM blobs WHERE digest = ? ON CONFLICT (org) DO UPDATE SET bytes = bytes + excluded.bytes').run(org, digest);
       // Refreshing the blob's time keeps a just-linked blob out of the next collection's reach.
       this.db.prepare('UPDATE blobs SET created = ? WHERE digest = ?').run(now, digest);
     })();
@@ -143,12 +152,13 @@ export class FileBlobStore implements BlobStore {
   async unlink(org: string, repository: string, digest: string): Promise<void> {
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM repository_links WHERE org = ? AND repository = ? AND digest = ?').run(org, repository, digest);
-      this.db.prepare('DELETE FROM links WHERE org = ? AND digest = ? AND NOT EXISTS (SELECT 1 FROM repository_links WHERE org = ? AND digest = ?)').run(org, digest, org, digest);
+      const gone = this.db.prepare('DELETE FROM links WHERE org = ? AND digest = ? AND NOT EXISTS (SELECT 1 FROM repository_links WHERE org = ? AND digest = ?)').run(org, digest, org, digest).changes;
+      if (gone) this.db.prepare('UPDATE org_bytes SET bytes = bytes - (SELECT size FROM blobs WHERE digest = ?) WHERE org = ?').run(digest, org);
     })();
   }
 
   async stored(org: string): Promise<number> {
-    return Number((this.db.prepare('SELECT coalesce(sum(b.size), 0) AS bytes FROM links l JOIN blobs b ON b.digest = l.digest WHERE l.org = ?').get(org) as { bytes: number }).bytes);
+    return Number((this.db.prepare('SELECT bytes FROM org_bytes WHERE org = ?').get(org) as { bytes: number } | undefined)?.bytes ?? 0);
   }
 
   async unassigned(): Promise<boolean> {
@@ -156,7 +166,10 @@ export class FileBlobStore implements BlobStore {
   }
 
   async forgetUnassigned(): Promise<void> {
-    this.db.prepare(`DELETE FROM links WHERE ${UNASSIGNED}`).run();
+    this.db.transaction(() => {
+      this.db.prepare(`UPDATE org_bytes SET bytes = bytes - (SELECT coalesce(sum(b.size), 0) FROM links JOIN blobs b ON b.digest = links.digest WHERE links.org = org_bytes.org AND ${UNASSIGNED})`).run();
+      this.db.prepare(`DELETE FROM links WHERE ${UNASSIGNED}`).run();
+    })();
   }
 
   read(digest: string, start = 0, end?: number): Readable {
@@ -178,6 +191,7 @@ export class FileBlobStore implements BlobStore {
   async remove(digest: string): Promise<void> {
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM repository_links WHERE digest = ?').run(digest);
+      this.db.prepare('UPDATE org_bytes SET bytes = bytes - (SELECT size FROM blobs WHERE digest = ?) WHERE org IN (SELECT org FROM links WHERE digest = ?)').run(digest, digest);
       this.db.prepare('DELETE FROM links WHERE digest = ?').run(digest);
       this.db.prepare('DELETE FROM blobs WHERE digest = ?').run(digest);
     })();

@@ -72,15 +72,35 @@ const SCHEMA = `
       CREATE INDEX registry_uploads_by_principal ON registry_uploads (principal);
       CREATE INDEX registry_uploads_by_org ON registry_uploads (org);
     END IF;
+    -- What each org links, kept as links come and go (the quota reads it on every chunk); counted from the links once.
+    IF to_regclass('registry_org_bytes') IS NULL THEN
+      CREATE TABLE registry_org_bytes (org TEXT PRIMARY KEY, bytes BIGINT NOT NULL);
+      INSERT INTO registry_org_bytes (org, bytes) SELECT l.org, sum(b.size) FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest GROUP BY l.org;
+    END IF;
   END $$;`;
 
 const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, artifact_type, created) VALUES ($1, $2, $3, $4, $5, $6)
   ON CONFLICT (org, digest) DO UPDATE SET media_type = CASE WHEN excluded.media_type = '' THEN registry_links.media_type ELSE excluded.media_type END,
-    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type), created = excluded.created`;
+    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type), created = excluded.created
+  RETURNING (xmax = 0) AS fresh`;
 
 const linkParams = (org: string, digest: string, info?: LinkInfo) => [org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, new Date().toISOString()];
 
 const HOLD_SQL = 'INSERT INTO registry_repository_links (org, repository, digest, created) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING';
+
+/**
+ * Links stored content to the org's repository, in the caller's transaction (which has written or
+ * locked the digest's `registry_blobs` row first: every writer of a digest's links takes that row
+ * before them, so none waits for another in the opposite order). A new org link adds the
+ * content's size to what the org holds.
+ */
+async function linkWithin(client: pg.PoolClient, org: string, repository: string, digest: string, info?: LinkInfo): Promise<void> {
+  const linked = await client.query<{ fresh: boolean }>(LINK_SQL, linkParams(org, digest, info));
+  await client.query(HOLD_SQL, [org, repository, digest, new Date().toISOString()]);
+  if (linked.rows[0]?.fresh) {
+    await client.query('INSERT INTO registry_org_bytes (org, bytes) SELECT $1, size FROM registry_blobs WHERE digest = $2 ON CONFLICT (org) DO UPDATE SET bytes = registry_org_bytes.bytes + excluded.bytes', [org, digest]);
+  }
+}
 
 /** An org link no repository of the org holds. */
 const UNASSIGNED = 'NOT EXISTS (SELECT 1 FROM registry_repository_links r WHERE r.org = registry_links.org AND r.digest = registry_links.digest)';
@@ -143,17 +163,16 @@ export class PostgresBlobStore implements BlobStore {
         [digest, content.length, new Date().toISOString()],
       );
       if (inserted.rowCount) await pipeline(Readable.from([content]), new Framer(Number(inserted.rows[0].content), 0), copyIn(client));
-      await client.query(LINK_SQL, linkParams(org, digest, info));
-      await client.query(HOLD_SQL, [org, repository, digest, new Date().toISOString()]);
+      else await client.query('SELECT 1 FROM registry_blobs WHERE digest = $1 FOR UPDATE', [digest]);
+      await linkWithin(client, org, repository, digest, info);
     });
   }
 
   async link(org: string, repository: string, digest: string, info?: LinkInfo): Promise<void> {
     await this.ready;
     await inTransaction(this.writes, async (client) => {
-      await client.query(LINK_SQL, linkParams(org, digest, info));
-      await client.query(HOLD_SQL, [org, repository, digest, new Date().toISOString()]);
       await client.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
+      await linkWithin(client, org, repository, digest, info);
     });
   }
 
@@ -164,20 +183,26 @@ export class PostgresBlobStore implements BlobStore {
   async unlink(org: string, repository: string, digest: string): Promise<void> {
     await this.ready;
     await inTransaction(this.writes, async (client) => {
+      // The digest's row first, as every writer of its links takes it (see linkWithin).
+      await client.query('SELECT 1 FROM registry_blobs WHERE digest = $1 FOR UPDATE', [digest]);
       await client.query('DELETE FROM registry_repository_links WHERE org = $1 AND repository = $2 AND digest = $3', [org, repository, digest]);
-      await client.query('DELETE FROM registry_links WHERE org = $1 AND digest = $2 AND NOT EXISTS (SELECT 1 FROM registry_repository_links WHERE org = $1 AND digest = $2)', [org, digest]);
+      await client.query(
+        `WITH gone AS (DELETE FROM registry_links WHERE org = $1 AND digest = $2 AND NOT EXISTS (SELECT 1 FROM registry_repository_links WHERE org = $1 AND digest = $2) RETURNING digest)
+         UPDATE registry_org_bytes SET bytes = bytes - (SELECT size FROM registry_blobs WHERE digest = $2) WHERE org = $1 AND EXISTS (SELECT 1 FROM gone)`,
+        [org, digest],
+      );
     });
   }
 
   async stored(org: string): Promise<number> {
-    const [row] = await this.query<{ bytes: string }>('SELECT coalesce(sum(b.size), 0) AS bytes FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1', [org]);
-    return Number(row.bytes);
+    const [row] = await this.query<{ bytes: string }>('SELECT bytes FROM registry_org_bytes WHERE org = $1', [org]);
+    return Number(row?.bytes ?? 0);
   }
 
   /** What the org's quota counts: the content it links and what its upload sessions hold, in one read. */
   async usage(org: string): Promise<number> {
     const [row] = await this.query<{ bytes: string }>(
-      'SELECT (SELECT coalesce(sum(b.size), 0) FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1) + (SELECT coalesce(sum(size), 0) FROM registry_uploads WHERE org = $1) AS bytes',
+      'SELECT coalesce((SELECT bytes FROM registry_org_bytes WHERE org = $1), 0) + (SELECT coalesce(sum(size), 0) FROM registry_uploads WHERE org = $1) AS bytes',
       [org],
     );
     return Number(row.bytes);
@@ -188,7 +213,12 @@ export class PostgresBlobStore implements BlobStore {
   }
 
   async forgetUnassigned(): Promise<void> {
-    await this.query(`DELETE FROM registry_links WHERE ${UNASSIGNED}`, []);
+    await this.query(
+      `WITH gone AS (DELETE FROM registry_links WHERE ${UNASSIGNED} RETURNING org, digest),
+         freed AS (SELECT g.org, sum(b.size) AS bytes FROM gone g JOIN registry_blobs b ON b.digest = g.digest GROUP BY g.org)
+       UPDATE registry_org_bytes o SET bytes = o.bytes - freed.bytes FROM freed WHERE o.org = freed.org`,
+      [],
+    );
   }
 
   read(digest: string, start = 0, end?: number): Readable {
@@ -245,8 +275,9 @@ export class PostgresBlobStore implements BlobStore {
   async remove(digest: string): Promise<void> {
     await this.ready;
     await inTransaction(this.writes, async (client) => {
-      const removed = await client.query<{ content: string }>('DELETE FROM registry_blobs WHERE digest = $1 RETURNING content', [digest]);
+      const removed = await client.query<{ content: string; size: string }>('DELETE FROM registry_blobs WHERE digest = $1 RETURNING content, size', [digest]);
       await client.query('DELETE FROM registry_repository_links WHERE digest = $1', [digest]);
+      if (removed.rowCount) await client.query('UPDATE registry_org_bytes SET bytes = bytes - $2 WHERE org IN (SELECT org FROM registry_links WHERE digest = $1)', [digest, removed.rows[0].size]);
       await client.query('DELETE FROM registry_links WHERE digest = $1', [digest]);
       if (removed.rowCount) await client.query('DELETE FROM registry_content WHERE content = $1', [removed.rows[0].content]);
     });
@@ -395,8 +426,7 @@ export class PostgresUploads implements UploadSessions {
         await client.query('DELETE FROM registry_content WHERE content = $1', [row.content]);
         await client.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
       }
-      await client.query(LINK_SQL, linkParams(upload.org, digest));
-      await client.query(HOLD_SQL, [upload.org, upload.repository, digest, new Date().toISOString()]);
+      await linkWithin(client, upload.org, upload.repository, digest);
       // Once the blob is committed: the copy's bytes were hashed to this digest on their way in.
       return () => {
         if (copy) this.blobs.cache?.adopt(copy, digest, row.size);
