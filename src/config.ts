@@ -109,6 +109,12 @@ export interface Config {
   registryMaxBlobBytes: number;
   /** Bytes of PostgreSQL registry content each process keeps on local disk (KEEL_REGISTRY_CACHE_BYTES; 0 = none). */
   registryCacheBytes: number;
+  /** Bytes of registry content and upload sessions each org may hold (KEEL_REGISTRY_MAX_BYTES_PER_ORG). */
+  registryMaxBytesPerOrg: number;
+  /** Open registry upload sessions per principal (KEEL_REGISTRY_MAX_UPLOADS). */
+  registryMaxUploads: number;
+  /** A registry upload session untouched this long is dropped with its bytes (KEEL_REGISTRY_UPLOAD_IDLE_MS). */
+  registryUploadIdleMs: number;
   /** Fault injection: the /-admin/faults rules and their request hook (KEEL_FAULTS=on). */
   faults?: boolean;
   /** A JSON or YAML file of fault rules loaded at start (KEEL_FAULTS_FILE; needs KEEL_FAULTS=on). */
@@ -248,6 +254,9 @@ export const OPTIONS: Option[] = [
   option('allowSnapshots', 'KEEL_ALLOW_SNAPSHOTS', '--allow-snapshots', onOff, 'on/off: allow keel snapshot and /-admin/snapshots (a restore rewinds every org; see docs/ci.md)'),
   option('registryMaxBlobBytes', 'KEEL_REGISTRY_MAX_BLOB_BYTES', '--registry-max-blob-bytes', whole(1024, Number.MAX_SAFE_INTEGER), 'largest blob (image layer) the registry accepts, in bytes (413 SIZE_INVALID above)'),
   option('registryCacheBytes', 'KEEL_REGISTRY_CACHE_BYTES', '--registry-cache-bytes', whole(0, Number.MAX_SAFE_INTEGER), 'with PostgreSQL: bytes of registry content each process keeps on local disk to serve pulls from (least recently used out first; 0 = no cache)'),
+  option('registryMaxBytesPerOrg', 'KEEL_REGISTRY_MAX_BYTES_PER_ORG', '--registry-max-bytes-per-org', whole(1024, Number.MAX_SAFE_INTEGER), "bytes of registry content one org may hold, its unfinished uploads included (413 DENIED above)"),
+  option('registryMaxUploads', 'KEEL_REGISTRY_MAX_UPLOADS', '--registry-max-uploads', whole(1, 100_000), 'open registry upload sessions per principal (429 TOOMANYREQUESTS above)'),
+  option('registryUploadIdleMs', 'KEEL_REGISTRY_UPLOAD_IDLE_MS', '--registry-upload-idle-ms', whole(1000, 7 * 24 * 3_600_000), 'ms after which a registry upload session nobody wrote to is dropped with its bytes'),
   option('faults', 'KEEL_FAULTS', '--faults', onOff, 'on/off: fault injection (/-admin/faults)'),
   option('faultsFile', 'KEEL_FAULTS_FILE', '--faults-file', text, 'JSON or YAML file of fault rules loaded at start (with KEEL_FAULTS=on)'),
 ];
@@ -304,6 +313,9 @@ export const DEFAULTS: Config = {
   watchBufferTotalBytes: 64 * 1024 * 1024,
   registryMaxBlobBytes: 10 * 1024 * 1024 * 1024,
   registryCacheBytes: 1024 * 1024 * 1024,
+  registryMaxBytesPerOrg: 20 * 1024 * 1024 * 1024,
+  registryMaxUploads: 16,
+  registryUploadIdleMs: 60 * 60 * 1000,
 };
 
 export interface ConfigSources {

@@ -17,8 +17,10 @@ const REPOSITORY = /^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:\.
 export const TAG = /^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$/;
 export const DIGEST = /^sha256:[a-f0-9]{64}$/;
 
+export const isRepository = (name: string) => name.length <= 255 && REPOSITORY.test(name);
+
 export function checkRepository(name: string): void {
-  if (name.length > 255 || !REPOSITORY.test(name)) throw new RegistryError('NAME_INVALID', `invalid repository name '${name.slice(0, 300)}'`, 400);
+  if (!isRepository(name)) throw new RegistryError('NAME_INVALID', `invalid repository name '${name.slice(0, 300)}'`, 400);
 }
 
 export function checkDigest(digest: string): void {

@@ -13,7 +13,7 @@ import { inTransaction } from '../store/postgres/statements.js';
 import { RegistryError } from './errors.js';
 import { BlobCache, teeTo } from './cache.js';
 import { linkedOf, type BlobStore, type LinkInfo, type Linked, type LinkRow } from './blobs.js';
-import { digestMismatch, meter, receive, uploadBusy, uploadUnknown, type Upload, type UploadSessions } from './uploads.js';
+import { digestMismatch, meter, OrgQuota, receive, tooManyUploads, uploadBusy, uploadUnknown, type Upload, type UploadLimits, type UploadSessions } from './uploads.js';
 
 /**
  * Bytes per row: as many as fit in one 8 KiB heap page beside the row's header (with the table's
@@ -34,6 +34,8 @@ const WRITE_CONNECTIONS = 16;
 const BUSY_WAIT_MS = 2000;
 
 const REGISTRY_MIGRATION_LOCK = 0x6b726567; // 'kreg'
+/** With the principal's hash: the advisory lock under which a principal's open sessions are counted. */
+const UPLOAD_COUNT_LOCK = 0x6b757063; // 'kupc'
 
 /**
  * The tables, created in one go when the last of them is missing. A process starting while
@@ -61,18 +63,52 @@ const SCHEMA = `
       ALTER TABLE registry_blobs ALTER COLUMN content SET NOT NULL;
       CREATE TABLE registry_uploads (id TEXT PRIMARY KEY, org TEXT NOT NULL, repository TEXT NOT NULL, content BIGINT NOT NULL, size BIGINT NOT NULL, touched TIMESTAMPTZ NOT NULL);
     END IF;
+    -- Which repository holds what (links made before are derived from the manifests, see repositories.ts),
+    -- and who started each upload (open sessions are bounded per principal). Once, like the tables above.
+    IF to_regclass('registry_repository_links') IS NULL THEN
+      CREATE TABLE registry_repository_links (org TEXT NOT NULL, repository TEXT NOT NULL, digest TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (org, repository, digest));
+      CREATE INDEX registry_repository_links_by_digest ON registry_repository_links (org, digest);
+      ALTER TABLE registry_uploads ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+      CREATE INDEX registry_uploads_by_principal ON registry_uploads (principal);
+      CREATE INDEX registry_uploads_by_org ON registry_uploads (org);
+    END IF;
+    -- What each org links, kept as links come and go (the quota reads it on every chunk); counted from the links once.
+    IF to_regclass('registry_org_bytes') IS NULL THEN
+      CREATE TABLE registry_org_bytes (org TEXT PRIMARY KEY, bytes BIGINT NOT NULL);
+      INSERT INTO registry_org_bytes (org, bytes) SELECT l.org, sum(b.size) FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest GROUP BY l.org;
+    END IF;
   END $$;`;
 
 const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, artifact_type, created) VALUES ($1, $2, $3, $4, $5, $6)
   ON CONFLICT (org, digest) DO UPDATE SET media_type = CASE WHEN excluded.media_type = '' THEN registry_links.media_type ELSE excluded.media_type END,
-    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type), created = excluded.created`;
+    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type), created = excluded.created
+  RETURNING (xmax = 0) AS fresh`;
 
 const linkParams = (org: string, digest: string, info?: LinkInfo) => [org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, new Date().toISOString()];
 
+const HOLD_SQL = 'INSERT INTO registry_repository_links (org, repository, digest, created) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING';
+
+/**
+ * Links stored content to the org's repository, in the caller's transaction (which has written or
+ * locked the digest's `registry_blobs` row first: every writer of a digest's links takes that row
+ * before them, so none waits for another in the opposite order). A new org link adds the
+ * content's size to what the org holds.
+ */
+async function linkWithin(client: pg.PoolClient, org: string, repository: string, digest: string, info?: LinkInfo): Promise<void> {
+  const linked = await client.query<{ fresh: boolean }>(LINK_SQL, linkParams(org, digest, info));
+  await client.query(HOLD_SQL, [org, repository, digest, new Date().toISOString()]);
+  if (linked.rows[0]?.fresh) {
+    await client.query('INSERT INTO registry_org_bytes (org, bytes) SELECT $1, size FROM registry_blobs WHERE digest = $2 ON CONFLICT (org) DO UPDATE SET bytes = registry_org_bytes.bytes + excluded.bytes', [org, digest]);
+  }
+}
+
+/** An org link no repository of the org holds. */
+const UNASSIGNED = 'NOT EXISTS (SELECT 1 FROM registry_repository_links r WHERE r.org = registry_links.org AND r.digest = registry_links.digest)';
+
 /** Both halves of the registry on one database: content and links, and the uploads that add to them. */
-export function openPostgresRegistry(databaseUrl: string, maxBlobBytes: number, cache?: BlobCache): { blobs: PostgresBlobStore; uploads: PostgresUploads } {
+export function openPostgresRegistry(databaseUrl: string, limits: UploadLimits, cache?: BlobCache): { blobs: PostgresBlobStore; uploads: PostgresUploads } {
   const blobs = new PostgresBlobStore(databaseUrl, cache);
-  return { blobs, uploads: new PostgresUploads(blobs, maxBlobBytes) };
+  return { blobs, uploads: new PostgresUploads(blobs, limits) };
 }
 
 export class PostgresBlobStore implements BlobStore {
@@ -106,11 +142,19 @@ export class PostgresBlobStore implements BlobStore {
     return row && linkedOf(row);
   }
 
+  async held(org: string, repository: string, digest: string): Promise<Linked | undefined> {
+    const [row] = await this.query<LinkRow>(
+      'SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM registry_repository_links r JOIN registry_links l ON l.org = r.org AND l.digest = r.digest JOIN registry_blobs b ON b.digest = r.digest WHERE r.org = $1 AND r.repository = $2 AND r.digest = $3',
+      [org, repository, digest],
+    );
+    return row && linkedOf(row);
+  }
+
   async exists(digest: string): Promise<boolean> {
     return (await this.query('SELECT 1 FROM registry_blobs WHERE digest = $1', [digest])).length > 0;
   }
 
-  async put(org: string, digest: string, content: Buffer, info?: LinkInfo): Promise<void> {
+  async put(org: string, repository: string, digest: string, content: Buffer, info?: LinkInfo): Promise<void> {
     await this.ready;
     await inTransaction(this.writes, async (client) => {
       // A concurrent push of the same content waits here on the key, then finds it stored.
@@ -119,17 +163,62 @@ export class PostgresBlobStore implements BlobStore {
         [digest, content.length, new Date().toISOString()],
       );
       if (inserted.rowCount) await pipeline(Readable.from([content]), new Framer(Number(inserted.rows[0].content), 0), copyIn(client));
-      await client.query(LINK_SQL, linkParams(org, digest, info));
+      else await client.query('SELECT 1 FROM registry_blobs WHERE digest = $1 FOR UPDATE', [digest]);
+      await linkWithin(client, org, repository, digest, info);
     });
   }
 
-  async link(org: string, digest: string, info?: LinkInfo): Promise<void> {
-    await this.query(LINK_SQL, linkParams(org, digest, info));
-    await this.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
+  async link(org: string, repository: string, digest: string, info?: LinkInfo): Promise<void> {
+    await this.ready;
+    await inTransaction(this.writes, async (client) => {
+      await client.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
+      await linkWithin(client, org, repository, digest, info);
+    });
   }
 
-  async unlink(org: string, digest: string): Promise<void> {
-    await this.query('DELETE FROM registry_links WHERE org = $1 AND digest = $2', [org, digest]);
+  async hold(org: string, repository: string, digest: string): Promise<void> {
+    await this.query('INSERT INTO registry_repository_links (org, repository, digest, created) SELECT org, $2, digest, $4 FROM registry_links WHERE org = $1 AND digest = $3 ON CONFLICT DO NOTHING', [org, repository, digest, new Date().toISOString()]);
+  }
+
+  async unlink(org: string, repository: string, digest: string): Promise<void> {
+    await this.ready;
+    await inTransaction(this.writes, async (client) => {
+      // The digest's row first, as every writer of its links takes it (see linkWithin).
+      await client.query('SELECT 1 FROM registry_blobs WHERE digest = $1 FOR UPDATE', [digest]);
+      await client.query('DELETE FROM registry_repository_links WHERE org = $1 AND repository = $2 AND digest = $3', [org, repository, digest]);
+      await client.query(
+        `WITH gone AS (DELETE FROM registry_links WHERE org = $1 AND digest = $2 AND NOT EXISTS (SELECT 1 FROM registry_repository_links WHERE org = $1 AND digest = $2) RETURNING digest)
+         UPDATE registry_org_bytes SET bytes = bytes - (SELECT size FROM registry_blobs WHERE digest = $2) WHERE org = $1 AND EXISTS (SELECT 1 FROM gone)`,
+        [org, digest],
+      );
+    });
+  }
+
+  async stored(org: string): Promise<number> {
+    const [row] = await this.query<{ bytes: string }>('SELECT bytes FROM registry_org_bytes WHERE org = $1', [org]);
+    return Number(row?.bytes ?? 0);
+  }
+
+  /** What the org's quota counts: the content it links and what its upload sessions hold, in one read. */
+  async usage(org: string): Promise<number> {
+    const [row] = await this.query<{ bytes: string }>(
+      'SELECT coalesce((SELECT bytes FROM registry_org_bytes WHERE org = $1), 0) + (SELECT coalesce(sum(size), 0) FROM registry_uploads WHERE org = $1) AS bytes',
+      [org],
+    );
+    return Number(row.bytes);
+  }
+
+  async unassigned(): Promise<boolean> {
+    return (await this.query(`SELECT 1 FROM registry_links WHERE ${UNASSIGNED} LIMIT 1`, [])).length > 0;
+  }
+
+  async forgetUnassigned(): Promise<void> {
+    await this.query(
+      `WITH gone AS (DELETE FROM registry_links WHERE ${UNASSIGNED} RETURNING org, digest),
+         freed AS (SELECT g.org, sum(b.size) AS bytes FROM gone g JOIN registry_blobs b ON b.digest = g.digest GROUP BY g.org)
+       UPDATE registry_org_bytes o SET bytes = o.bytes - freed.bytes FROM freed WHERE o.org = freed.org`,
+      [],
+    );
   }
 
   read(digest: string, start = 0, end?: number): Readable {
@@ -170,8 +259,12 @@ export class PostgresBlobStore implements BlobStore {
     );
   }
 
-  async referrers(org: string, digest: string): Promise<Linked[]> {
-    const rows = await this.query<LinkRow>('SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1 AND l.subject = $2 ORDER BY l.digest', [org, digest]);
+  async referrers(org: string, digest: string, repository?: string): Promise<Linked[]> {
+    const inRepository = repository === undefined ? '' : ' AND EXISTS (SELECT 1 FROM registry_repository_links r WHERE r.org = l.org AND r.digest = l.digest AND r.repository = $3)';
+    const rows = await this.query<LinkRow>(
+      `SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1 AND l.subject = $2${inRepository} ORDER BY l.digest`,
+      repository === undefined ? [org, digest] : [org, digest, repository],
+    );
     return rows.map(linkedOf);
   }
 
@@ -182,7 +275,9 @@ export class PostgresBlobStore implements BlobStore {
   async remove(digest: string): Promise<void> {
     await this.ready;
     await inTransaction(this.writes, async (client) => {
-      const removed = await client.query<{ content: string }>('DELETE FROM registry_blobs WHERE digest = $1 RETURNING content', [digest]);
+      const removed = await client.query<{ content: string; size: string }>('DELETE FROM registry_blobs WHERE digest = $1 RETURNING content, size', [digest]);
+      await client.query('DELETE FROM registry_repository_links WHERE digest = $1', [digest]);
+      if (removed.rowCount) await client.query('UPDATE registry_org_bytes SET bytes = bytes - $2 WHERE org IN (SELECT org FROM registry_links WHERE digest = $1)', [digest, removed.rows[0].size]);
       await client.query('DELETE FROM registry_links WHERE digest = $1', [digest]);
       if (removed.rowCount) await client.query('DELETE FROM registry_content WHERE content = $1', [removed.rows[0].content]);
     });
@@ -216,27 +311,53 @@ export class PostgresUploads implements UploadSessions {
    */
   private readonly hashes = new Map<string, Received>();
 
+  readonly quota: OrgQuota;
+
   constructor(
     private readonly blobs: PostgresBlobStore,
-    private readonly maxBlobBytes: number,
-  ) {}
+    private readonly limits: UploadLimits,
+  ) {
+    this.quota = new OrgQuota(limits.maxOrgBytes, (org) => blobs.usage(org));
+  }
 
-  async start(org: string, repository: string): Promise<Upload> {
-    await this.blobs.ready;
+  async start(org: string, repository: string, principal: string): Promise<Upload> {
+    await this.expire();
     const id = randomUUID();
-    await this.blobs.reads.query(`INSERT INTO registry_uploads (id, org, repository, content, size, touched) VALUES ($1, $2, $3, nextval('registry_content_ids'), 0, now())`, [id, org, repository]);
+    await inTransaction(this.blobs.writes, async (client) => {
+      // One start per principal at a time, across processes: the count and the insert go together.
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [UPLOAD_COUNT_LOCK, principal]);
+      const [open] = (await client.query<{ n: string }>('SELECT count(*) AS n FROM registry_uploads WHERE principal = $1', [principal])).rows;
+      if (Number(open.n) >= this.limits.maxUploads) throw tooManyUploads(this.limits.maxUploads);
+      await client.query(`INSERT INTO registry_uploads (id, org, repository, principal, content, size, touched) VALUES ($1, $2, $3, $4, nextval('registry_content_ids'), 0, now())`, [id, org, repository, principal]);
+    });
     this.hashes.set(id, { size: 0, hash: createHash('sha256'), touched: Date.now(), copy: this.blobs.cache?.tempFile() });
-    return { id, org, repository, size: 0 };
+    return { id, org, repository, principal, size: 0 };
   }
 
   async find(org: string, repository: string, id: string): Promise<Upload> {
     await this.blobs.ready;
-    const [row] = (await this.blobs.reads.query<{ size: string }>('SELECT size FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3', [id, org, repository])).rows;
+    const [row] = (await this.blobs.reads.query<{ size: string; principal: string }>('SELECT size, principal FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3', [id, org, repository])).rows;
     if (!row) throw uploadUnknown();
-    return { id, org, repository, size: Number(row.size) };
+    return { id, org, repository, principal: row.principal, size: Number(row.size) };
+  }
+
+  async receiving(org: string): Promise<number> {
+    await this.blobs.ready;
+    const [row] = (await this.blobs.reads.query<{ bytes: string }>('SELECT coalesce(sum(size), 0) AS bytes FROM registry_uploads WHERE org = $1', [org])).rows;
+    return Number(row.bytes);
   }
 
   async append(upload: Upload, body: Readable, expectedLength?: number): Promise<void> {
+    // Closed once the bytes are committed (or dropped): until then this process counts them for the org.
+    const charge = await this.quota.open(upload.org);
+    try {
+      await this.receive(upload, body, expectedLength, charge.charge);
+    } finally {
+      charge.close();
+    }
+  }
+
+  private async receive(upload: Upload, body: Readable, expectedLength: number | undefined, charge: (bytes: number) => void): Promise<void> {
     await this.session(upload, async (client, row) => {
       // Another process appended since this request read the session: the chunk no longer starts where it ends.
       if (row.size !== upload.size) throw new RegistryError('BLOB_UPLOAD_INVALID', `the chunk must start at byte ${row.size}`, 416);
@@ -245,7 +366,7 @@ export class PostgresUploads implements UploadSessions {
       await client.query('SET LOCAL synchronous_commit = off');
       const known = this.hashes.get(upload.id);
       const hash = known?.size === row.size ? known.hash.copy() : undefined;
-      const stage = meter(row.size, this.maxBlobBytes, hash);
+      const stage = meter(row.size, this.limits.maxBlobBytes, hash, charge);
       let copy = hash ? known?.copy : undefined;
       // The bytes written to the copy are those hashed, and in the same order.
       const file = copy ? await open(copy, row.size === 0 ? 'w' : 'r+').catch(() => undefined) : undefined;
@@ -305,7 +426,7 @@ export class PostgresUploads implements UploadSessions {
         await client.query('DELETE FROM registry_content WHERE content = $1', [row.content]);
         await client.query('UPDATE registry_blobs SET created = $2 WHERE digest = $1', [digest, new Date().toISOString()]);
       }
-      await client.query(LINK_SQL, linkParams(upload.org, digest));
+      await linkWithin(client, upload.org, upload.repository, digest);
       // Once the blob is committed: the copy's bytes were hashed to this digest on their way in.
       return () => {
         if (copy) this.blobs.cache?.adopt(copy, digest, row.size);
@@ -322,7 +443,8 @@ export class PostgresUploads implements UploadSessions {
     await this.blobs.writes.query(`WITH gone AS (DELETE FROM registry_uploads WHERE id = $1 RETURNING content) DELETE FROM registry_content WHERE content IN (SELECT content FROM gone)`, [upload.id]);
   }
 
-  async expire(before: number): Promise<void> {
+  async expire(): Promise<void> {
+    const before = Date.now() - this.limits.idleMs;
     await this.blobs.ready;
     // A session a request is writing to is locked by it: skipped, and its commit touches it anew.
     await this.blobs.writes.query(

@@ -2,26 +2,31 @@
 // the Host (`ORG.registry.<domain>`, as the hosted service names it) or, at Keel's plain address
 // (what `cpln` prints from /discovery's `registry`), by the org of the key that signs in.
 // Tags are `image` items written through the generic resource service; content lives in the
-// BlobStore, uploads in progress in UploadSessions.
+// BlobStore, uploads in progress in UploadSessions. A repository serves only the content it holds
+// (repositories.ts), so a digest learned elsewhere reads nothing through it.
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Target } from '../auth/authorizer.js';
 import type { BearerAuthenticator } from '../auth/bearer.js';
-import type { Principal } from '../auth/principal.js';
+import { identity, type Principal } from '../auth/principal.js';
+import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { listAll } from '../reconcile/common.js';
 import type { Resources } from '../resources/service.js';
+import { coreBase } from '../public-url.js';
 import type { Store } from '../store/types.js';
 import { tokenOf } from '../server/authenticate.js';
-import type { BlobStore } from './blobs.js';
+import { readWhole, type BlobStore, type Linked } from './blobs.js';
 import { RegistryError, sendRegistryError, toRegistryError } from './errors.js';
-import { checkDigest, checkRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
+import { checkDigest, checkRepository, isRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
+import { assignRepositories, reach } from './repositories.js';
 import type { UploadSessions } from './uploads.js';
 import type { AuthFailures } from '../server/limits.js';
 
 export interface RegistryDeps {
+  config: Config;
   store: Store;
   resources: Resources;
   auth: Authorizer;
@@ -42,7 +47,9 @@ const PATH = /^(.+?)\/(?:blobs\/uploads\/?([^/]*)|blobs\/([^/]+)|manifests\/([^/
 
 export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
   const def = findKind('image')!;
-  const { store, resources, auth, bearer, blobs, uploads, failures } = deps;
+  const { config, store, resources, auth, bearer, blobs, uploads, failures } = deps;
+  // Content linked before repositories were recorded goes to the repositories whose manifests name it, before any request.
+  app.addHook('onReady', () => assignRepositories(store, blobs));
 
   const authenticate = async (request: FastifyRequest): Promise<Principal> => {
     const token = credentialOf(request);
@@ -147,7 +154,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
           await requireAny(principal, PUSH, targetFor(org, repository));
           if (uploadId === '') {
             if (method !== 'POST') throw unsupported(method, rest);
-            return startUpload(request, reply, org, repository, base, query);
+            return startUpload(request, reply, principal, org, repository, base, query);
           }
           const upload = await uploads.find(org, repository, uploadId);
           const location = `${base}/blobs/uploads/${upload.id}`;
@@ -185,13 +192,13 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
           checkDigest(blobDigest);
           if (method === 'DELETE') {
             await requireAny(principal, ['delete'], targetFor(org, repository));
-            if (!(await blobs.linked(org, blobDigest))) throw blobUnknown(blobDigest);
-            await blobs.unlink(org, blobDigest);
+            if (!(await blobs.held(org, repository, blobDigest))) throw blobUnknown(blobDigest);
+            await blobs.unlink(org, repository, blobDigest);
             return reply.code(202).send();
           }
           if (method !== 'GET' && method !== 'HEAD') throw unsupported(method, rest);
           await requireAny(principal, PULL, targetFor(org, repository));
-          const blob = await blobs.linked(org, blobDigest);
+          const blob = await blobs.held(org, repository, blobDigest);
           if (!blob) throw blobUnknown(blobDigest);
           return sendContent(request, reply, blobDigest, blob.size, 'application/octet-stream');
         }
@@ -203,7 +210,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
           if (method === 'GET' || method === 'HEAD') {
             await requireAny(principal, PULL, targetFor(org, repository, byDigest ? undefined : reference));
             const digest = byDigest ? reference : await taggedDigest(org, repository, reference);
-            const manifest = digest && (await blobs.linked(org, digest));
+            const manifest = digest && (byDigest ? await blobs.held(org, repository, digest) : await heldByTag(org, repository, digest));
             if (!manifest || !manifest.mediaType) throw new RegistryError('MANIFEST_UNKNOWN', `manifest unknown: ${repository}:${reference}`, 404);
             return sendContent(request, reply, digest, manifest.size, manifest.mediaType);
           }
@@ -216,13 +223,13 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
               });
               return reply.code(202).send();
             }
-            const manifest = await blobs.linked(org, reference);
+            const manifest = await blobs.held(org, repository, reference);
             if (!manifest || !manifest.mediaType) throw new RegistryError('MANIFEST_UNKNOWN', `manifest unknown: ${reference}`, 404);
-            // Deleting a manifest deletes the tags that name it.
+            // Deleting a manifest deletes this repository's tags that name it; other repositories holding it keep it.
             for (const item of await listAll(store, org, 'image', '', `${repository}:`)) {
               if (item.data.digest === reference) await resources.delete(principal, def, { org }, item.name);
             }
-            await blobs.unlink(org, reference);
+            await blobs.unlink(org, repository, reference);
             return reply.code(202).send();
           }
           throw unsupported(method, rest);
@@ -246,16 +253,14 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         if (method !== 'GET') throw unsupported(method, rest);
         checkDigest(referred!);
         await requireAny(principal, PULL, targetFor(org, repository));
-        let referrers = await blobs.referrers(org, referred!);
+        let referrers = await blobs.referrers(org, referred!, repository);
         if (query.artifactType !== undefined) {
           referrers = referrers.filter((r) => r.artifactType === query.artifactType);
           reply.header('oci-filters-applied', 'artifactType');
         }
-        return reply.type(OCI_INDEX).send({
-          schemaVersion: 2,
-          mediaType: OCI_INDEX,
-          manifests: referrers.map((r) => ({ mediaType: r.mediaType, digest: r.digest, size: r.size, ...(r.artifactType ? { artifactType: r.artifactType } : {}) })),
-        });
+        const manifests = [];
+        for (const referrer of referrers) manifests.push(await referrerDescriptor(referrer));
+        return reply.type(OCI_INDEX).send({ schemaVersion: 2, mediaType: OCI_INDEX, manifests });
       },
     };
     const summary = 'The OCI distribution API v1.1: blobs, uploads, manifests, tags, referrers (see docs/registry.md); errors are {"errors":[{code, message, detail}]}';
@@ -266,16 +271,34 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
     // Undocumented like every HEAD route: it answers as GET does, without the body.
     registry.route({ ...distribution, method: 'HEAD', schema: { hide: true } });
 
-    async function startUpload(request: FastifyRequest, reply: FastifyReply, org: string, repository: string, base: string, query: Record<string, string | undefined>) {
+    /** A referrer as the referrers index lists it: with the manifest's annotations and artifact type (OCI distribution 1.1). */
+    async function referrerDescriptor(referrer: Linked): Promise<Record<string, unknown>> {
+      let annotations: unknown;
+      if (referrer.size <= MAX_MANIFEST_BYTES) {
+        try {
+          annotations = (JSON.parse((await readWhole(blobs, referrer.digest)).toString('utf8')) as { annotations?: unknown }).annotations;
+        } catch {
+          // accepted manifests are JSON; content gone meanwhile lists the referrer without them
+        }
+      }
+      return {
+        mediaType: referrer.mediaType,
+        digest: referrer.digest,
+        size: referrer.size,
+        ...(referrer.artifactType ? { artifactType: referrer.artifactType } : {}),
+        ...(annotations && typeof annotations === 'object' && !Array.isArray(annotations) ? { annotations } : {}),
+      };
+    }
+
+    async function startUpload(request: FastifyRequest, reply: FastifyReply, principal: Principal, org: string, repository: string, base: string, query: Record<string, string | undefined>) {
       if (query.mount !== undefined) {
         checkDigest(query.mount);
-        // Within the org every repository shares the org's content; from another org a mount is refused
-        // (falls back to an upload) unless the org already holds the blob.
-        if (await blobs.linked(org, query.mount)) {
+        if (await mountable(principal, org, query.mount, query.from)) {
+          await blobs.link(org, repository, query.mount);
           return reply.code(201).header('location', `${base}/blobs/${query.mount}`).header('docker-content-digest', query.mount).send();
         }
       }
-      const upload = await uploads.start(org, repository);
+      const upload = await uploads.start(org, repository, identity(principal));
       if (query.digest !== undefined) {
         checkDigest(query.digest);
         try {
@@ -296,6 +319,37 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         .send();
     }
 
+    /**
+     * A mount names a repository of the same org (the path's org: no name reaches another), which the
+     * caller may pull from and which holds the blob. A name outside the grammar is NAME_INVALID; any
+     * other source that cannot be mounted starts an ordinary upload, as the spec allows, saying
+     * nothing of what that repository holds.
+     */
+    async function mountable(principal: Principal, org: string, digest: string, from: string | undefined): Promise<boolean> {
+      if (from === undefined) return false;
+      checkRepository(from);
+      try {
+        await requireAny(principal, PULL, targetFor(org, from));
+      } catch (err) {
+        if (err instanceof ApiError && err.code === 'forbidden') return false;
+        throw err;
+      }
+      return (await blobs.held(org, from, digest)) !== undefined;
+    }
+
+    /**
+     * A tag is a manifest of its repository (tags are written only by pushing to it): what the tag
+     * reaches is the repository's even where its links are missing (a snapshot restored a tag whose
+     * links went since), and is linked to it again. Not the manifests referring to it: other
+     * repositories' referrers of the same digest stay theirs.
+     */
+    async function heldByTag(org: string, repository: string, digest: string): Promise<Linked | undefined> {
+      const held = await blobs.held(org, repository, digest);
+      if (held || !(await blobs.linked(org, digest))) return held;
+      await reach(blobs, org, [digest], new Set(), false, (d) => blobs.hold(org, repository, d));
+      return blobs.held(org, repository, digest);
+    }
+
     async function taggedDigest(org: string, repository: string, tag: string): Promise<string | undefined> {
       const item = await store.get({ org, kind: 'image', gvc: '', name: `${repository}:${tag}` });
       return item?.data.digest as string | undefined;
@@ -310,14 +364,16 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
       const digest = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
       if (byDigest && digest !== reference) throw new RegistryError('DIGEST_INVALID', `the manifest's digest is ${digest}, not ${reference}`, 400);
       const manifest = parseManifest(bytes, request.headers['content-type']);
+      // Only content this repository holds: a digest read elsewhere is no way into another repository's blobs.
       for (const blob of manifest.blobs) {
-        if (!(await blobs.linked(org, blob.digest))) throw new RegistryError('MANIFEST_BLOB_UNKNOWN', `blob unknown to registry: ${blob.digest}`, 400, { digest: blob.digest });
+        if (!(await blobs.held(org, repository, blob.digest))) throw new RegistryError('MANIFEST_BLOB_UNKNOWN', `blob unknown to registry: ${blob.digest}`, 400, { digest: blob.digest });
       }
       for (const child of manifest.manifests) {
-        const known = await blobs.linked(org, child.digest);
+        const known = await blobs.held(org, repository, child.digest);
         if (!known || !known.mediaType) throw new RegistryError('MANIFEST_BLOB_UNKNOWN', `manifest unknown to registry: ${child.digest}`, 400, { digest: child.digest });
       }
-      await blobs.put(org, digest, bytes, { mediaType: manifest.mediaType, subject: manifest.subject?.digest, artifactType: manifest.artifactType });
+      if (!(await blobs.linked(org, digest))) await uploads.quota.admit(org, bytes.length);
+      await blobs.put(org, repository, digest, bytes, { mediaType: manifest.mediaType, subject: manifest.subject?.digest, artifactType: manifest.artifactType });
       if (tag !== undefined) {
         await resources.record(principal, def, { org }, `${repository}:${tag}`, { repository, tag, digest, manifest: manifest.body });
       }
@@ -349,9 +405,10 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
 
   function challenge(request: FastifyRequest, reply: FastifyReply, err: RegistryError): FastifyReply {
     if (err.status === 401) {
-      const realm = `${request.protocol}://${request.headers.host ?? 'localhost'}/v2/token`;
+      // Where Keel says it is (KEEL_PUBLIC_URL, else a Host only when it is loopback or Keel's own address): never the header's text as sent.
+      const realm = `${coreBase(config, request)}/v2/token`;
       const match = PATH.exec((request.params as { '*'?: string })['*'] ?? '');
-      const scope = match ? `,scope="repository:${match[1]}:pull,push"` : '';
+      const scope = match && isRepository(match[1]) ? `,scope="repository:${match[1]}:pull,push"` : '';
       reply.header('www-authenticate', `Bearer realm="${realm}",service="keel"${scope}`);
     }
     return sendRegistryError(reply, err);

@@ -15,12 +15,15 @@ export interface Upload {
   id: string;
   org: string;
   repository: string;
+  /** Who started it (an identity of auth/principal.ts): the open sessions of each are bounded. */
+  principal: string;
   /** Bytes received so far. */
   size: number;
 }
 
 export interface UploadSessions {
-  start(org: string, repository: string): Promise<Upload>;
+  /** A new session; TOOMANYREQUESTS when the principal has KEEL_REGISTRY_MAX_UPLOADS open already (idle ones expire first). */
+  start(org: string, repository: string, principal: string): Promise<Upload>;
   /** The session, if it belongs to this org and repository. */
   find(org: string, repository: string, id: string): Promise<Upload>;
   /**
@@ -28,26 +31,101 @@ export interface UploadSessions {
    * (too large) or shorter than `expectedLength` leaves the session as it was before this request.
    */
   append(upload: Upload, body: Readable, expectedLength?: number): Promise<void>;
-  /** Ends the session: its content becomes the blob `claimed` (linked to the org) if that is its digest, else it is dropped and DIGEST_INVALID thrown. */
+  /** Ends the session: its content becomes the blob `claimed` (linked to the org's repository) if that is its digest, else it is dropped and DIGEST_INVALID thrown. */
   finish(upload: Upload, claimed: string): Promise<void>;
   cancel(upload: Upload): Promise<void>;
-  /** Drops sessions untouched since `before` (ms since the epoch) with their content; never one a request is writing to. */
-  expire(before: number): Promise<void>;
+  /** Drops sessions idle for KEEL_REGISTRY_UPLOAD_IDLE_MS with their content; never one a request is writing to. */
+  expire(): Promise<void>;
+  /** Bytes the org's sessions hold. */
+  receiving(org: string): Promise<number>;
+  /** The org's bound on stored bytes, over its content and its sessions. */
+  readonly quota: OrgQuota;
   close(): Promise<void>;
 }
 
-/** Sessions untouched this long are abandoned: garbage collection drops them with their content. */
-export const ABANDONED_MS = 60 * 60 * 1000;
+/** The bounds every upload backend keeps. */
+export interface UploadLimits {
+  /** KEEL_REGISTRY_MAX_BLOB_BYTES */
+  maxBlobBytes: number;
+  /** KEEL_REGISTRY_MAX_BYTES_PER_ORG */
+  maxOrgBytes: number;
+  /** KEEL_REGISTRY_MAX_UPLOADS: open sessions per principal. */
+  maxUploads: number;
+  /** KEEL_REGISTRY_UPLOAD_IDLE_MS: a session untouched this long is abandoned. */
+  idleMs: number;
+}
+
+export const tooManyUploads = (limit: number) =>
+  new RegistryError('TOOMANYREQUESTS', `this principal has ${limit} upload sessions open already (KEEL_REGISTRY_MAX_UPLOADS): finish or cancel one first`, 429, { limit, setting: 'KEEL_REGISTRY_MAX_UPLOADS' });
 
 /**
- * The pass every appended byte takes: counted against the registry's blob limit and, when the
- * hash of what came before is at hand, hashed.
+ * The org's bound on stored bytes (KEEL_REGISTRY_MAX_BYTES_PER_ORG): what it links, what its
+ * sessions hold, and what this process is receiving for it at this moment, so that requests
+ * received at once count each other's bytes before any of them is committed.
  */
-export function meter(before: number, limit: number, hash: Hash | undefined): Transform & { received: number } {
+export class OrgQuota {
+  /** Bytes received for each org that are not yet in what `usage` reads (committed or dropped). */
+  private readonly flowing = new Map<string, number>();
+  /** Bytes received for each org since this process started (never lowered). */
+  private readonly total = new Map<string, number>();
+
+  constructor(
+    readonly maxBytes: number,
+    /** What the store says the org holds: linked content and session bytes. */
+    private readonly usage: (org: string) => Promise<number>,
+  ) {}
+
+  /**
+   * A charge for one request's bytes: each call counts them and throws once the org would pass
+   * its bound. Bytes counted by others since it opened, or in flight when it did, count too.
+   */
+  async open(org: string): Promise<{ charge(bytes: number): void; close(): void }> {
+    const mark = (this.total.get(org) ?? 0) - (this.flowing.get(org) ?? 0);
+    const used = await this.usage(org);
+    let mine = 0;
+    return {
+      charge: (bytes) => {
+        this.total.set(org, (this.total.get(org) ?? 0) + bytes);
+        this.flowing.set(org, (this.flowing.get(org) ?? 0) + bytes);
+        mine += bytes;
+        if (used + (this.total.get(org) ?? 0) - mark > this.maxBytes) throw this.full();
+      },
+      close: () => {
+        const left = (this.flowing.get(org) ?? 0) - mine;
+        mine = 0;
+        if (left > 0) this.flowing.set(org, left);
+        else this.flowing.delete(org);
+      },
+    };
+  }
+
+  /** Throws unless `bytes` more fit (a manifest, stored whole). */
+  async admit(org: string, bytes: number): Promise<void> {
+    if ((await this.usage(org)) + (this.flowing.get(org) ?? 0) + bytes > this.maxBytes) throw this.full();
+  }
+
+  private full(): RegistryError {
+    return new RegistryError('DENIED', `the org's registry storage would pass ${this.maxBytes} bytes (KEEL_REGISTRY_MAX_BYTES_PER_ORG): delete images, then collect garbage`, 413, {
+      limit: this.maxBytes,
+      setting: 'KEEL_REGISTRY_MAX_BYTES_PER_ORG',
+    });
+  }
+}
+
+/**
+ * The pass every appended byte takes: counted against the registry's blob limit and the org's
+ * quota and, when the hash of what came before is at hand, hashed.
+ */
+export function meter(before: number, limit: number, hash: Hash | undefined, charge: (bytes: number) => void): Transform & { received: number } {
   const stage = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       stage.received += chunk.length;
       if (before + stage.received > limit) return done(new RegistryError('SIZE_INVALID', `the blob is larger than the registry accepts (${limit} bytes, KEEL_REGISTRY_MAX_BLOB_BYTES)`, 413));
+      try {
+        charge(chunk.length);
+      } catch (err) {
+        return done(err as Error);
+      }
       hash?.update(chunk);
       done(null, chunk);
     },
@@ -87,12 +165,14 @@ interface FileUpload extends Upload {
 export class FileUploads implements UploadSessions {
   private readonly sessions = new Map<string, FileUpload>();
   private readonly dir: string;
+  readonly quota: OrgQuota;
 
   constructor(
     dataDir: string,
-    private readonly maxBlobBytes: number,
+    private readonly limits: UploadLimits,
     private readonly blobs: FileBlobStore,
   ) {
+    this.quota = new OrgQuota(limits.maxOrgBytes, async (org) => (await blobs.stored(org)) + (await this.receiving(org)));
     // Each process its own directory: processes sharing a data directory never touch each other's files.
     const root = join(registryDir(dataDir), 'uploads');
     this.dir = join(root, randomUUID());
@@ -100,9 +180,13 @@ export class FileUploads implements UploadSessions {
     removeStale(root, this.dir);
   }
 
-  async start(org: string, repository: string): Promise<Upload> {
+  async start(org: string, repository: string, principal: string): Promise<Upload> {
+    await this.expire();
+    let open = 0;
+    for (const session of this.sessions.values()) if (session.principal === principal) open++;
+    if (open >= this.limits.maxUploads) throw tooManyUploads(this.limits.maxUploads);
     const id = randomUUID();
-    const upload: FileUpload = { id, org, repository, file: join(this.dir, id), size: 0, hash: createHash('sha256'), touched: Date.now(), busy: false };
+    const upload: FileUpload = { id, org, repository, principal, file: join(this.dir, id), size: 0, hash: createHash('sha256'), touched: Date.now(), busy: false };
     writeFileSync(upload.file, '');
     this.sessions.set(id, upload);
     return upload;
@@ -121,8 +205,10 @@ export class FileUploads implements UploadSessions {
     upload.busy = true;
     const before = upload.size;
     const hash = upload.hash.copy();
-    const stage = meter(before, this.maxBlobBytes, hash);
+    let charge: Awaited<ReturnType<OrgQuota['open']>> | undefined;
     try {
+      charge = await this.quota.open(upload.org);
+      const stage = meter(before, this.limits.maxBlobBytes, hash, charge.charge);
       await receive(body, stage, expectedLength, createWriteStream(upload.file, { flags: 'r+', start: before }));
       upload.size = before + stage.received;
       upload.hash = hash;
@@ -130,6 +216,7 @@ export class FileUploads implements UploadSessions {
       truncate(upload.file, before);
       throw err;
     } finally {
+      charge?.close();
       upload.busy = false;
       upload.touched = Date.now();
     }
@@ -144,7 +231,7 @@ export class FileUploads implements UploadSessions {
       rmSync(upload.file, { force: true });
       throw digestMismatch(digest, claimed);
     }
-    await this.blobs.adopt(upload.org, digest, upload.size, upload.file);
+    await this.blobs.adopt(upload.org, upload.repository, digest, upload.size, upload.file);
   }
 
   async cancel(upload: Upload): Promise<void> {
@@ -152,8 +239,15 @@ export class FileUploads implements UploadSessions {
     rmSync((upload as FileUpload).file, { force: true });
   }
 
-  async expire(before: number): Promise<void> {
+  async expire(): Promise<void> {
+    const before = Date.now() - this.limits.idleMs;
     for (const upload of this.sessions.values()) if (!upload.busy && upload.touched < before) await this.cancel(upload);
+  }
+
+  async receiving(org: string): Promise<number> {
+    let bytes = 0;
+    for (const upload of this.sessions.values()) if (upload.org === org) bytes += upload.size;
+    return bytes;
   }
 
   async close(): Promise<void> {
@@ -164,7 +258,7 @@ export class FileUploads implements UploadSessions {
 
 /** Another process's upload directory untouched for a day belongs to a process that died. */
 function removeStale(root: string, own: string): void {
-  const cutoff = Date.now() - 24 * ABANDONED_MS;
+  const cutoff = Date.now() - 24 * 60 * 60 * 1000;
   for (const name of readdirSync(root)) {
     const dir = join(root, name);
     if (dir === own) continue;

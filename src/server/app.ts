@@ -184,7 +184,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config, { bearer, auth });
-  mountRegistry(core, { store, resources, auth, bearer, ...registry, failures });
+  mountRegistry(core, { config, store, resources, auth, bearer, ...registry, failures });
   const collector = setInterval(() => void collectGarbage(store, registry).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
   collector.unref();
   core.addHook('onClose', async () => {

@@ -10,7 +10,7 @@ import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { KINDS } from '../kinds/index.js';
 import { sendError } from './errors.js';
-import { auditBase, isCoreOrigin } from './public-url.js';
+import { auditBase, isCoreOrigin } from '../public-url.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

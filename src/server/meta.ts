@@ -4,7 +4,7 @@ import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { VERSION } from '../version.js';
 import { sendError } from './errors.js';
-import { auditBase, coreBase } from './public-url.js';
+import { auditBase, coreBase } from '../public-url.js';
 import { CRD_EXPORTER, TERRAFORM_EXPORTER } from './exporters.js';
 
 const started = new Date();

@@ -9,7 +9,7 @@ import type { Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
-import { coreBase } from './public-url.js';
+import { coreBase } from '../public-url.js';
 import { onReplaced } from '../store/snapshots.js';
 import { RESTORE_ACTION } from '../audit/events.js';
 import type { Scheduler } from './fairness.js';

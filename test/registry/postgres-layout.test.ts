@@ -31,7 +31,7 @@ test('registry content of the first PostgreSQL layout is converted and served by
     await old.end();
   }
 
-  const { blobs, uploads } = openPostgresRegistry(schema.url, 10 * MiB);
+  const { blobs, uploads } = openPostgresRegistry(schema.url, { maxBlobBytes: 10 * MiB, maxOrgBytes: 100 * MiB, maxUploads: 16, idleMs: 3_600_000 });
   try {
     assert.deepEqual(await blobs.linked('acme', digest), { digest, size: content.length, mediaType: '', subject: undefined, artifactType: undefined });
     const read = async (start?: number, end?: number) => {
@@ -42,7 +42,7 @@ test('registry content of the first PostgreSQL layout is converted and served by
     assert.ok((await read()).equals(content), 'the whole blob');
     assert.ok((await read(MiB - 5, 2 * MiB + 7)).equals(content.subarray(MiB - 5, 2 * MiB + 8)), 'a range across the old chunks');
     // New content lands beside it in the new layout, and the same content is not stored twice.
-    const upload = await uploads.start('acme', 'app');
+    const upload = await uploads.start('acme', 'app', 'tester');
     await uploads.append(upload, Readable.from([content]));
     await uploads.finish(upload, digest);
     assert.ok((await read()).equals(content));

@@ -6,7 +6,7 @@
 // address Keel was reached at, and the listen address is used for any other.
 import type { FastifyRequest } from 'fastify';
 import { isIP } from 'node:net';
-import type { Config } from '../config.js';
+import type { Config } from './config.js';
 
 /** The Core API's base URL as clients should use it (no trailing slash). */
 export function coreBase(config: Config, request: FastifyRequest): string {
