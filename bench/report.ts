@@ -101,7 +101,7 @@ function merged(previous: string, fresh: string, titles: string[]): string {
     return rerun.has(s.title) && now.has(s.title) ? now.get(s.title)! : s.text;
   });
   for (const title of titles) if (!old.sections.some((s) => s.title === title) && now.has(title)) sections.push(now.get(title)!);
-  return [old.head, ...sections].join('');
+  return [old.head, ...sections.map((text) => text.replace(/\n*$/, '\n\n'))].join('').replace(/\n+$/, '\n');
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
