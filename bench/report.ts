@@ -1,7 +1,7 @@
 // Writes BENCHMARKS.md at the repository root and its charts under bench/charts/ from a run's
 // report (bench/out/report.json). `npm run bench` calls it at the end; `node dist/bench/report.js`
 // redraws both from the last report.json without measuring again.
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT, type Section } from './harness.js';
@@ -18,10 +18,16 @@ export interface Report {
   sections: Section[];
 }
 
-export function writeBenchmarks(report: Report): string {
+/**
+ * With `merge` (a run of some sections only), the run's sections replace theirs in the BENCHMARKS.md
+ * there is, summary rows included, and the other sections and their charts stay.
+ */
+export function writeBenchmarks(report: Report, options: { merge?: boolean } = {}): string {
   const chartDir = join(ROOT, 'bench', 'charts');
+  const file = join(ROOT, 'BENCHMARKS.md');
+  const previous = options.merge && existsSync(file) ? readFileSync(file, 'utf8') : undefined;
   mkdirSync(chartDir, { recursive: true });
-  for (const f of readdirSync(chartDir)) if (f.endsWith('.svg')) rmSync(join(chartDir, f));
+  if (previous === undefined) for (const f of readdirSync(chartDir)) if (f.endsWith('.svg')) rmSync(join(chartDir, f));
   const details = report.machineDetails ?? { Machine: report.machine };
   const md: string[] = [
     '# Keel benchmarks',
@@ -58,9 +64,44 @@ export function writeBenchmarks(report: Report): string {
     }
     md.push(...s.lines, '');
   }
-  const text = md.join('\n');
-  writeFileSync(join(ROOT, 'BENCHMARKS.md'), text);
+  const fresh = md.join('\n');
+  const text = previous === undefined ? fresh : merged(previous, fresh, report.sections.map((s) => s.title));
+  writeFileSync(file, text);
   return text;
+}
+
+/** `previous` with the sections named `titles` (and their summary rows) taken from `fresh`; sections new to it go last. */
+function merged(previous: string, fresh: string, titles: string[]): string {
+  const split = (text: string) => {
+    const [head, ...parts] = text.split(/^(?=## )/m);
+    return { head, sections: parts.map((part) => ({ title: part.slice(3, part.indexOf('\n')), text: part })) };
+  };
+  const old = split(previous);
+  const now = new Map(split(fresh).sections.map((s) => [s.title, s.text]));
+  const rerun = new Set(titles);
+  // Summary rows: a section's rows begin with the row naming it.
+  const rowsOf = (summary: string) => {
+    const groups: Array<{ title: string; rows: string[] }> = [];
+    for (const row of summary.split('\n').filter((l) => /^\| /.test(l) && !/^\| Section \|/.test(l))) {
+      const title = row.split('|')[1].trim();
+      if (title) groups.push({ title, rows: [row] });
+      else groups.at(-1)?.rows.push(row);
+    }
+    return groups;
+  };
+  const sections = old.sections.map((s) => {
+    if (s.title === 'Summary') {
+      const kept = rowsOf(s.text).filter((g) => !rerun.has(g.title));
+      const added = rowsOf(now.get('Summary') ?? '');
+      const table = s.text.split('\n').filter((l) => !/^\| /.test(l) || /^\| Section \|/.test(l));
+      const header = table.findIndex((l) => /^\|---/.test(l));
+      const at = header >= 0 ? header + 1 : table.length;
+      return [...table.slice(0, at), ...kept.flatMap((g) => g.rows), ...added.flatMap((g) => g.rows), ...table.slice(at)].join('\n');
+    }
+    return rerun.has(s.title) && now.has(s.title) ? now.get(s.title)! : s.text;
+  });
+  for (const title of titles) if (!old.sections.some((s) => s.title === title) && now.has(title)) sections.push(now.get(title)!);
+  return [old.head, ...sections.map((text) => text.replace(/\n*$/, '\n\n'))].join('').replace(/\n+$/, '\n');
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

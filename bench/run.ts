@@ -1,7 +1,7 @@
 // npm run bench: runs every section in one session and writes bench/out/report.md and report.json,
 // and BENCHMARKS.md at the repository root with its charts under bench/charts/.
 // Compare ratios, not absolute numbers: these 2-core machines are noisy. BENCH_ONLY=get,patch
-// runs some sections only (BENCHMARKS.md then shows only those).
+// runs some sections only: they replace their own in BENCHMARKS.md, and the other sections stay.
 import { execSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
@@ -26,6 +26,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   faults: () => import('./admin.js').then((m) => m.benchFaults()),
   registry: () => import('./registry.js').then((m) => m.benchRegistry()),
   runtime: () => import('./runtime.js').then((m) => m.benchRuntime()),
+  logflood: () => import('./logflood.js').then((m) => m.benchLogFlood()),
 };
 
 function postgresVersion(): string {
@@ -70,7 +71,7 @@ async function main(): Promise<void> {
     ...sections.flatMap((s) => [`## ${s.title}`, '', ...s.lines, '']),
   ].join('\n');
   writeFileSync(join(outDir, 'report.md'), md);
-  writeBenchmarks(report);
+  writeBenchmarks(report, { merge: only !== undefined });
   process.stdout.write(md);
   process.stderr.write(`bench: wrote BENCHMARKS.md and bench/charts/ in ${((Date.now() - started) / 60000).toFixed(1)} min\n`);
 }

@@ -65,6 +65,12 @@ export interface Config {
   logsMaxAgeDays: number;
   /** Time one logs read may spend matching lines against its query (400 above). */
   logsQueryBudgetMs: number;
+  /** Bytes of output a replica's lines may bring into the logs each second; the rest is dropped and counted (runc). */
+  logBytesPerSecond: number;
+  /** Bytes of log lines an org keeps at most; its oldest lines go first. */
+  logMaxBytesPerOrg: number;
+  /** Bytes a replica may write into its root filesystem and scratch volumes together (runc; ENOSPC above). */
+  replicaDiskBytes: number;
   /** Identity providers whose JWTs are accepted. */
   jwtIssuers?: TrustedIssuer[];
   // The reconcilers (living resources): absent in an embedding config (tests) means off, so a test drives them itself.
@@ -233,6 +239,9 @@ export const OPTIONS: Option[] = [
   option('auditMaxEvents', 'KEEL_AUDIT_MAX_EVENTS', '--audit-max-events', whole(0, 1_000_000_000), 'keep at most this many audit events per org (0 = all)'),
   option('logsMaxAgeDays', 'KEEL_LOGS_MAX_AGE_DAYS', '--logs-max-age-days', whole(0, 100_000), 'remove log lines older than this (0 = keep; see docs/logs.md)'),
   option('logsQueryBudgetMs', 'KEEL_LOGS_QUERY_BUDGET_MS', '--logs-query-budget-ms', whole(10, 3_600_000), 'time one logs read may spend matching lines against its query (400 above)'),
+  option('logBytesPerSecond', 'KEEL_LOG_BYTES_PER_SECOND', '--log-bytes-per-second', whole(1024, Number.MAX_SAFE_INTEGER), "with --runtime runc: bytes of a replica's output taken into its logs each second; the rest is dropped and counted in one line a second (see docs/logs.md)"),
+  option('logMaxBytesPerOrg', 'KEEL_LOG_MAX_BYTES_PER_ORG', '--log-max-bytes-per-org', whole(65_536, Number.MAX_SAFE_INTEGER), "bytes of log lines (text and labels) an org keeps; past it its oldest lines are removed"),
+  option('replicaDiskBytes', 'KEEL_REPLICA_DISK_BYTES', '--replica-disk-bytes', whole(16 * 1024 * 1024, Number.MAX_SAFE_INTEGER), "with --runtime runc: bytes a replica may write into its root filesystem and scratch volumes together (the replica gets ENOSPC past it; see docs/runtime.md)"),
   option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
   option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
   option('watchBookmarkMs', 'KEEL_WATCH_BOOKMARK_MS', '--watch-bookmark-ms', whole(10, 3_600_000), 'a quiet watch gets a bookmark event this often'),
@@ -298,6 +307,9 @@ export const DEFAULTS: Config = {
   auditMaxEvents: 0,
   logsMaxAgeDays: 30,
   logsQueryBudgetMs: 1000,
+  logBytesPerSecond: 256 * 1024,
+  logMaxBytesPerOrg: 1024 * 1024 * 1024,
+  replicaDiskBytes: 1024 * 1024 * 1024,
   reconcileStepMs: 1000,
   runtime: 'simulated',
   ingressPort: 8082,

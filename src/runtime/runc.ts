@@ -13,7 +13,7 @@
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -22,11 +22,13 @@ import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
 import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
+import { mountDisk, unmountDisk } from './disk.js';
 import { DomainRoutes } from './domains.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
+import { Output } from './output.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import { prepareVolumes, VolumeError, volumeSetDir, volumeSetsIn } from './volumes.js';
 import type { Clock, Demand, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime, Wake } from './types.js';
@@ -49,6 +51,10 @@ export interface RuncOptions {
   onError: (err: unknown, what: string) => void;
   /** The host:port names of Keel's own registry (references to it resolve to its blobs). */
   registryHosts?: () => string[];
+  /** Bytes of output a replica may bring into the logs each second (KEEL_LOG_BYTES_PER_SECOND). */
+  logBytesPerSecond: number;
+  /** Bytes a replica may write into its root filesystem and scratch volumes (KEEL_REPLICA_DISK_BYTES). */
+  replicaDiskBytes: number;
 }
 
 interface Probe {
@@ -77,9 +83,8 @@ interface Container {
   spec: ContainerSpec;
   runcId: string;
   bundle: string;
-  log: string;
-  logOffset: number;
-  logRest: string;
+  /** The FIFO its stdout and stderr go to (read by output.ts). */
+  output: string;
   child?: ChildProcess;
   startedAt: number;
   exited: boolean;
@@ -115,9 +120,13 @@ const BACKOFF_MAX_MS = 300_000;
 /** A replica that ran this long before exiting starts its back-off over. */
 const BACKOFF_RESET_MS = 600_000;
 const STOP_GRACE_MS = 5_000;
-const LOG_LINE_MAX = 16 * 1024;
-/** Log lines kept waiting for the store at most (older ones are dropped when it falls behind). */
-const LOG_BACKLOG_MAX = 50_000;
+/** One write of replica log lines to the store: at most this many lines, about this many bytes (a bounded hold of the store's writer). */
+const LOG_BATCH_LINES = 2_000;
+const LOG_BATCH_BYTES = 512 * 1024;
+/** Batches written per tick at most: with TICK_MS, at most 12.5 MiB/s of replicas' lines in all (the rest waits, then is dropped and counted). */
+const LOG_BATCHES_PER_TICK = 5;
+/** How fast a container's output is read, as a multiple of the log rate (at least 4 MiB/s): past it, its writes wait. */
+const DRAIN_FACTOR = 16;
 
 /**
  * A short name for one Keel data directory: the prefix of its network namespaces (`keel-SCOPE-…`),
@@ -153,8 +162,9 @@ export class RuncRuntime implements Runtime {
   private readonly demands = new Map<string, { ref: DeploymentRef; windowMs: number; reported: string }>();
   private tick?: NodeJS.Timeout;
   private readonly lease: Lease;
-  private pendingLogs: NewLogLine[] = [];
-  private writingLogs = false;
+  private readonly output: Output;
+  /** The write of log lines under way, if one is. */
+  private writingLogs: Promise<void> | false = false;
   private stopped = false;
 
   constructor(private readonly options: RuncOptions) {
@@ -163,6 +173,11 @@ export class RuncRuntime implements Runtime {
     this.scope = scopeOf(options.dataDir);
     this.network = new Network(parseSubnet(options.subnet), this.scope);
     this.blobs = options.blobs;
+    this.output = new Output({
+      bytesPerSecond: options.logBytesPerSecond,
+      drainBytesPerSecond: Math.max(4 * 1024 * 1024, DRAIN_FACTOR * options.logBytesPerSecond),
+      onError: (err) => options.onError(err, 'reading replica output'),
+    });
     this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
     this.ingress = new Ingress(
       (host, path, hostname) => this.route(host, path, hostname),
@@ -230,9 +245,9 @@ export class RuncRuntime implements Runtime {
   async start(): Promise<void> {
     // Said at start rather than on the first workload: network namespaces, mounts and runc need root.
     if (process.getuid?.() !== 0) throw new Error('KEEL_RUNTIME=runc needs root (network namespaces, overlay mounts and runc); run Keel as root or use KEEL_RUNTIME=simulated');
-    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ...(this.front ? [['haproxy', '-v']] : [])]) {
+    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ['mkfs.ext4', '-V'], ['mkfifo', '--version'], ...(this.front ? [['haproxy', '-v']] : [])]) {
       await command(tool, [flag]).catch(() => {
-        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2${this.front ? ' haproxy' : ''})`);
+        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2 e2fsprogs coreutils${this.front ? ' haproxy' : ''})`);
       });
     }
     mkdirSync(join(this.dir, 'replicas'), { recursive: true });
@@ -265,8 +280,10 @@ export class RuncRuntime implements Runtime {
     this.stopped = true;
     clearInterval(this.tick);
     await this.dropAll();
-    this.collectLogs();
-    await this.flushLogs();
+    await this.output.closeAll().catch((err) => this.options.onError(err, 'reading replica output'));
+    await this.writingLogs;
+    await this.flushLogs(Infinity);
+    await this.output.stop();
     await this.front?.stop();
     await this.ingress.close();
     if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
@@ -368,16 +385,21 @@ export class RuncRuntime implements Runtime {
       for (const c of specs) images.push(await this.images.prepare(replica.ref.org, String(c.image ?? '')));
       if (replica.removed || this.stopped) return;
       const dir = join(this.dir, 'replicas', replica.id);
-      const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, replica.ref, replica.want.name, replica.want.spec);
+      mkdirSync(dir, { recursive: true });
+      const disk = await mountDisk(dir, this.options.replicaDiskBytes);
+      const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
       const port = firstPort(specs);
       for (const [i, c] of specs.entries()) {
-        const bundle = join(dir, c.name);
+        // Named by position, as runc's id: a container named `disk` or `volumes` must not meet the replica's own directories.
+        const bundle = join(dir, `c${i}`);
         const rootfs = join(bundle, 'rootfs');
-        for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true });
-        await command('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${images[i].rootfs},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, rootfs]);
+        const layer = join(disk, `c${i}`);
+        mkdirSync(rootfs, { recursive: true });
+        for (const d of ['upper', 'work']) mkdirSync(join(layer, d), { recursive: true });
+        await command('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${images[i].rootfs},upperdir=${join(layer, 'upper')},workdir=${join(layer, 'work')}`, rootfs]);
         const runcId = `${replica.id}-${i}`;
         const env: Record<string, string> = {
           CPLN_ORG: replica.ref.org,
@@ -388,12 +410,13 @@ export class RuncRuntime implements Runtime {
           ...(port ? { PORT: String(port) } : {}),
         };
         writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name) })));
-        const log = join(bundle, 'output.log');
-        const container: Container = { name: c.name, spec: c, runcId, bundle, log, logOffset: 0, logRest: '', startedAt: Date.now(), exited: false, ready: false };
+        const output = join(bundle, 'output.fifo');
+        await command('mkfifo', ['-m', '0600', output]);
+        const container: Container = { name: c.name, spec: c, runcId, bundle, output, startedAt: Date.now(), exited: false, ready: false };
         container.readiness = probeState((c as { readinessProbe?: Probe }).readinessProbe);
         container.liveness = probeState((c as { livenessProbe?: Probe }).livenessProbe);
         replica.containers.push(container);
-        this.launch(replica, container);
+        await this.launch(replica, container);
       }
     } catch (err) {
       const told = err instanceof ImageError || err instanceof VolumeError;
@@ -409,8 +432,12 @@ export class RuncRuntime implements Runtime {
   }
 
   /** Runs one container in the foreground of a runc process of its own: its exit is the container's. */
-  private launch(replica: Replica, container: Container): void {
-    const fd = openSync(container.log, 'a');
+  private async launch(replica: Replica, container: Container): Promise<void> {
+    const { gvc, workload, location } = replica.ref;
+    const labels = { gvc, workload, location, replica: replica.want.name };
+    await this.output.open(container.runcId, container.output, replica.id, replica.ref.org, labels, { ...labels, container: container.name });
+    // The reader has it open: opening it to write does not wait, and the writes block (not fail) while the pipe is full.
+    const fd = openSync(container.output, 'w');
     const child = spawn('runc', ['--root', this.root, 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId], { detached: true, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     container.child = child;
@@ -434,7 +461,6 @@ export class RuncRuntime implements Runtime {
           ? `killed by ${signal}`
           : `exit code ${exitCode}`;
     replica.message = `Container ${container.name} of replica ${replica.want.name} exited (${why})`;
-    this.collectLogs();
     this.log(replica, container, replica.message);
     const ran = Date.now() - container.startedAt;
     if (ran > BACKOFF_RESET_MS) replica.restarts = 0;
@@ -466,7 +492,7 @@ export class RuncRuntime implements Runtime {
   private remove(replica: Replica): Promise<void> {
     replica.removed = true;
     clearTimeout(replica.timer);
-    const done = (replica.busy = replica.busy.then(() => this.teardown(replica)));
+    const done = (replica.busy = replica.busy.then(() => this.teardown(replica)).then(() => this.output.forget(replica.id)));
     // Kept until done, so a shutdown right after a delete still waits for it.
     this.removing.add(done);
     const forget = () => void this.removing.delete(done);
@@ -485,12 +511,15 @@ export class RuncRuntime implements Runtime {
       if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'KILL']);
     }
     await Promise.all(containers.map((c) => exitOf(c, STOP_GRACE_MS)));
-    this.collectLogs();
     replica.containers = [];
     for (const c of containers) {
+      this.output.close(c.runcId);
       await quietly('runc', ['--root', this.root, 'delete', '--force', c.runcId]);
       await unmount(join(c.bundle, 'rootfs'));
     }
+    const dir = join(this.dir, 'replicas', replica.id);
+    if (existsSync(dir)) for (const c of readdirSync(dir)) await unmount(join(dir, c, 'rootfs'));
+    await unmountDisk(dir);
     await this.network.detach(replica.id);
     if (replica.removed && replica.address) {
       this.network.release(replica.address);
@@ -509,6 +538,7 @@ export class RuncRuntime implements Runtime {
     const replicas = join(this.dir, 'replicas');
     for (const id of readdirSync(replicas)) {
       for (const c of readdirSync(join(replicas, id))) await unmount(join(replicas, id, c, 'rootfs'));
+      await unmountDisk(join(replicas, id));
       await this.network.detach(id);
       rmSync(join(replicas, id), { recursive: true, force: true });
     }
@@ -539,8 +569,7 @@ export class RuncRuntime implements Runtime {
       d.reported = now;
       for (const listener of this.listeners) listener(d.ref);
     }
-    this.collectLogs();
-    void this.flushLogs();
+    void this.flushLogs(LOG_BATCHES_PER_TICK);
   }
 
   private probe(replica: Replica, c: Container, state: ProbeState, now: number, settle: (ok: boolean) => void): void {
@@ -711,63 +740,37 @@ export class RuncRuntime implements Runtime {
     for (const listener of this.listeners) listener(replica.ref);
   }
 
-  /** A line of Keel's own about a replica, in its logs. */
+  /** A line of Keel's own about a replica, in its logs (after what `container` wrote before it). */
   private log(replica: Replica, container: Container | undefined, line: string): void {
     const { gvc, workload, location } = replica.ref;
-    this.queue({ org: replica.ref.org, ts: stamp(Date.now()), labels: { gvc, workload, location, replica: replica.want.name, ...(container ? { container: container.name } : {}) }, line });
+    const labels = { gvc, workload, location, replica: replica.want.name };
+    this.output.own(replica.id, replica.ref.org, labels, container ? { ...labels, container: container.name } : labels, line, container?.runcId);
   }
 
-  private queue(line: NewLogLine): void {
-    this.pendingLogs.push(line);
-    if (this.pendingLogs.length > LOG_BACKLOG_MAX) this.pendingLogs.splice(0, this.pendingLogs.length - LOG_BACKLOG_MAX);
-  }
-
-  /** Reads what each container wrote since the last read: complete lines go to the logs. */
-  private collectLogs(): void {
-    for (const replicas of this.deployments.values()) {
-      for (const replica of replicas.values()) {
-        for (const c of replica.containers) this.readLog(replica, c);
+  /**
+   * Writes the lines waiting in the output thread to the store, a bounded batch per transaction (one
+   * batch holds the store's writer, and the event loop on SQLite, for a few ms), at most `batches`.
+   */
+  private async flushLogs(batches: number): Promise<void> {
+    if (this.writingLogs) return;
+    let done!: () => void;
+    this.writingLogs = new Promise<void>((resolve) => (done = resolve));
+    try {
+      for (let i = 0; i < batches; i++) {
+        const { lines, more } = await this.output.take(LOG_BATCH_LINES, LOG_BATCH_BYTES);
+        if (lines.length > 0) {
+          const stamped: NewLogLine[] = lines.map((l) => ({ org: l.org, ts: stamp(l.ms), labels: l.labels, line: l.line }));
+          await this.options.store.transaction((tx) => tx.appendLogs(stamped));
+        }
+        if (!more) break;
+        // Requests waiting on the event loop go before the next batch.
+        await new Promise((resolve) => setImmediate(resolve));
       }
-    }
-  }
-
-  private readLog(replica: Replica, c: Container): void {
-    let size: number;
-    try {
-      size = statSync(c.log).size;
-    } catch {
-      return;
-    }
-    if (size <= c.logOffset) return;
-    const length = Math.min(size - c.logOffset, 4 * 1024 * 1024);
-    const buffer = Buffer.alloc(length);
-    const fd = openSync(c.log, 'r');
-    try {
-      readSync(fd, buffer, 0, length, c.logOffset);
-    } finally {
-      closeSync(fd);
-    }
-    c.logOffset += length;
-    const text = c.logRest + buffer.toString('utf8');
-    const lines = text.split('\n');
-    c.logRest = lines.pop() ?? '';
-    if (c.logRest.length > LOG_LINE_MAX) lines.push(c.logRest), (c.logRest = '');
-    const { gvc, workload, location } = replica.ref;
-    const labels = { gvc, workload, location, replica: replica.want.name, container: c.name };
-    for (const line of lines) this.queue({ org: replica.ref.org, ts: stamp(Date.now()), labels, line: line.replace(/\r$/, '').slice(0, LOG_LINE_MAX) });
-  }
-
-  private async flushLogs(): Promise<void> {
-    if (this.writingLogs || this.pendingLogs.length === 0) return;
-    this.writingLogs = true;
-    const lines = this.pendingLogs;
-    this.pendingLogs = [];
-    try {
-      await this.options.store.transaction((tx) => tx.appendLogs(lines));
     } catch (err) {
       this.options.onError(err, 'writing replica logs');
     } finally {
       this.writingLogs = false;
+      done();
     }
   }
 }

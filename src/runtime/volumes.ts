@@ -6,7 +6,8 @@
 //   the workload, and goes when the volume set is deleted;
 // - cpln://secret/NAME[.KEY]: the secret's value as read-only files, written for the replica when
 //   the workload's identity is granted `reveal` on it, and removed with the replica;
-// - scratch://NAME: an empty directory of the replica's own, shared by its containers;
+// - scratch://NAME: an empty directory of the replica's own, shared by its containers, on the
+//   replica's disk (disk.ts), so that it shares the replica's bound;
 // - cloud storage: not mounted; the replica does not start, and says why.
 import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -43,10 +44,11 @@ export function volumeSetsIn(runtimeDir: string): Array<{ org: string; gvc: stri
 }
 
 /**
- * Makes the directories and files of the replica's volumes (its private ones under `replicaDir`)
- * and gives each container's bind mounts; throws VolumeError when a volume cannot be had.
+ * Makes the directories and files of the replica's volumes (its secrets under `replicaDir`, its
+ * scratch volumes under `diskDir`) and gives each container's bind mounts; throws VolumeError when
+ * a volume cannot be had.
  */
-export async function prepareVolumes(store: Store, auth: Authorizer, runtimeDir: string, replicaDir: string, ref: DeploymentRef, replica: string, spec: Record<string, any>): Promise<Map<string, BindMount[]>> {
+export async function prepareVolumes(store: Store, auth: Authorizer, runtimeDir: string, replicaDir: string, diskDir: string, ref: DeploymentRef, replica: string, spec: Record<string, any>): Promise<Map<string, BindMount[]>> {
   const mounts = new Map<string, BindMount[]>();
   const own = join(replicaDir, 'volumes');
   for (const [i, container] of ((spec.containers ?? []) as ContainerVolumes[]).entries()) {
@@ -71,8 +73,9 @@ export async function prepareVolumes(store: Store, auth: Authorizer, runtimeDir:
         if (makeDir(dir)) chmodSync(dir, 0o777);
         list.push({ destination: path, source: dir, readonly: false });
       } else if (source.kind === 'scratch') {
-        const dir = join(own, `scratch-${source.name}`);
-        privateDir(own);
+        const scratch = join(diskDir, 'scratch');
+        const dir = join(scratch, source.name);
+        privateDir(scratch);
         if (makeDir(dir)) chmodSync(dir, 0o777);
         list.push({ destination: path, source: dir, readonly: false });
       } else {

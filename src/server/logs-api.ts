@@ -53,6 +53,11 @@ const REVOKED = 1008;
 const PING_EVERY_MS = 30_000;
 const RETENTION_EVERY_MS = 60_000;
 const PRUNE_CHUNK = 10_000;
+/** How often orgs over KEEL_LOG_MAX_BYTES_PER_ORG lose their oldest lines, and in chunks of how many lines (one transaction each). */
+const CAP_EVERY_MS = 5_000;
+const TRIM_CHUNK = 1_000;
+/** Rows of changes to an org's bytes of lines past which the cap's pass folds them into one. */
+const FOLD_ROWS = 64;
 
 type Query = Record<string, string | undefined>;
 
@@ -118,6 +123,8 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   let openTails = 0;
   const following = new Set<OpenTail>();
   let retention: NodeJS.Timeout | undefined;
+  let cap: NodeJS.Timeout | undefined;
+  let capping = false;
   let recheck: NodeJS.Timeout | undefined;
   // This process's writes that can take access away are checked at once; other processes' within about a second.
   const onChange = (_org: string, appended?: AppendedEvent) => {
@@ -126,6 +133,14 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   app.addHook('onReady', async () => {
     retention = setInterval(() => void pruneLogLines(store, config, Date.now()).catch((err) => app.log.error({ err }, 'log retention failed')), RETENTION_EVERY_MS);
     retention.unref();
+    cap = setInterval(() => {
+      if (capping) return;
+      capping = true;
+      void capLogLines(store, config)
+        .catch((err) => app.log.error({ err }, 'log cap failed'))
+        .finally(() => (capping = false));
+    }, CAP_EVERY_MS);
+    cap.unref();
     recheck = setInterval(() => {
       if (following.size > 0) void recheckTails();
     }, TAIL_RECHECK_MS);
@@ -199,6 +214,7 @@ export function mountLogs(app: FastifyInstance, store: Store, auth: Authorizer, 
   };
   app.addHook('onClose', async () => {
     clearInterval(retention);
+    clearInterval(cap);
     clearInterval(recheck);
     changes.off('change', onChange);
     feed.close();
@@ -410,6 +426,26 @@ export async function pruneLogLines(store: Store, config: Pick<Config, 'logsMaxA
       removed += n;
       if (n < PRUNE_CHUNK) break;
     }
+  }
+  return removed;
+}
+
+/**
+ * Removes the oldest lines of each org whose lines take more than KEEL_LOG_MAX_BYTES_PER_ORG, until
+ * they fit, in chunks of one transaction each with the event loop free between them.
+ */
+export async function capLogLines(store: Store, config: Pick<Config, 'logMaxBytesPerOrg'>): Promise<number> {
+  let removed = 0;
+  for (const { org, bytes, rows } of await store.logUsage()) {
+    let over = bytes - config.logMaxBytesPerOrg;
+    while (over > 0) {
+      const gone = await store.trimLogs(org, over, TRIM_CHUNK);
+      if (gone.lines === 0) break;
+      removed += gone.lines;
+      over -= gone.bytes;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    if (rows > FOLD_ROWS) await store.foldLogUsage(org);
   }
   return removed;
 }

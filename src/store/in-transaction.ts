@@ -66,6 +66,15 @@ export class InTransaction implements Store {
   pruneLogs(org: string, before: string, max: number) {
     return this.base.pruneLogs(org, before, max);
   }
+  logUsage() {
+    return this.base.logUsage();
+  }
+  trimLogs(org: string, bytes: number, max: number) {
+    return this.base.trimLogs(org, bytes, max);
+  }
+  foldLogUsage(org: string) {
+    return this.base.foldLogUsage(org);
+  }
   pruneAudit(org: string, options: { before?: string; keep?: number }) {
     return this.base.pruneAudit(org, options);
   }

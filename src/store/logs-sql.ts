@@ -46,9 +46,49 @@ export function labelValuesQuery(dialect: Dialect, org: string, label: LogLabel,
   return { sql: `SELECT DISTINCT value FROM (${scan}) s ORDER BY value LIMIT ${params.add(limit)}`, values: params.values };
 }
 
-/** Deletes up to `max` of an org's oldest lines before `before`, oldest first. */
+/**
+ * What a line takes, as an org's cap on stored lines counts it: the bytes (UTF-8) of its text and
+ * labels. LINE_BYTES computes the same in SQL.
+ */
+export function lineBytes(line: NewLogLine): number {
+  let bytes = Buffer.byteLength(line.line);
+  for (const label of LOG_LABELS) bytes += Buffer.byteLength(line.labels[label] ?? '');
+  return bytes;
+}
+
+export const LINE_BYTES: Record<Dialect, string> = {
+  sqlite: ['line', ...LOG_LABELS].map((c) => `length(CAST(${c} AS BLOB))`).join(' + '),
+  postgres: ['line', ...LOG_LABELS].map((c) => `octet_length(${c})`).join(' + '),
+};
+
+/** Each org's bytes among `lines`, as rows of log_lines_usage. */
+export function usageOf(lines: readonly NewLogLine[]): Map<string, number> {
+  const bytes = new Map<string, number>();
+  for (const line of lines) bytes.set(line.org, (bytes.get(line.org) ?? 0) + lineBytes(line));
+  return bytes;
+}
+
+/** Deletes up to `max` of an org's oldest lines before `before`, oldest first; returns the bytes of each. */
 export function pruneLogsQuery(dialect: Dialect, org: string, before: string, max: number): { sql: string; values: unknown[] } {
   const params = new SqlParams(dialect);
   const oldest = `SELECT id FROM log_lines WHERE org = ${params.add(org)} AND ts < ${params.add(before)} ORDER BY ts, id LIMIT ${params.add(max)}`;
-  return { sql: `DELETE FROM log_lines WHERE id IN (${oldest})`, values: params.values };
+  return { sql: `DELETE FROM log_lines WHERE id IN (${oldest}) RETURNING ${LINE_BYTES[dialect]} AS bytes`, values: params.values };
 }
+
+/** An org's oldest lines, oldest first, at most `max`: their ids and bytes. */
+export function oldestLogsQuery(dialect: Dialect, org: string, max: number): { sql: string; values: unknown[] } {
+  const params = new SqlParams(dialect);
+  return { sql: `SELECT id, ${LINE_BYTES[dialect]} AS bytes FROM log_lines WHERE org = ${params.add(org)} ORDER BY ts, id LIMIT ${params.add(max)}`, values: params.values };
+}
+
+/** How many of `rows` (oldest first) to remove so that at least `bytes` go (all of them if they hold less). */
+export function enoughOf(rows: ReadonlyArray<{ bytes: number | string }>, bytes: number): number {
+  let sum = 0;
+  for (let i = 0; i < rows.length; i++) {
+    sum += Number(rows[i].bytes);
+    if (sum >= bytes) return i + 1;
+  }
+  return rows.length;
+}
+
+export const LOG_USAGE = 'SELECT org, SUM(bytes) AS bytes, COUNT(*) AS n FROM log_lines_usage GROUP BY org';

@@ -256,4 +256,25 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE INDEX log_lines_workload ON log_lines (org, gvc, workload, ts, id);`,
     },
   },
+  {
+    version: 12,
+    name: 'bytes of log lines per org',
+    // What each org's lines take (text and labels, see LINE_BYTES in logs-sql.ts), as rows of
+    // changes: each write of lines adds a row and each removal a negative one, so that no writer
+    // waits on another's lock; the cap's pass sums them and folds them into one row per org.
+    sql: {
+      sqlite: `
+        CREATE TABLE log_lines_usage (org TEXT NOT NULL, bytes INTEGER NOT NULL);
+        CREATE INDEX log_lines_usage_org ON log_lines_usage (org);
+        INSERT INTO log_lines_usage (org, bytes)
+          SELECT org, SUM(length(CAST(line AS BLOB)) + length(CAST(gvc AS BLOB)) + length(CAST(workload AS BLOB)) + length(CAST(location AS BLOB))
+            + length(CAST(container AS BLOB)) + length(CAST(replica AS BLOB)) + length(CAST(volumeset AS BLOB))) FROM log_lines GROUP BY org;`,
+      postgres: `
+        CREATE TABLE log_lines_usage (org TEXT NOT NULL, bytes BIGINT NOT NULL);
+        CREATE INDEX log_lines_usage_org ON log_lines_usage (org);
+        INSERT INTO log_lines_usage (org, bytes)
+          SELECT org, SUM(octet_length(line) + octet_length(gvc) + octet_length(workload) + octet_length(location)
+            + octet_length(container) + octet_length(replica) + octet_length(volumeset)) FROM log_lines GROUP BY org;`,
+    },
+  },
 ];

@@ -56,7 +56,7 @@ export interface RestoredOrg {
 
 /** Whether a restore rewinds a table: not the audit chains' nor the log lines, which record what happened. */
 export function isRewound(table: string): boolean {
-  return !table.startsWith('audit_') && table !== 'log_lines' && !table.startsWith('keel_');
+  return !table.startsWith('audit_') && !table.startsWith('log_lines') && !table.startsWith('keel_');
 }
 
 /** A service account's stored body without the keys that no longer exist (revoked after the snapshot). */

@@ -201,6 +201,12 @@ export interface Store {
   logLabelValues(org: string, label: LogLabel, from: string, to: string, limit: number): Promise<string[]>;
   /** Removes up to `max` of an org's lines older than `before` (a `ts`); returns how many. */
   pruneLogs(org: string, before: string, max: number): Promise<number>;
+  /** Each org's bytes of stored lines (see lineBytes in logs-sql.ts), and how many rows of changes hold the figure. */
+  logUsage(): Promise<Array<{ org: string; bytes: number; rows: number }>>;
+  /** Removes an org's oldest lines until at least `bytes` of them have gone, at most `max` lines; returns the lines and bytes removed. */
+  trimLogs(org: string, bytes: number, max: number): Promise<{ lines: number; bytes: number }>;
+  /** Folds the org's rows of changes to its bytes into one. */
+  foldLogUsage(org: string): Promise<void>;
   /** Runs `fn` in one transaction: all of its writes happen, or none. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /**

@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import WebSocket from 'ws';
-import { pruneLogLines } from '../../src/server/logs-api.js';
-import { stamp, tsOfMs } from '../../src/logs/time.js';
+import { capLogLines, pruneLogLines } from '../../src/server/logs-api.js';
+import { stamp, tsOf, tsOfMs } from '../../src/logs/time.js';
+import { lineBytes } from '../../src/store/logs-sql.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { spawnKeel } from '../support/spawn-keel.js';
 import { waitFor } from '../support/wait.js';
@@ -276,6 +277,37 @@ forEachBackend('logs API', (backend) => {
     assert.equal(await pruneLogLines(k.store, { logsMaxAgeDays: 0 }, now + 400 * 86_400_000), 0);
     // The simulated platform's own recent lines are still there.
     assert.ok((await lines('{gvc="prod"}')).length > 0);
+  });
+
+  test("the per-org cap: past KEEL_LOG_MAX_BYTES_PER_ORG an org's oldest lines go first; another org's stay", async () => {
+    const usage = async (org: string) => (await k.store.logUsage()).find((u) => u.org === org)?.bytes ?? 0;
+    const all = (org: string) => k.store.logs({ org, from: tsOf(0n), to: tsOfMs(Date.now() + 60_000), backward: false, labels: [], contains: [], limit: 10_000 });
+    const line = (org: string, i: number) => ({ org, ts: stamp(Date.now()), labels: { gvc: 'capped', workload: 'w', replica: 'w-0' }, line: `${org} ${String(i).padStart(3, '0')} ${'x'.repeat(1000)}` });
+    // Written in several transactions, as a replica's lines are, and the retention's removals counted too.
+    for (let i = 0; i < 300; i += 50) await k.store.transaction((tx) => tx.appendLogs(Array.from({ length: 50 }, (_, j) => line('noisy', i + j))));
+    await k.store.transaction((tx) => tx.appendLogs(Array.from({ length: 40 }, (_, j) => line('quiet', j))));
+    const each = lineBytes(line('noisy', 0));
+    assert.equal(await usage('noisy'), 300 * each);
+    const quiet = await usage('quiet');
+    assert.equal(quiet, 40 * each);
+    const cap = 100 * each + 10;
+    assert.equal(await capLogLines(k.store, { logMaxBytesPerOrg: cap }), 200);
+    const kept = (await all('noisy')).map((l) => Number(l.line.split(' ')[1]));
+    assert.deepEqual(kept, Array.from({ length: 100 }, (_, i) => 200 + i), 'the newest 100 lines are kept, the oldest gone');
+    assert.equal(await usage('noisy'), 100 * each);
+    assert.equal((await all('quiet')).length, 40);
+    assert.equal(await usage('quiet'), quiet);
+    assert.equal(await capLogLines(k.store, { logMaxBytesPerOrg: cap }), 0, 'nothing more once the org fits');
+    // Folding the rows of changes keeps the figure.
+    await k.store.foldLogUsage('noisy');
+    assert.deepEqual((await k.store.logUsage()).find((u) => u.org === 'noisy'), { org: 'noisy', bytes: 100 * each, rows: 1 });
+    // More lines: the cap holds, still oldest first.
+    await k.store.transaction((tx) => tx.appendLogs(Array.from({ length: 10 }, (_, j) => line('noisy', 300 + j))));
+    assert.equal(await capLogLines(k.store, { logMaxBytesPerOrg: cap }), 10);
+    assert.deepEqual((await all('noisy')).map((l) => Number(l.line.split(' ')[1])), Array.from({ length: 100 }, (_, i) => 210 + i));
+    // Retention's removals are counted too.
+    assert.equal(await k.store.pruneLogs('noisy', tsOfMs(Date.now() + 1000), 50), 50);
+    assert.equal(await usage('noisy'), 50 * each);
   });
 
   test('tail over a WebSocket: the bare key or Bearer; the newest lines, then each new matching line', async () => {

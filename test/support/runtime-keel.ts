@@ -40,10 +40,13 @@ export interface RuntimeKeel {
   close(): Promise<void>;
 }
 
-/** `cliReachesIngress`: the CLI's guard lets it reach the ingress too (`cpln workload open` and the like), not only the API. */
-export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; ingressProxy?: Config['ingressProxy'] } = {}): Promise<RuntimeKeel> {
+/**
+ * `cliReachesIngress`: the CLI's guard lets it reach the ingress too (`cpln workload open` and the
+ * like), not only the API. `settings`: more of Keel's configuration (bounds made small, say).
+ */
+export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; ingressProxy?: Config['ingressProxy']; settings?: Partial<Config> } = {}): Promise<RuntimeKeel> {
   const port = await freePort();
-  const keel = await startKeel('sqlite', 'acme', { port, ...runcSettings(options.ingressProxy) });
+  const keel = await startKeel('sqlite', 'acme', { port, ...runcSettings(options.ingressProxy), ...options.settings });
   await keel.app.core.listen({ host: '127.0.0.1', port });
   const ingressPort = (keel.app.core.runtime as unknown as { ingressPort: number }).ingressPort;
   const ingress = `http://127.0.0.1:${ingressPort}`;

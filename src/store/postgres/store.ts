@@ -7,7 +7,7 @@ import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
 import { AUDIT_LAYOUT, getOn, inTransaction, pendingInsert, prepared, updateCtes, type Queryable } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
-import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
+import { enoughOf, fromLogRow, LINE_BYTES, INSERT_COLUMNS, labelValuesQuery, LOG_USAGE, logsQuery, logValues, oldestLogsQuery, pruneLogsQuery, usageOf, type LogRow } from '../logs-sql.js';
 import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
@@ -295,7 +295,53 @@ export class PostgresStore implements Store {
 
   async pruneLogs(org: string, before: string, max: number): Promise<number> {
     const { sql, values } = pruneLogsQuery('postgres', org, before, max);
-    return (await this.pool.query(sql, values)).rowCount ?? 0;
+    return this.inTransaction(async (client) => {
+      const { rows } = await client.query<{ bytes: string }>(sql, values);
+      await noteLogBytes(client, org, -rows.reduce((a, r) => a + Number(r.bytes), 0));
+      return rows.length;
+    });
+  }
+
+  async logUsage(): Promise<Array<{ org: string; bytes: number; rows: number }>> {
+    const { rows } = await this.pool.query<{ org: string; bytes: string; n: string }>(LOG_USAGE);
+    return rows.map((r) => ({ org: r.org, bytes: Number(r.bytes), rows: Number(r.n) }));
+  }
+
+  async trimLogs(org: string, bytes: number, max: number): Promise<{ lines: number; bytes: number }> {
+    const { sql, values } = oldestLogsQuery('postgres', org, max);
+    const { rows } = await this.pool.query<{ id: string; bytes: string }>(sql, values);
+    const n = enoughOf(rows, bytes);
+    if (n === 0) return { lines: 0, bytes: 0 };
+    // What this statement removed (a line another process removed meanwhile is counted once, by it).
+    return this.inTransaction(async (client) => {
+      const gone = await client.query<{ bytes: string }>(`DELETE FROM log_lines WHERE id = ANY($1::bigint[]) RETURNING ${LINE_BYTES.postgres} AS bytes`, [rows.slice(0, n).map((r) => r.id)]);
+      const removed = gone.rows.reduce((a, r) => a + Number(r.bytes), 0);
+      await noteLogBytes(client, org, -removed);
+      return { lines: gone.rows.length, bytes: removed };
+    });
+  }
+
+  async foldLogUsage(org: string): Promise<void> {
+    // READ COMMITTED: rows added while this runs are not deleted, and keep counting.
+    await this.inTransaction(async (client) => {
+      const { rows } = await client.query<{ bytes: string }>('DELETE FROM log_lines_usage WHERE org = $1 RETURNING bytes', [org]);
+      await noteLogBytes(client, org, rows.reduce((a, r) => a + Number(r.bytes), 0));
+    });
+  }
+
+  private async inTransaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 
   async ping(): Promise<void> {
@@ -509,6 +555,7 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
         `INSERT INTO log_lines (${INSERT_COLUMNS.join(', ')}) SELECT * FROM unnest(${INSERT_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`,
         columns,
       );
+      for (const [org, bytes] of usageOf(lines)) await noteLogBytes(client, org, bytes);
     },
     async pruneAudit(org, options) {
       let cutoff = 0;
@@ -667,4 +714,9 @@ class Sealer {
     }
     return { sealed, chained };
   }
+}
+
+/** Records a change of an org's bytes of lines, in the client's transaction (an insert: no writer waits on another). */
+async function noteLogBytes(client: pg.PoolClient, org: string, bytes: number): Promise<void> {
+  if (bytes !== 0) await client.query('INSERT INTO log_lines_usage (org, bytes) VALUES ($1, $2)', [org, bytes]);
 }

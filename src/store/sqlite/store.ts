@@ -11,7 +11,7 @@ import { auditLayout, LOOKUP_CATCH_UP, lookupFileOf, ORG_SPAN, prepareLookup } f
 import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
-import { fromLogRow, INSERT_COLUMNS, labelValuesQuery, logsQuery, logValues, pruneLogsQuery, type LogRow } from '../logs-sql.js';
+import { enoughOf, fromLogRow, INSERT_COLUMNS, labelValuesQuery, LOG_USAGE, logsQuery, logValues, oldestLogsQuery, pruneLogsQuery, usageOf, type LogRow } from '../logs-sql.js';
 import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { SqliteSnapshots } from './snapshots.js';
@@ -404,7 +404,42 @@ export class SqliteStore implements Store {
 
   async pruneLogs(org: string, before: string, max: number): Promise<number> {
     const { sql, values } = pruneLogsQuery('sqlite', org, before, max);
-    return this.transaction(async () => this.stmt(this.writer, sql).run(...values).changes);
+    return this.transaction(async () => {
+      const gone = this.stmt(this.writer, sql).pluck().all(...values) as number[];
+      this.noteLogBytes(org, -gone.reduce((a, b) => a + b, 0));
+      return gone.length;
+    });
+  }
+
+  async logUsage(): Promise<Array<{ org: string; bytes: number; rows: number }>> {
+    return (this.stmt(this.reader, LOG_USAGE).all() as Array<{ org: string; bytes: number; n: number }>).map((r) => ({ org: r.org, bytes: Number(r.bytes), rows: Number(r.n) }));
+  }
+
+  async trimLogs(org: string, bytes: number, max: number): Promise<{ lines: number; bytes: number }> {
+    const { sql, values } = oldestLogsQuery('sqlite', org, max);
+    return this.transaction(async () => {
+      const rows = this.stmt(this.writer, sql).all(...values) as Array<{ id: number; bytes: number }>;
+      const n = enoughOf(rows, bytes);
+      if (n === 0) return { lines: 0, bytes: 0 };
+      const ids = rows.slice(0, n).map((r) => r.id);
+      const remove = this.stmt(this.writer, 'DELETE FROM log_lines WHERE id = ?');
+      for (const id of ids) remove.run(id);
+      const removed = rows.slice(0, n).reduce((a, r) => a + Number(r.bytes), 0);
+      this.noteLogBytes(org, -removed);
+      return { lines: n, bytes: removed };
+    });
+  }
+
+  async foldLogUsage(org: string): Promise<void> {
+    await this.transaction(async () => {
+      const bytes = this.stmt(this.writer, 'DELETE FROM log_lines_usage WHERE org = ? RETURNING bytes').pluck().all(org) as number[];
+      this.noteLogBytes(org, bytes.reduce((a, b) => a + Number(b), 0));
+    });
+  }
+
+  /** Records a change of an org's bytes of lines, in the transaction under way. */
+  private noteLogBytes(org: string, bytes: number): void {
+    if (bytes !== 0) this.stmt(this.writer, 'INSERT INTO log_lines_usage (org, bytes) VALUES (?, ?)').run(org, bytes);
   }
 
   async ping(): Promise<void> {
@@ -592,6 +627,7 @@ export class SqliteStore implements Store {
     appendLogs: async (lines) => {
       const insert = this.stmt(this.writer, INSERT_LOG);
       for (const line of lines) insert.run(logValues(line));
+      for (const [org, bytes] of usageOf(lines)) this.noteLogBytes(org, bytes);
     },
   };
 
