@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { accessReport } from '../auth/access-report.js';
 import type { Authorizer } from '../auth/authorizer.js';
+import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import type { KindDef, Place } from '../kinds/types.js';
@@ -43,7 +44,28 @@ export function mountAccessRoutes(app: FastifyInstance, resources: Resources, st
     if (def.kind === 'org') continue;
     const item = def.kind === 'gvc' ? '/org/:org/gvc/:gvc' : def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}/:name` : `/org/:org/${def.kind}/:name`;
     app.get(`${item}/-accessreport`, (request) => accessReport(store, auth, request.principal, def, placeOf(request, def), nameOf(request, def)));
+    const collection = def.kind === 'gvc' ? '/org/:org/gvc' : def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}` : `/org/:org/${def.kind}`;
+    app.get(`${collection}/-granted`, (request) => granted(auth, request.principal, def, placeOf(request, def), request.url.split('?')[0]));
   }
+}
+
+/**
+ * The permissions of a kind the caller holds on all its items (policies with `target: all`): what a
+ * client may offer without naming an item, such as "Create", asked without sending a write that fails.
+ * It tells the caller only about itself.
+ */
+async function granted(auth: Authorizer, principal: Principal, def: KindDef, place: Place, self: string) {
+  await auth.requireMember(principal, place.org);
+  const held: string[] = [];
+  for (const permission of def.permissions) {
+    try {
+      await auth.check(principal, permission.name, def, { org: place.org, gvc: place.gvc });
+      held.push(permission.name);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 'forbidden')) throw err;
+    }
+  }
+  return { kind: 'grantedpermissions', targetKind: def.kind, granted: held, links: [{ rel: 'self', href: self }] };
 }
 
 async function inviteMany(resources: Resources, request: FastifyRequest, emails: unknown[], groupLink: unknown) {
