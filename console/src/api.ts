@@ -213,52 +213,27 @@ export function kinds(): Promise<KindInfo[]> {
 }
 
 /**
- * Whether the caller may request a command of a type on a workload or volume set (runCronWorkload
- * needs only its own sub-permission): a server dry run of a command the server would accept, so an
- * allowed key sees no failing request.
+ * The permissions Keel reports the caller holds (implied ones included) on an item, or on every item
+ * of a collection (GET …/-granted): read with a request that succeeds for anyone who may read the
+ * item, so deciding which controls to show sends nothing that fails.
  */
-export async function mayCommand(path: string, type: string, spec: Record<string, unknown>): Promise<boolean> {
+export async function granted(path: string): Promise<string[]> {
   try {
-    await call('POST', `${path}/-command?dryRun=true`, { type, spec });
-    return true;
+    return (await call<{ granted: string[] }>('GET', `${path}/-granted`)).granted;
   } catch {
-    return false;
+    return [];
   }
 }
 
-/** Whether the caller may change an item: a dry-run patch that changes nothing is authorized like a real one. */
-export async function mayEdit(path: string): Promise<boolean> {
-  try {
-    await call('PATCH', `${path}?dryRun=true`, {});
-    return true;
-  } catch (err) {
-    return !(err instanceof Problem && (err.status === 403 || err.status === 401 || err.status === 405));
-  }
-}
+/** Whether the caller may change an item. */
+export const mayEdit = async (path: string) => (await granted(path)).includes('edit');
 
-/** Whether the caller may read a path: HEAD is authorized like GET and carries no body. */
-export async function mayRead(path: string, signal?: AbortSignal): Promise<boolean> {
-  try {
-    await call('HEAD', path, undefined, { signal });
-    return true;
-  } catch (err) {
-    if ((err as Error).name === 'AbortError') throw err;
-    return false;
-  }
-}
+/** Whether the caller may hold a permission on an item, such as exec.runCronWorkload (which exec and manage imply). */
+export const mayDo = async (path: string, permission: string) => (await granted(path)).includes(permission);
 
-/**
- * Whether the caller may create items in a collection, from the permissions Keel reports the caller
- * holds on every item of the kind (GET <collection>/-granted): asked with a read that succeeds for
- * any member, so no list page sends a request that fails. (Users are created with `invite`.)
- */
+/** Whether the caller may create items in a collection: a permission on all of its kind (users are created with `invite`). */
 export async function mayCreate(collection: string, kind: string): Promise<boolean> {
-  try {
-    const { granted } = await call<{ granted: string[] }>('GET', `${collection}/-granted`);
-    return granted.includes('manage') || granted.includes(kind === 'user' ? 'invite' : 'create');
-  } catch {
-    return false;
-  }
+  return (await granted(collection)).includes(kind === 'user' ? 'invite' : 'create');
 }
 
 /** The subprotocol prefix that carries the key on a WebSocket (a browser's WebSocket sends no Authorization header). */

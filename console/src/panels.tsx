@@ -1,7 +1,7 @@
 // The parts of an item's overview that only some kinds have. Each reads and writes through the
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
-import { call, explain, mayCommand, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
+import { call, explain, mayDo, selfOf, type Item, type ListBody, type WatchEvent } from './api';
 import { ErrorBox, ago, useLoad, Grid } from './widgets';
 
 interface PanelProps {
@@ -106,12 +106,10 @@ function WorkloadPanel(props: PanelProps) {
   const suspended = item.spec?.defaultOptions?.suspend === true;
   const cron = item.spec?.type === 'cron';
   // Running a cron job has a permission of its own (exec.runCronWorkload), apart from edit.
-  // Asked as a dry run of a command the server would accept (it names a location), so it does not fail for a key that may run it.
   const [canRun, setCanRun] = useState(false);
-  const firstLocation: string | undefined = deployments.data?.items[0]?.name;
   useEffect(() => {
-    if (cron && firstLocation) void mayCommand(path, 'runCronWorkload', { location: firstLocation }).then(setCanRun);
-  }, [path, cron, firstLocation]);
+    if (cron) void mayDo(path, 'exec.runCronWorkload').then(setCanRun);
+  }, [path, cron]);
   // As `cpln workload stop/start` does: a location's own options override the defaults, so they are suspended (or resumed) too.
   const localOptions: any[] = Array.isArray(item.spec?.localOptions) ? item.spec.localOptions : [];
   const suspension = (on: boolean) => ({ spec: { defaultOptions: { suspend: on }, ...(localOptions.length ? { localOptions: localOptions.map((o) => ({ ...o, suspend: on })) } : {}) } });
@@ -302,13 +300,13 @@ function DomainPanel(props: PanelProps) {
 
 /**
  * Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). Whether
- * the key has it is asked with HEAD on the same path: authorized like the GET, but the value never
- * leaves the server until a person asks to see it.
+ * the key has it is read from the permissions Keel reports it holds on the secret (…/-granted), so
+ * the value never leaves the server until a person asks to see it.
  */
 function SecretPanel(props: PanelProps) {
   const [value, setValue] = useState<unknown>();
   const [error, setError] = useState<string>();
-  const mayReveal = useLoad((signal) => mayRead(`${props.path}/-reveal`, signal), [props.path]);
+  const mayReveal = useLoad(() => mayDo(props.path, 'reveal'), [props.path]);
   return (
     <div>
       <h2>Value ({props.item.type})</h2>

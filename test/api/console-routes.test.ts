@@ -79,6 +79,26 @@ forEachBackend('routes the console relies on', (backend) => {
     assert.match(sideways.body.message, /direction must be forward or backward/);
   });
 
+  test('-granted on an item: what the caller holds on it, by name too; told only to a caller that may read it', async () => {
+    const policy = { name: 'viewer-edits-trail', targetKind: 'gvc', targetLinks: ['//gvc/trail'], bindings: [{ permissions: ['edit'], principalLinks: ['//serviceaccount/viewer'] }] };
+    assert.equal((await k.call('POST', '/org/acme/policy', policy)).status, 201);
+    const onItem = await k.call('GET', '/org/acme/gvc/trail/-granted', undefined, { token: viewer });
+    assert.equal(onItem.status, 200);
+    assert.deepEqual(onItem.body.granted, ['edit', 'view']);
+    assert.deepEqual((await k.call('GET', '/org/acme/gvc/-granted', undefined, { token: viewer })).body.granted, [], 'a grant by name is not one on every GVC');
+    assert.deepEqual((await k.call('GET', '/org/acme/gvc/trail/workload/web/-granted', undefined, { token: viewer })).body.granted, ['view']);
+    const admin = (await k.call('GET', '/org/acme/gvc/trail/workload/web/-granted')).body.granted as string[];
+    for (const p of ['edit', 'delete', 'exec', 'exec.runCronWorkload', 'manage']) assert.ok(admin.includes(p), `${p} in ${admin}`);
+    assert.equal((await k.call('POST', '/org/acme/secret', { name: 'hidden', type: 'opaque', data: { payload: 'x' } })).status, 201);
+    // Refused in the words of the item's GET, so it tells nothing the GET does not.
+    for (const name of ['hidden', 'missing']) {
+      const asked = await k.call('GET', `/org/acme/secret/${name}/-granted`, undefined, { token: viewer });
+      const read = await k.call('GET', `/org/acme/secret/${name}`, undefined, { token: viewer });
+      assert.ok(asked.status >= 400);
+      assert.deepEqual([asked.status, asked.body.code, asked.body.message], [read.status, read.body.code, read.body.message]);
+    }
+  });
+
   test('a tail opened with the key as a WebSocket subprotocol (a browser cannot send Authorization)', async () => {
     const offer = (key: string) => ['keel', `${TOKEN_PROTOCOL}${Buffer.from(key).toString('base64url')}`];
     const url = `ws://${host}/logs/org/acme/loki/api/v1/tail?query=${encodeURIComponent('{gvc="subprotocol"}')}`;
