@@ -163,7 +163,7 @@ export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: 
       </form>
       <div class="check">
         <input id="show-status" type="checkbox" checked={showStatus} onChange={(e) => toggleStatus((e.target as HTMLInputElement).checked)} />
-        <label for="show-status">Show Keel's status events (the reconcilers' status changes, subject keel)</label>
+        <label for="show-status">Show Keel's status events (written by its reconcilers)</label>
       </div>
       <p class="muted">Newest first.</p>
       <ErrorBox error={error} />
