@@ -98,7 +98,7 @@ const AUDIT_FILTER: Parameters = {
   fromEvent: { type: 'string', format: 'date-time', description: 'Events at or after this time' },
   toEvent: { type: 'string', format: 'date-time', description: 'Events at or before this time' },
   limit: PAGE.limit,
-  next: text('Continue after this event (from the next link)'),
+  next: text('Continue after this event, or before it going backward (from the next link)'),
 };
 const CRD_OPTIONS: Parameters = { namespace: text('metadata.namespace of each custom resource'), keep: { type: 'string', enum: ['true', 'false'], description: 'Annotate each to be kept when its release is removed' } };
 
