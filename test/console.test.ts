@@ -572,9 +572,12 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await signIn(runner);
     await open('/org/acme/gvc/shop/workload/nightly');
     await page.getByTestId('deployment-ready').first().waitFor({ timeout: WAIT });
-    const probed = page.waitForResponse((r) => r.url().includes('/-command?dryRun=true'), { timeout: WAIT });
+    // The console asks which permissions the key holds on the workload, with a read that succeeds.
+    const probed = page.waitForResponse((r) => r.url().endsWith('/workload/nightly/-granted'), { timeout: WAIT });
     await page.reload();
-    assert.equal((await probed).status(), 403, 'view alone may not run');
+    const answer = await probed;
+    assert.equal(answer.status(), 200);
+    assert.deepEqual((await answer.json()).granted, ['view'], 'view alone may not run');
     await page.getByTestId('deployment-ready').first().waitFor({ timeout: WAIT });
     assert.equal(await page.getByRole('button', { name: /^Run now/ }).count(), 0);
 
@@ -583,7 +586,7 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await page.reload();
     await page.getByRole('button', { name: 'Run now in aws-us-east-2' }).click();
     await page.getByRole('status').filter({ hasText: 'Run requested in aws-us-east-2.' }).waitFor({ timeout: WAIT });
-    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/nightly/-command')).body.items.length, before + 1, 'the probe stored no command; the click stored one');
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/nightly/-command')).body.items.length, before + 1, 'the click stored one command');
     assert.equal(await page.getByRole('button', { name: 'Force redeploy' }).count(), 0);
     assert.equal(await page.getByRole('button', { name: 'Delete' }).count(), 0);
   });

@@ -213,34 +213,89 @@ export function kinds(): Promise<KindInfo[]> {
 }
 
 /**
- * Whether the caller may send a write: as a server dry run, which checks permission before the
- * body (so a body the server would refuse as invalid still says "allowed") and stores nothing.
+ * The permissions Keel reports the caller holds (implied ones included) on an item, or on every item
+ * of a collection (GET …/-granted): read with a request that succeeds for anyone who may read the
+ * item, so deciding which controls to show sends nothing that fails.
  */
-async function mayWrite(method: 'PATCH' | 'POST', url: string, body: unknown): Promise<boolean> {
+export async function granted(path: string): Promise<string[]> {
   try {
-    await call(method, `${url}?dryRun=true`, body);
-    return true;
-  } catch (err) {
-    return !(err instanceof Problem && (err.status === 403 || err.status === 401 || err.status === 405));
+    return (await call<{ granted: string[] }>('GET', `${path}/-granted`)).granted;
+  } catch {
+    return [];
   }
 }
 
-/** Whether the caller may change an item: a dry-run patch that changes nothing is authorized like a real one. */
-export const mayEdit = (path: string) => mayWrite('PATCH', path, {});
+/** Whether the caller may change an item. */
+export const mayEdit = async (path: string) => (await granted(path)).includes('edit');
 
-/** Whether the caller may request a command of a type on a workload or volume set (runCronWorkload needs only its own sub-permission). */
-export const mayCommand = (path: string, type: string) => mayWrite('POST', `${path}/-command`, { type, spec: {} });
+/** Whether the caller may hold a permission on an item, such as exec.runCronWorkload (which exec and manage imply). */
+export const mayDo = async (path: string, permission: string) => (await granted(path)).includes(permission);
 
-/** Whether the caller may read a path: HEAD is authorized like GET and carries no body. */
-export async function mayRead(path: string, signal?: AbortSignal): Promise<boolean> {
-  try {
-    await call('HEAD', path, undefined, { signal });
-    return true;
-  } catch (err) {
-    if ((err as Error).name === 'AbortError') throw err;
-    return false;
-  }
+/** Whether the caller may create items in a collection: a permission on all of its kind (users are created with `invite`). */
+export async function mayCreate(collection: string, kind: string): Promise<boolean> {
+  return (await granted(collection)).includes(kind === 'user' ? 'invite' : 'create');
 }
 
-/** Whether the caller may create items in a collection. */
-export const mayCreate = (collection: string) => mayWrite('POST', collection, { name: 'console-permission-probe' });
+/** The subprotocol prefix that carries the key on a WebSocket (a browser's WebSocket sends no Authorization header). */
+const TOKEN_PROTOCOL = 'base64url.bearer.authorization.keel.';
+
+function base64url(text: string): string {
+  return btoa(String.fromCharCode(...new TextEncoder().encode(text)))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
+}
+
+/** A WebSocket URL on this server (http becomes ws) for an absolute URL or a path. */
+export function socketUrl(url: string): string {
+  const u = new URL(url, location.origin);
+  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+  return u.toString();
+}
+
+let logsBase: Promise<string> | undefined;
+
+/** The logs API's base URL, from /discovery. */
+export function logsApi(): Promise<string> {
+  logsBase ??= call<{ endpoints: { logs: string } }>('GET', '/discovery').then((d) => d.endpoints.logs.replace(/\/$/, ''));
+  return logsBase;
+}
+
+export interface LogLine {
+  ts: string;
+  labels: Record<string, string>;
+  line: string;
+}
+
+/**
+ * Opens a tail of the logs API (`…/loki/api/v1/tail`) with the signed-in key: first the newest
+ * `limit` lines since `start` (Unix ns), then each new matching line. Returns the socket's close.
+ */
+export async function tail(org: string, query: string, start: string, limit: number, on: { lines: (lines: LogLine[]) => void; closed: (why: string) => void }): Promise<() => void> {
+  const params = new URLSearchParams({ query, start, limit: String(limit) });
+  const url = socketUrl(`${await logsApi()}/logs/org/${encodeURIComponent(org)}/loki/api/v1/tail?${params}`);
+  const ws = new WebSocket(url, ['keel', `${TOKEN_PROTOCOL}${base64url(session.key() ?? '')}`]);
+  let opened = false;
+  let closedByUs = false;
+  ws.onopen = () => (opened = true);
+  ws.onmessage = (event) => {
+    try {
+      const body = JSON.parse(String(event.data)) as { streams: Array<{ stream: Record<string, string>; values: Array<[string, string]> }> };
+      const lines: LogLine[] = [];
+      for (const s of body.streams) for (const [ts, line] of s.values) lines.push({ ts, labels: s.stream, line });
+      lines.sort((a, b) => (BigInt(a.ts) < BigInt(b.ts) ? -1 : BigInt(a.ts) > BigInt(b.ts) ? 1 : 0));
+      on.lines(lines);
+    } catch {
+      // a message that is not lines is not shown
+    }
+  };
+  ws.onclose = (event) => {
+    if (closedByUs) return;
+    // A refused upgrade (no readLogs, a bad query) closes before opening, without a reason the page can read.
+    on.closed(opened ? event.reason || `the server closed the tail (${event.code})` : 'the logs API refused the tail: the key may lack readLogs on the org, or the search is not valid LogQL');
+  };
+  return () => {
+    closedByUs = true;
+    ws.close();
+  };
+}

@@ -1,5 +1,8 @@
-// The audit trail: the Audit API (on its own port, found through /discovery) with its filters. The
-// filters are the route's query, so a filtered trail is a link like any other page.
+// The audit trail: the Audit API (on its own port, found through /discovery) with its filters, newest
+// first. The filters are the route's query, so a filtered trail is a link like any other page. Keel's
+// reconcilers record each status change they write as an event of the action `status` (subject
+// `keel`); in the platform context no one else writes that action, and those events are hidden
+// unless asked for.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { auditApi, call, explain, type KindInfo } from './api';
 import { go } from './route';
@@ -50,6 +53,7 @@ export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: 
   const applied = () => Object.fromEntries(FILTERS.map((f) => [f.param, props.query.get(f.param) ?? '']));
   const inputsOf = (values: Record<string, string>) => Object.fromEntries(FILTERS.map((f) => [f.param, f.time && values[f.param] ? toLocalInput(values[f.param]) : values[f.param]]));
   const [form, setForm] = useState<Record<string, string>>(() => inputsOf(applied()));
+  const showStatus = props.query.get('showStatus') === '1';
   const [events, setEvents] = useState<AuditEvent[]>([]);
   const [next, setNext] = useState<string>();
   const [error, setError] = useState<string>();
@@ -72,6 +76,9 @@ export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: 
     shown.current = ctl;
     const params = new URLSearchParams(Object.entries(values).filter(([, v]) => v));
     params.set('limit', '50');
+    params.set('direction', 'backward');
+    // Asking for status events by their action shows them whatever the toggle says.
+    if (!showStatus && !values.actionType) params.set('exceptActionType', 'status');
     fetchPage(`/audit/org/${encodeURIComponent(props.org)}?${params}`, ctl.signal).then(
       (page) => {
         if (ctl.signal.aborted) return;
@@ -110,7 +117,14 @@ export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: 
       const value = form[f.param]?.trim();
       if (value) params.set(f.param, f.time ? new Date(value).toISOString() : value);
     }
+    if (showStatus) params.set('showStatus', '1');
     go(`/org/${props.org}/-audit?${params}`);
+  };
+  const toggleStatus = (show: boolean) => {
+    const params = new URLSearchParams(props.query);
+    if (show) params.set('showStatus', '1');
+    else params.delete('showStatus');
+    go(`/org/${props.org}/-audit${params.size ? `?${params}` : ''}`);
   };
 
   return (
@@ -147,6 +161,11 @@ export function AuditTrail(props: { org: string; query: URLSearchParams; kinds: 
           </a>
         ) : null}
       </form>
+      <div class="check">
+        <input id="show-status" type="checkbox" checked={showStatus} onChange={(e) => toggleStatus((e.target as HTMLInputElement).checked)} />
+        <label for="show-status">Show Keel's status events (written by its reconcilers)</label>
+      </div>
+      <p class="muted">Newest first.</p>
       <ErrorBox error={error} />
       <Grid label="Audit events" columns={['Time', 'Subject', 'Action', 'Resource', 'Event']}>
         {events.map((e) => (

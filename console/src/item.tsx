@@ -3,6 +3,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { parse, stringify } from 'yaml';
 import { call, callAt, explain, mayEdit, Problem, selfOf, watch, type Item, type KindInfo } from './api';
+import { LogsView } from './logs';
 import { KindPanel } from './panels';
 import { SecretForm } from './secret-form';
 import { SpecSummary } from './summary';
@@ -22,6 +23,8 @@ export function editable(item: Item): Record<string, unknown> {
 export const toYaml = (value: unknown) => stringify(value, { lineWidth: 0 });
 
 const TABS = ['overview', 'yaml', 'json', 'history', 'access'] as const;
+/** Views some kinds add: a workload's logs (a replica's terminal opens from its row). */
+const KIND_TABS: Record<string, string[]> = { workload: ['logs'] };
 
 /** Kinds whose items act (their name is the subject of the audit events of what they change). */
 const PRINCIPALS = ['serviceaccount', 'user'];
@@ -82,7 +85,7 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
       </div>
       <SpecSummary kind={kind.kind} item={item} path={path} />
       <nav class="tabs" aria-label="Item views">
-        {TABS.map((t) => (
+        {[...TABS, ...(KIND_TABS[kind.kind] ?? [])].map((t) => (
           <a key={t} href={tabLink(t)} aria-current={tab === t ? 'page' : undefined}>
             {t === 'yaml' ? 'YAML' : t === 'json' ? 'JSON' : t[0].toUpperCase() + t.slice(1)}
           </a>
@@ -95,8 +98,41 @@ export function ItemPage(props: { kind: KindInfo; org: string; gvc?: string; pat
       {tab === 'json' ? <pre tabIndex={0} class="code" data-testid="json">{JSON.stringify(item, null, 2)}</pre> : null}
       {tab === 'history' ? <History path={path} current={item} canEdit={canEdit && kind.operations.update} onRestored={loaded.setData} /> : null}
       {tab === 'access' ? <AccessReport path={path} /> : null}
+      {tab === 'logs' && kind.kind === 'workload' && props.gvc ? (
+        <LogsView
+          org={org}
+          gvc={props.gvc}
+          workload={item.name}
+          path={path}
+          location={props.query.get('location') ?? undefined}
+          replica={props.query.get('replica') ?? undefined}
+          from={props.query.get('from') ?? undefined}
+          search={props.query.get('search') ?? ''}
+        />
+      ) : null}
+      {tab === 'terminal' && kind.kind === 'workload' && props.gvc && props.query.get('location') && props.query.get('replica') ? (
+        <LazyTerminal
+          key={`${props.query.get('replica')}/${props.query.get('container')}`}
+          org={org}
+          gvc={props.gvc}
+          path={path}
+          workload={item}
+          location={props.query.get('location')!}
+          replica={props.query.get('replica')!}
+          container={props.query.get('container') ?? undefined}
+        />
+      ) : null}
     </section>
   );
+}
+
+/** The terminal and xterm.js load when a terminal is first opened, so the initial JavaScript stays small. */
+function LazyTerminal(props: Parameters<typeof import('./terminal').TerminalView>[0]) {
+  const module = useLoad(() => import('./terminal'), []);
+  if (module.error) return <ErrorBox error={explain(module.error)} />;
+  if (!module.data) return <p>Loading…</p>;
+  const View = module.data.TerminalView;
+  return <View {...props} />;
 }
 
 function Overview(props: { item: Item; kind: KindInfo; org: string; path: string; canEdit: boolean; onChange: (i: Item) => void }) {

@@ -57,7 +57,7 @@ export function ListPage(props: { kind: KindInfo; org: string; gvc?: string; col
 
   useEffect(() => {
     if (!kind.operations.create) return;
-    void mayCreate(collection).then(setCanCreate);
+    void mayCreate(collection, kind.kind).then(setCanCreate);
   }, [collection]);
 
   // The first page, then live changes from its position on (-watch), while the other pages arrive

@@ -1,7 +1,7 @@
 // The parts of an item's overview that only some kinds have. Each reads and writes through the
 // same public API as any client; a kind without a panel shows the generic overview only.
 import { useEffect, useState } from 'preact/hooks';
-import { call, explain, mayCommand, mayRead, selfOf, type Item, type ListBody, type WatchEvent } from './api';
+import { call, explain, mayDo, selfOf, type Item, type ListBody, type WatchEvent } from './api';
 import { ErrorBox, ago, useLoad, Grid } from './widgets';
 
 interface PanelProps {
@@ -108,7 +108,7 @@ function WorkloadPanel(props: PanelProps) {
   // Running a cron job has a permission of its own (exec.runCronWorkload), apart from edit.
   const [canRun, setCanRun] = useState(false);
   useEffect(() => {
-    if (cron) void mayCommand(path, 'runCronWorkload').then(setCanRun);
+    if (cron) void mayDo(path, 'exec.runCronWorkload').then(setCanRun);
   }, [path, cron]);
   // As `cpln workload stop/start` does: a location's own options override the defaults, so they are suspended (or resumed) too.
   const localOptions: any[] = Array.isArray(item.spec?.localOptions) ? item.spec.localOptions : [];
@@ -158,7 +158,87 @@ function WorkloadPanel(props: PanelProps) {
         </p>
       ) : null}
       <ErrorBox error={error} />
+      {cron ? <CronRuns path={path} deployments={deployments.data?.items ?? []} /> : null}
+      <Replicas path={path} deployments={deployments.data?.items ?? []} cron={cron} />
       <Commands path={path} />
+    </div>
+  );
+}
+
+/** The replicas each deployment runs (a cron workload's: its active runs), with their logs and a terminal. */
+function Replicas(props: { path: string; deployments: Item[]; cron: boolean }) {
+  const rows = props.deployments.flatMap((d) => ((d.status?.internal?.replicas ?? []) as unknown[]).filter((r): r is string => typeof r === 'string').map((replica) => ({ location: d.name, replica })));
+  const at = (tab: string, r: { location: string; replica: string }) => `#${props.path}?tab=${tab}&location=${encodeURIComponent(r.location)}&replica=${encodeURIComponent(r.replica)}`;
+  return (
+    <div>
+      <h2>Replicas</h2>
+      {rows.length ? (
+        <Grid label="Replicas" columns={['Location', 'Replica', 'Logs', 'Terminal']}>
+          {rows.map((r) => (
+            <tr key={`${r.location}/${r.replica}`} data-testid="replica-row">
+              <td>{r.location}</td>
+              <td>
+                <code>{r.replica}</code>
+              </td>
+              <td>
+                <a href={at('logs', r)}>Logs of {r.replica}</a>
+              </td>
+              <td>
+                <a href={at('terminal', r)}>Terminal in {r.replica}</a>
+              </td>
+            </tr>
+          ))}
+        </Grid>
+      ) : (
+        <p class="muted">{props.cron ? 'No run is active now.' : 'No replica runs now.'}</p>
+      )}
+    </div>
+  );
+}
+
+/** The exit code a run's message tells ("Completed (exit code 0)", "Failed: … exited (exit code 3)"); a run that succeeded exited 0. */
+function exitCodeOf(run: any): string {
+  const messages = [...(run.conditions ?? []).map((c: any) => c.message), ...Object.values(run.containers ?? {}).map((c: any) => c?.message)];
+  for (const m of messages) {
+    const code = typeof m === 'string' ? /exit code (\d+)/.exec(m)?.[1] : undefined;
+    if (code !== undefined) return code;
+  }
+  return run.status === 'successful' ? '0' : '';
+}
+
+/** A cron workload's runs (each deployment's status.jobExecutions), newest first, each with its logs. */
+function CronRuns(props: { path: string; deployments: Item[] }) {
+  const runs = props.deployments
+    .flatMap((d) => ((d.status?.jobExecutions ?? []) as any[]).map((run) => ({ location: d.name as string, run })))
+    .sort((a, b) => String(b.run.startTime ?? '').localeCompare(String(a.run.startTime ?? '')));
+  const logs = (r: { location: string; run: any }) =>
+    `#${props.path}?tab=logs&location=${encodeURIComponent(r.location)}&replica=${encodeURIComponent(r.run.replica)}${r.run.startTime ? `&from=${encodeURIComponent(r.run.startTime)}` : ''}`;
+  return (
+    <div>
+      <h2>Runs</h2>
+      {runs.length ? (
+        <Grid label="Runs" columns={['Location', 'Run', 'Status', 'Exit code', 'Started', 'Ended', 'Message', 'Logs']}>
+          {runs.map((r) => {
+            const message = (r.run.conditions ?? []).find((c: any) => c.message)?.message ?? Object.values(r.run.containers ?? {}).map((c: any) => c?.message).find(Boolean) ?? '';
+            return (
+              <tr key={`${r.location}/${r.run.name}`} data-testid="run-row">
+                <td>{r.location}</td>
+                <td>
+                  <code>{r.run.replica ?? r.run.name}</code>
+                </td>
+                <td data-testid="run-status">{r.run.status}</td>
+                <td data-testid="run-exit-code">{exitCodeOf(r.run)}</td>
+                <td title={r.run.startTime}>{r.run.startTime ? new Date(r.run.startTime).toLocaleString() : ''}</td>
+                <td title={r.run.completionTime}>{r.run.completionTime ? new Date(r.run.completionTime).toLocaleString() : r.run.status === 'active' ? 'running' : ''}</td>
+                <td>{message}</td>
+                <td>{r.run.replica ? <a href={logs(r)}>Logs of run {r.run.replica}</a> : null}</td>
+              </tr>
+            );
+          })}
+        </Grid>
+      ) : (
+        <p class="muted">No runs yet.</p>
+      )}
     </div>
   );
 }
@@ -220,13 +300,13 @@ function DomainPanel(props: PanelProps) {
 
 /**
  * Values stay hidden until revealed, which needs the `reveal` permission (GET …/-reveal). Whether
- * the key has it is asked with HEAD on the same path: authorized like the GET, but the value never
- * leaves the server until a person asks to see it.
+ * the key has it is read from the permissions Keel reports it holds on the secret (…/-granted), so
+ * the value never leaves the server until a person asks to see it.
  */
 function SecretPanel(props: PanelProps) {
   const [value, setValue] = useState<unknown>();
   const [error, setError] = useState<string>();
-  const mayReveal = useLoad((signal) => mayRead(`${props.path}/-reveal`, signal), [props.path]);
+  const mayReveal = useLoad(() => mayDo(props.path, 'reveal'), [props.path]);
   return (
     <div>
       <h2>Value ({props.item.type})</h2>

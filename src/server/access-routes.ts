@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { accessReport } from '../auth/access-report.js';
-import type { Authorizer } from '../auth/authorizer.js';
+import type { Authorizer, Target } from '../auth/authorizer.js';
+import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { KINDS, findKind } from '../kinds/index.js';
 import type { KindDef, Place } from '../kinds/types.js';
-import type { Resources } from '../resources/service.js';
+import { keyOf, targetOf, type Resources } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 
 type Params = Record<string, string>;
@@ -43,7 +44,37 @@ export function mountAccessRoutes(app: FastifyInstance, resources: Resources, st
     if (def.kind === 'org') continue;
     const item = def.kind === 'gvc' ? '/org/:org/gvc/:gvc' : def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}/:name` : `/org/:org/${def.kind}/:name`;
     app.get(`${item}/-accessreport`, (request) => accessReport(store, auth, request.principal, def, placeOf(request, def), nameOf(request, def)));
+    const collection = def.kind === 'gvc' ? '/org/:org/gvc' : def.scope === 'gvc' ? `/org/:org/gvc/:gvc/${def.kind}` : `/org/:org/${def.kind}`;
+    app.get(`${collection}/-granted`, (request) => granted(auth, request.principal, def, placeOf(request, def), request.url.split('?')[0]));
+    app.get(`${item}/-granted`, async (request) => {
+      const place = placeOf(request, def);
+      const name = nameOf(request, def);
+      // Told only to a caller that may read the item, as its GET is (the same 403 or 404 otherwise).
+      await resources.get(request.principal, def, place, name);
+      const stored = await store.get(keyOf(def, place, name));
+      if (!stored) throw ApiError.notFound(`${def.kind} '${name}' not found`);
+      return granted(auth, request.principal, def, targetOf(stored), request.url.split('?')[0]);
+    });
   }
+}
+
+/**
+ * The permissions of a kind the caller holds on one item, or on all its items (a collection: policies
+ * with `target: all`), implied ones included: what a client may offer, such as "Create" or "Edit",
+ * asked without sending a write that fails. It tells the caller only about itself.
+ */
+async function granted(auth: Authorizer, principal: Principal, def: KindDef, target: Target, self: string) {
+  await auth.requireMember(principal, target.org);
+  const held: string[] = [];
+  for (const permission of def.permissions) {
+    try {
+      await auth.check(principal, permission.name, def, target);
+      held.push(permission.name);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 'forbidden')) throw err;
+    }
+  }
+  return { kind: 'grantedpermissions', targetKind: def.kind, granted: held, links: [{ rel: 'self', href: self }] };
 }
 
 async function inviteMany(resources: Resources, request: FastifyRequest, emails: unknown[], groupLink: unknown) {

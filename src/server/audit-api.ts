@@ -30,6 +30,11 @@ function isoTime(name: string, value: string | undefined): string | undefined {
 function filterOf(org: string, query: QueryString, limit: number, fixed: Partial<AuditFilter>): AuditFilter {
   const after = query.next === undefined ? undefined : Number(query.next);
   if (after !== undefined && (!Number.isSafeInteger(after) || after < 0)) throw ApiError.badRequest('next is invalid', [{ path: 'next', message: 'is invalid' }]);
+  if (query.direction !== undefined && query.direction !== 'forward' && query.direction !== 'backward') {
+    throw ApiError.badRequest('direction must be forward or backward', [{ path: 'direction', message: 'must be forward or backward' }]);
+  }
+  // Backward pages go from the newest event down: `next` is then the seq the next page stays below.
+  const backward = query.direction === 'backward';
   return {
     org,
     context: query.contextName ?? PLATFORM_CONTEXT,
@@ -38,9 +43,10 @@ function filterOf(org: string, query: QueryString, limit: number, fixed: Partial
     resourceId: query.resourceId,
     subjectName: query.subjectName,
     actionType: query.actionType,
+    exceptActionType: query.exceptActionType,
     from: isoTime('fromEvent', query.fromEvent),
     to: isoTime('toEvent', query.toEvent),
-    afterSeq: after,
+    ...(backward ? { newestFirst: true, throughSeq: after === undefined ? undefined : after - 1 } : { afterSeq: after }),
     limit,
     ...fixed,
   };
@@ -62,7 +68,7 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
       const next = new URLSearchParams({ ...(qs as Record<string, string>), next: String(page[page.length - 1].seq) });
       links.push({ rel: 'next', href: `${path}?${next}` });
     }
-    const { org: _org, afterSeq: _after, limit: _limit, ...echo } = filter;
+    const { org: _org, afterSeq: _after, throughSeq: _through, newestFirst: _newest, limit: _limit, ...echo } = filter;
     return { kind: 'queryresult', itemKind: 'auditevent', items: page.map(eventView), query: Object.fromEntries(Object.entries(echo).filter(([, v]) => v !== undefined)), links };
   };
 

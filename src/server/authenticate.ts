@@ -13,12 +13,28 @@ declare module 'fastify' {
   }
 }
 
-/** The token of `Authorization: Bearer <token>` or of a bare `Authorization: <token>`. */
+/**
+ * A browser's WebSocket cannot send an Authorization header, so an upgrade may carry the token as
+ * one of its offered subprotocols instead, base64url-encoded after this prefix (as Kubernetes does);
+ * the client offers another subprotocol first, which the server picks, so the token is not echoed.
+ */
+export const TOKEN_PROTOCOL = 'base64url.bearer.authorization.keel.';
+
+/** The token of `Authorization: Bearer <token>`, of a bare `Authorization: <token>`, or of a WebSocket upgrade's token subprotocol. */
 export function tokenOf(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
-  if (!header) return undefined;
+  if (!header) return request.headers.upgrade?.toLowerCase() === 'websocket' ? protocolToken(request.headers['sec-websocket-protocol']) : undefined;
   // How every client sends it; the general form below is for the rest.
   if (header.startsWith('Bearer ') && header.charCodeAt(7) > 32 && header.charCodeAt(header.length - 1) > 32) return header.slice(7);
   const match = /^bearer\s+(.+)$/i.exec(header.trim());
   return (match ? match[1] : header).trim() || undefined;
+}
+
+function protocolToken(offered: string | undefined): string | undefined {
+  const encoded = offered
+    ?.split(',')
+    .map((p) => p.trim())
+    .find((p) => p.startsWith(TOKEN_PROTOCOL))
+    ?.slice(TOKEN_PROTOCOL.length);
+  return encoded ? Buffer.from(encoded, 'base64url').toString('utf8').trim() || undefined : undefined;
 }

@@ -93,10 +93,12 @@ const AUDIT_FILTER: Parameters = {
   resourceId: text('Only events about the item of this id'),
   subjectName: text('Only events by this subject'),
   actionType: text('Only events of this action (create, edit, delete …)'),
+  exceptActionType: text('Leave out events of this action (status: the reconcilers\' status changes)'),
+  direction: { type: 'string', enum: ['forward', 'backward'], description: 'Oldest first (forward, the default) or newest first (backward)' },
   fromEvent: { type: 'string', format: 'date-time', description: 'Events at or after this time' },
   toEvent: { type: 'string', format: 'date-time', description: 'Events at or before this time' },
   limit: PAGE.limit,
-  next: text('Continue after this event (from the next link)'),
+  next: text('Continue after this event, or before it going backward (from the next link)'),
 };
 const CRD_OPTIONS: Parameters = { namespace: text('metadata.namespace of each custom resource'), keep: { type: 'string', enum: ['true', 'false'], description: 'Annotate each to be kept when its release is removed' } };
 
@@ -148,6 +150,7 @@ function describeRoute(method: string, url: string): Record<string, unknown> {
       : op(`Next page of a ${def.kind} query`, { querystring: page, response: ok(200, 'A page', ref('QueryResult')) });
   }
   if (def && isSchema && last === 'permissions') return op(`Permissions that can be granted on ${def.kind} items`, { response: ok(200, 'The permission schema', ref('Permissions')) });
+  if (def && last === '-granted') return op(`The permissions on every ${def.kind} item that the caller holds`, { response: ok(200, 'The caller\'s own granted permissions') });
   if (def && last === '-eventlog') return op(`Events of a ${def.kind}`, { querystring: page, response: ok(200, 'The audit events of the item', ref('List')) });
   if (def && last === '-history') {
     return op(`Versions of a ${def.kind}, newest first (who changed it, when, and the item as it then was); needs view, like -eventlog`, {

@@ -66,7 +66,7 @@ export async function startConsoleKeel(options: Parameters<typeof startKeel>[2] 
   ensureConsoleBuilt();
   mkdirSync(OUT, { recursive: true });
   const k = await startKeel('sqlite', 'acme', { auditPort: await freePort(), ...options });
-  await k.app.core.listen({ host: '127.0.0.1', port: 0 });
+  await k.app.core.listen({ host: '127.0.0.1', port: options.port ?? 0 });
   await k.app.audit.listen({ host: '127.0.0.1', port: k.config.auditPort });
   const base = `http://127.0.0.1:${(k.app.core.server.address() as AddressInfo).port}`;
   const browser = await chromium.launch({
@@ -129,4 +129,30 @@ export async function signInHere(page: Page, key: string, options: { remember?: 
   if (options.remember) await page.getByLabel('Remember this key on this machine').check();
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('navigation', { name: 'Kinds' }).waitFor({ timeout: WAIT });
+}
+
+/**
+ * What went wrong in the browser while a page was used: console errors (a failed resource load is
+ * one), requests that failed, and answers of 400 or more. A test takes them and asserts none.
+ */
+export function failuresOf(page: Page): { take(): string[] } {
+  let seen: string[] = [];
+  page.on('console', (message) => {
+    if (message.type() === 'error') seen.push(`console: ${message.text()}`);
+  });
+  page.on('pageerror', (error) => seen.push(`page error: ${error.message}`));
+  page.on('requestfailed', (request) => {
+    // A page that moves on aborts what it no longer needs (a list's next pages, a watch): not a failure.
+    if (request.failure()?.errorText !== 'net::ERR_ABORTED') seen.push(`request failed: ${request.method()} ${request.url()} ${request.failure()?.errorText}`);
+  });
+  page.on('response', (response) => {
+    if (response.status() >= 400) seen.push(`${response.status()}: ${response.request().method()} ${response.url()}`);
+  });
+  return {
+    take() {
+      const out = seen;
+      seen = [];
+      return out;
+    },
+  };
 }
