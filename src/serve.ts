@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
+import { RuncRuntime } from './runtime/runc.js';
 import { buildApp } from './server/app.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
@@ -77,7 +78,20 @@ export async function serve(config: Config): Promise<void> {
       ].join('\n') + '\n',
     );
   }
-  core.log.info({ endpoint, audit: auditEndpoint, store: store.dialect }, 'keel is serving');
+  const consoleUrl = `${endpoint}/console/`;
+  const runtime = core.runtime?.kind ?? 'off';
+  const ingress = core.runtime instanceof RuncRuntime ? `http://${config.host}:${core.runtime.ingressPort}` : undefined;
+  core.log.info({ endpoint, audit: auditEndpoint, console: consoleUrl, store: store.dialect, runtime, ingress }, 'keel is serving');
+  process.stderr.write(
+    [
+      `keel: Core API ${endpoint}, Audit API ${auditEndpoint}, console ${consoleUrl}`,
+      runtime === 'runc'
+        ? `keel: runtime runc: replicas run as containers; workload endpoints on ${ingress}${config.ingressProxy === 'haproxy' ? ' (HAProxy in front)' : ''}`
+        : runtime === 'simulated'
+          ? 'keel: runtime simulated: no replica runs (KEEL_RUNTIME=runc runs them)'
+          : 'keel: runtime off (KEEL_RECONCILE=off): workloads are stored, nothing deploys them',
+    ].join('\n') + '\n',
+  );
 
   // Graceful shutdown: stop accepting, let in-flight requests finish (their writes commit), end
   // watch streams, stop the replicas and what serves them, then close the store. The stop often

@@ -83,6 +83,8 @@ describe('stopping Keel with replicas running under runc', { skip: runtimeMissin
     const serving = await waitFor('Keel to serve', async () => /"pid":(\d+).*"msg":"keel is serving"/.exec(output), (m) => m !== null || child.exitCode !== null, 60_000);
     assert.ok(serving, `keel exited before serving: ${output}`);
     const keel = Number(serving[1]);
+    const runtimeLine = `keel: runtime runc: replicas run as containers; workload endpoints on http://127.0.0.1:${ingressPort}${proxy === 'haproxy' ? ' (HAProxy in front)' : ''}\n`;
+    await waitFor('the start-up line naming the runtime and the ingress', async () => output, (out) => out.includes(runtimeLine), 10_000);
     const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
     const api = (method: string, path: string, body?: unknown) =>
       fetch(`http://127.0.0.1:${port}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
