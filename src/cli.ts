@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { KEEL_ACTOR } from './audit/events.js';
 import { addAdminKey } from './admin/keys.js';
 import { resetStore } from './admin/reset.js';
@@ -44,6 +45,40 @@ const COMMANDS: Record<string, Command> = {
       console.error(`keel: store ${describeStore(storeLocation(cfg))}`);
       await serve(cfg);
       return -1; // keeps running until a signal
+    },
+  },
+  status: {
+    usage: 'keel status [--show-key]',
+    summary: 'say where Keel serves (and whether it answers), its store, runtime and org, and the cpln profile line (the key only with --show-key)',
+    switches: ['--show-key'],
+    async run({ flags, config }) {
+      const cfg = config();
+      // Listening on every address, Keel is reached at the loopback address from this host.
+      const host = cfg.host === '0.0.0.0' || cfg.host === '::' ? '127.0.0.1' : cfg.host;
+      const endpoint = `http://${host}:${cfg.port}`;
+      const location = storeLocation(cfg);
+      const tokenFile = join(cfg.dataDir, 'admin.token');
+      const runtime = !cfg.reconcile ? 'off (KEEL_RECONCILE=off)' : cfg.runtime === 'runc' ? `runc, workload endpoints on http://${host}:${cfg.ingressPort}${cfg.ingressProxy === 'haproxy' ? ' (HAProxy in front)' : ''}` : 'simulated (no replica runs)';
+      const lines = [
+        `Core API   ${endpoint} (${await answering(endpoint)})`,
+        `Audit API  http://${host}:${cfg.auditPort}`,
+        `Console    ${endpoint}/console/`,
+        `Store      ${describeStore(location)}${location.dialect === 'sqlite' && !existsSync(location.file) ? ' (does not exist yet)' : ''}`,
+        `Runtime    ${runtime}`,
+        `Org        ${cfg.org}`,
+        '',
+        'Point the cpln CLI at it with:',
+        '',
+      ];
+      if (flags.has('--show-key')) {
+        const key = cfg.adminKey ?? (existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined);
+        if (!key) throw new Error(`no key to show: ${tokenFile} does not exist and KEEL_ADMIN_KEY is not set`);
+        lines.push(`  cpln profile update keel --endpoint ${endpoint} --token ${key} --org ${cfg.org} --default`);
+      } else {
+        lines.push(`  cpln profile update keel --endpoint ${endpoint} --token <KEY> --org ${cfg.org} --default`, '', `<KEY>: a key of org '${cfg.org}' (${cfg.adminKey ? 'KEEL_ADMIN_KEY' : tokenFile}; keel status --show-key puts it in the line)`);
+      }
+      console.log(lines.join('\n'));
+      return 0;
     },
   },
   'org create': {
@@ -287,6 +322,17 @@ async function withStore(config: Config, fn: (store: Store, config: Config) => P
     return await fn(store, config);
   } finally {
     await store.close();
+  }
+}
+
+/** Whether a Keel answers at `endpoint` (its /about), as a person reads it. */
+async function answering(endpoint: string): Promise<string> {
+  try {
+    const res = await fetch(`${endpoint}/about`, { signal: AbortSignal.timeout(2000) });
+    const about = (await res.json().catch(() => undefined)) as { name?: string; version?: string } | undefined;
+    return res.ok && about?.name === 'keel' ? `answering: Keel ${about.version}` : `something else answers there (HTTP ${res.status} to /about)`;
+  } catch {
+    return 'not answering';
   }
 }
 

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
+import { RuncRuntime } from './runtime/runc.js';
 import { buildApp } from './server/app.js';
 import { openStore } from './store/open.js';
 import type { Store } from './store/types.js';
@@ -77,20 +78,49 @@ export async function serve(config: Config): Promise<void> {
       ].join('\n') + '\n',
     );
   }
-  core.log.info({ endpoint, audit: auditEndpoint, store: store.dialect }, 'keel is serving');
+  const consoleUrl = `${endpoint}/console/`;
+  const runtime = core.runtime?.kind ?? 'off';
+  const ingress = core.runtime instanceof RuncRuntime ? `http://${config.host}:${core.runtime.ingressPort}` : undefined;
+  core.log.info({ endpoint, audit: auditEndpoint, console: consoleUrl, store: store.dialect, runtime, ingress }, 'keel is serving');
+  process.stderr.write(
+    [
+      `keel: Core API ${endpoint}, Audit API ${auditEndpoint}, console ${consoleUrl}`,
+      runtime === 'runc'
+        ? `keel: runtime runc: replicas run as containers; workload endpoints on ${ingress}${config.ingressProxy === 'haproxy' ? ' (HAProxy in front)' : ''}`
+        : runtime === 'simulated'
+          ? 'keel: runtime simulated: no replica runs (KEEL_RUNTIME=runc runs them)'
+          : 'keel: runtime off (KEEL_RECONCILE=off): workloads are stored, nothing deploys them',
+    ].join('\n') + '\n',
+  );
 
-  // Graceful shutdown: stop accepting, let in-flight requests finish (their writes commit),
-  // end watch streams, then close the store. A second signal, or the timeout, exits at once.
+  // Graceful shutdown: stop accepting, let in-flight requests finish (their writes commit), end
+  // watch streams, stop the replicas and what serves them, then close the store. The stop often
+  // arrives more than once: `npm start` passes its signal on to Keel, which got the same one as a
+  // member of the process group, and npx's shell dying is itself a reason to stop. A repeated
+  // signal must not cut the cleanup short (replicas, namespaces and the bridge would stay on the
+  // host), so it is only logged; SIGKILL still exits at once.
   let stopping = false;
+  let parentWatch: NodeJS.Timeout | undefined;
   const shutdown = async (signal: string) => {
-    if (stopping) process.exit(1);
+    if (stopping) {
+      core.log.warn({ signal }, 'already shutting down; the cleanup goes on (SIGKILL exits at once and leaves the replicas to the next start on this data directory)');
+      return;
+    }
     stopping = true;
+    clearInterval(parentWatch);
     core.log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      core.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
-      process.exit(1);
+    // Requests still running at the timeout lose their connections; the cleanup after them goes on.
+    const cut = setTimeout(() => {
+      core.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out waiting for requests; closing their connections');
+      core.server.closeAllConnections();
+      audit.server.closeAllConnections();
     }, config.shutdownTimeoutMs);
-    force.unref();
+    cut.unref();
+    const limit = setTimeout(() => {
+      core.log.error({ timeoutMs: config.shutdownTimeoutMs + CLEANUP_LIMIT_MS }, 'shutdown did not finish; exiting (the next start on this data directory removes the replicas left)');
+      process.exit(1);
+    }, config.shutdownTimeoutMs + CLEANUP_LIMIT_MS);
+    limit.unref();
     if (retention) clearInterval(retention);
     await Promise.allSettled([core.close(), audit.close()]);
     await store.close();
@@ -112,9 +142,16 @@ export async function serve(config: Config): Promise<void> {
         return (err as NodeJS.ErrnoException).code === 'ESRCH';
       }
     };
-    setInterval(() => parentGone() && void shutdown('parent exited'), 500).unref();
+    parentWatch = setInterval(() => parentGone() && void shutdown('parent exited'), 500);
+    parentWatch.unref();
   }
 }
+
+/**
+ * How long stopping the runtime may take after the requests' timeout: each replica gets 5 s to stop
+ * on SIGTERM and 5 s more after SIGKILL, all at once, then runc, umount and ip remove what is left.
+ */
+const CLEANUP_LIMIT_MS = 60_000;
 
 const RETENTION_EVERY_MS = 60_000;
 

@@ -107,6 +107,7 @@ export async function reconcileWorkload(ctx: ReconcileContext, key: ItemKey): Pr
       spec.type === 'cron' ? runWants(spec, (status.jobExecutions ?? []) as JobExecution[]) : pulled.failure ? [] : wanted.map((name) => ({ name, version: workload.version, spec })),
       clock,
       pulled.failure ? undefined : scaled.wake,
+      suspended,
     );
     if (!moved) {
       const latest = versions.find((v) => v.workload === workload.version)!;

@@ -1,5 +1,5 @@
 // The host tools the runc runtime drives (runc, umoci, ip), run without a shell.
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 
 export class CommandError extends Error {
   constructor(
@@ -11,15 +11,43 @@ export class CommandError extends Error {
   }
 }
 
-/** Runs `tool args…`; resolves with its stdout, rejects with its stderr in the message. */
+const MAX_OUTPUT = 16 * 1024 * 1024;
+
+/**
+ * Runs `tool args…`; resolves with its stdout, rejects with its stderr in the message. Each runs in
+ * a process group of its own: a stop signal sent to Keel's group (by `timeout`, a cancelled CI job,
+ * a terminal) must not cut short the commands Keel's own shutdown is running.
+ */
 export function command(tool: string, args: string[], options: { timeoutMs?: number; input?: string } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = execFile(tool, args, { timeout: options.timeoutMs ?? 60_000, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' }, (err, stdout, stderr) => {
-      if (!err) return resolve(stdout);
-      const code = typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;
-      reject(new CommandError(`${tool} ${args.join(' ')}: ${(stderr || err.message).trim()}`, code, stderr));
+    const child = spawn(tool, args, { detached: true, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let failure: string | undefined;
+    const fail = (why: string) => {
+      failure ??= why;
+      child.kill('SIGTERM');
+    };
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+      if (stdout.length > MAX_OUTPUT) fail('stdout maxBuffer length exceeded');
     });
-    if (options.input !== undefined) child.stdin?.end(options.input);
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+      if (stderr.length > MAX_OUTPUT) fail('stderr maxBuffer length exceeded');
+    });
+    const timer = setTimeout(() => fail(`timed out after ${options.timeoutMs ?? 60_000} ms`), options.timeoutMs ?? 60_000);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new CommandError(`${tool} ${args.join(' ')}: ${err.message}`, null, stderr));
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0 && !failure) return resolve(stdout);
+      const why = stderr.trim() || failure || (signal ? `killed by ${signal}` : `exit code ${code}`);
+      reject(new CommandError(`${tool} ${args.join(' ')}: ${why}`, code, stderr));
+    });
+    if (options.input !== undefined) child.stdin!.end(options.input);
   });
 }
 

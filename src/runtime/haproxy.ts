@@ -95,7 +95,9 @@ export class HaproxyFront {
   private async run(): Promise<void> {
     this.written = '';
     this.write();
-    const proc = spawn(this.options.binary, ['-W', '-db', '-f', this.config, '-p', this.pidFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+    // A process group of its own: a stop signal to Keel's group leaves HAProxy to Keel's shutdown,
+    // which stops it after the replicas (HAProxy dying first would be restarted mid-shutdown).
+    const proc = spawn(this.options.binary, ['-W', '-db', '-f', this.config, '-p', this.pidFile], { detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
     let said = '';
     proc.stderr!.on('data', (chunk: Buffer) => (said = (said + chunk.toString()).slice(-4000)));
     this.process = proc;

@@ -156,6 +156,8 @@ export class RuncRuntime implements Runtime {
   /** Teardowns under way: replicas no deployment holds any more whose containers may still be stopping. */
   private readonly removing = new Set<Promise<void>>();
   private readonly listeners: Array<(d: DeploymentRef) => void> = [];
+  /** Deployments that run nothing because their workload is suspended, by deployment: their endpoint says so. */
+  private readonly suspended = new Map<string, DeploymentRef>();
   /** Deployments that wake on a request (observe's `wake`), by deployment. */
   private readonly waking = new Map<string, { ref: DeploymentRef; wake: Wake }>();
   /** Deployments whose traffic the reconciler asks about: the window and what it was last told. */
@@ -270,6 +272,7 @@ export class RuncRuntime implements Runtime {
   private dropAll(): Promise<unknown> {
     const all = [...this.deployments.values()].flatMap((d) => [...d.values()]);
     this.deployments.clear();
+    this.suspended.clear();
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
     for (const r of all) void this.remove(r);
     this.front?.changed();
@@ -291,8 +294,10 @@ export class RuncRuntime implements Runtime {
     await this.lease.stop();
   }
 
-  observe(deployment: DeploymentRef, want: ReplicaWant[], _clock: Clock, wake?: Wake): Observation {
+  observe(deployment: DeploymentRef, want: ReplicaWant[], _clock: Clock, wake?: Wake, suspended?: boolean): Observation {
     const id = deploymentId(deployment);
+    if (suspended && want.length === 0 && !wake) this.suspended.set(id, deployment);
+    else this.suspended.delete(id);
     if (wake) this.waking.set(id, { ref: deployment, wake });
     else if (want.length === 0) this.forget(id);
     else this.waking.delete(id);
@@ -670,13 +675,17 @@ export class RuncRuntime implements Runtime {
     const domain = this.domains.match(hostname, path);
     if (domain && 'status' in domain) return domain;
     const m = domain ? null : /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
+    let suspended: DeploymentRef | undefined;
     for (const [id, ref] of this.deploymentRefs()) {
       const byPath = m !== null && m[1] === ref.org && m[2] === ref.gvc && m[3] === ref.workload;
       if (domain ? ref.org !== domain.org || ref.gvc !== domain.gvc || ref.workload !== domain.workload : !byPath && host !== ref.host) continue;
       // Only this deployment's replicas are looked at: a request costs no walk over every replica.
       const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run);
       const waking = this.waking.get(id);
-      if (replicas.length === 0 && !waking) continue;
+      if (replicas.length === 0 && !waking) {
+        if (this.suspended.has(id)) suspended ??= ref;
+        continue;
+      }
       const spec = replicas[0]?.want.spec ?? waking!.wake.spec;
       const holdMs = waking?.wake.holdMs ?? 0;
       if (domain) {
@@ -692,6 +701,10 @@ export class RuncRuntime implements Runtime {
       const port = firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
       const rest = byPath ? m![4] || '/' : path;
       return { key: id, targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}`, holdMs };
+    }
+    if (suspended) {
+      const { workload, gvc } = suspended;
+      return { status: 503, message: `workload '${workload}' of GVC '${gvc}' is suspended: no replica serves it. Resume it with 'cpln workload start ${workload} --gvc ${gvc}' (spec.defaultOptions.suspend: false)` };
     }
     if (domain) return { status: 503, message: `domain '${domain.domain}' routes to workload '${domain.workload}' of GVC '${domain.gvc}', which runs no replica here (it does not exist, or is not deployed yet)` };
     return undefined;
@@ -715,13 +728,14 @@ export class RuncRuntime implements Runtime {
     return table;
   }
 
-  /** Each deployment this runtime knows, by its replicas or, with none running, as one that wakes on a request. */
+  /** Each deployment this runtime knows, by its replicas or, with none running, as one that wakes on a request or is suspended. */
   private *deploymentRefs(): Iterable<[string, DeploymentRef]> {
     for (const [id, replicas] of this.deployments) {
       const first = replicas.values().next().value as Replica | undefined;
       if (first) yield [id, first.ref];
     }
     for (const [id, { ref }] of this.waking) if (!this.deployments.get(id)?.size) yield [id, ref];
+    for (const [id, ref] of this.suspended) if (!this.deployments.get(id)?.size && !this.waking.has(id)) yield [id, ref];
   }
 
   private fingerprint(r: Replica): string {

@@ -103,9 +103,10 @@ export interface Runtime {
   /**
    * Declares the replicas `deployment` runs from now on (none, without `wake`: it is gone) and reports
    * what runs. With `wake`, it stays reachable at the ingress with no replica, and a request for it
-   * is held and the change listener called, so that the reconciler starts one.
+   * is held and the change listener called, so that the reconciler starts one. `suspended`: it runs
+   * none because the workload is suspended, and its endpoint says so.
    */
-  observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock, wake?: Wake): Observation;
+  observe(deployment: DeploymentRef, want: ReplicaWant[], clock: Clock, wake?: Wake, suspended?: boolean): Observation;
   /**
    * The deployment's traffic over the last `windowMs`; the change listener is called when it changes.
    * Absent, or undefined: the runtime measures none (the simulation), and a deployment runs minScale replicas.

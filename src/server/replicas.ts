@@ -79,6 +79,17 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/${path}`, config: { public: true }, schema: refusedRoute(refusal(what)), handler: refuse(what) });
   }
 
+  // `cpln workload run` creates a workload (its first container's env names who ran it), waits for
+  // its replica, sleeps a minute and only then opens the terminal the simulation refuses: refused
+  // at its first step instead, the CLI fails at once with the reason.
+  app.addHook('preHandler', async (request) => {
+    if (request.method !== 'POST' || request.routeOptions.url !== '/org/:org/gvc/:gvc/workload' || app.runtime?.kind === 'runc') return;
+    const env = (request.body as { spec?: { containers?: Array<{ env?: Array<{ name?: unknown }> }> } } | undefined)?.spec?.containers?.[0]?.env;
+    if (Array.isArray(env) && env.some((e) => e?.name === RUN_MARKER)) {
+      throw ApiError.badRequest(`cpln workload run is not available: ${refusal('exec, connect and cp').replace(/^.*?: /, '')}; it would create a workload, wait for a replica and then find nothing to run the command in (KEEL_RUNTIME=runc runs replicas)`);
+    }
+  });
+
   // The streams themselves are WebSockets. The clients print what the stream says and end on its
   // close: exec, connect and cp on a failed terminal session with its exit code (cp from a replica
   // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
@@ -112,6 +123,8 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
 }
 
 const FAILED = 'Failed to create terminal session: ';
+/** The variable `cpln workload run` sets in its workload's first container (and nothing else sets). */
+const RUN_MARKER = 'XCPLN_RUN_BY';
 const DOWNLOAD_CLOSE_DELAY_MS = 250;
 
 /** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */

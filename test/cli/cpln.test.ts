@@ -525,8 +525,11 @@ describe('the official cpln CLI against Keel', () => {
     assert.match(fetched.stderr, /exec, connect and cp are not available/);
     const sent = await run(['cp', file('up.txt', 'x'), 'shell:/tmp/up.txt', '--location', 'aws-us-east-2'], { code: 1 });
     assert.match(sent.stdout, /exec, connect and cp are not available/);
-    const ran = await run(['workload', 'run', '--location', 'aws-us-east-2', '--', 'ls'], { code: 1, timeoutMs: 120_000 });
-    assert.match(ran.stdout, /exec, connect and cp are not available/);
+    // The CLI would create a workload, wait for its replica and sleep a minute before its terminal is refused: it is refused at the first step.
+    const ran = await run(['workload', 'run', '--location', 'aws-us-east-2', '--', 'ls'], { code: 1, timeoutMs: 20_000 });
+    assert.match(ran.stdout + ran.stderr, /cpln workload run is not available: Keel simulates replicas and runs no containers/);
+    assert.ok(ran.ms < 10_000, `it failed after ${ran.ms} ms`);
+    assert.ok(!names(await json(['workload', 'get'])).some((n) => n.startsWith('run-')), 'no runner workload was left behind');
     // port-forward listens locally; the first connection asks Keel for a ticket and ends the command.
     let connected = false;
     const forward = await cpln.run(['port-forward', 'shell', '0:80', '--location', 'aws-us-east-2'], {
