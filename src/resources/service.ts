@@ -420,18 +420,22 @@ export class Resources {
   /**
    * Admission of references: each reference the item makes that its previous state did not (set
    * or changed) needs the reference's permission on the item it names, whatever the caller may do
-   * to the referring item. Checked before the kind's own checks, and the same whether the named
-   * item exists or not (without a grant that does not depend on it), so a refusal tells nothing
-   * about what the caller cannot view. Keel's own writes (no principal) are not checked.
+   * to the referring item. Checked before the kind's own checks, and decided alike whether the
+   * named item exists or not (only a targetQuery grant looks at the item), so a refusal tells
+   * nothing about what the caller cannot view. Each item named is checked once per write, however
+   * many fields name it. Keel's own writes (no principal) are not checked.
    */
   private async checkReferences(tx: Tx, hooks: HookContext, def: KindDef, next: Record<string, unknown>, previous: Record<string, unknown> | undefined): Promise<void> {
     const principal = hooks.principal;
     if (!def.references || !principal) return;
     const ctx = { place: hooks.place, registryHosts: this.settings.registryHosts?.() ?? [] };
-    const before = new Set(previous ? def.references(previous, ctx).map((ref) => referenceKey(ref, this.referenced(ref, hooks.place))) : []);
+    // What the previous state referred to needs nothing now; each new item named is checked once.
+    const admitted = new Set(previous ? def.references(previous, ctx).map((ref) => referenceKey(ref, this.referenced(ref, hooks.place))) : []);
     for (const ref of def.references(next, ctx)) {
       const target = this.referenced(ref, hooks.place);
-      if (before.has(referenceKey(ref, target))) continue;
+      const key = referenceKey(ref, target);
+      if (admitted.has(key)) continue;
+      admitted.add(key);
       if (!target) {
         throw ApiError.badRequest(`${ref.path}: '${ref.link ?? ref.name}' does not name ${article(ref.kind)} ${ref.kind}`, [{ path: ref.path, message: `must name ${article(ref.kind)} ${ref.kind}` }]);
       }
