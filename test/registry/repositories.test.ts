@@ -333,14 +333,16 @@ forEachBackend('registry: content by repository', (backend) => {
     const manifest = manifestOf(config, [layer]);
     assert.equal((await putManifest('legacy/app', 'v1', manifest, admin())).status, 201);
     const empty = await pushBlob('legacy/app', '{}', admin());
-    const signature = manifestOf(empty, [], { subject: { mediaType: OCI_MANIFEST, digest: sha(manifest), size: manifest.length } });
+    const signature = manifestOf(empty, [], { subject: { mediaType: OCI_MANIFEST, digest: sha(manifest), size: manifest.length }, annotations: { signed: 'yes' } });
     assert.equal((await putManifest('legacy/app', sha(signature), signature, admin())).status, 201);
-    // The registry as the previous version left it: org links, no repository links.
+    // The registry as the previous version left it: org links without annotations, no repository links.
     if (backend === 'postgres') {
       await rawExec(keel, 'DELETE FROM registry_repository_links');
+      await rawExec(keel, 'UPDATE registry_links SET annotations = NULL');
     } else {
       const db = new Database(join(keel.config.dataDir, 'registry', 'registry.db'));
       db.prepare('DELETE FROM repository_links').run();
+      db.prepare('UPDATE links SET annotations = NULL').run();
       db.close();
     }
     const { app } = await keel.reopen();
@@ -348,7 +350,10 @@ forEachBackend('registry: content by repository', (backend) => {
     assert.equal((await get('/v2/legacy/app/manifests/v1')).body, manifest);
     assert.equal((await get(`/v2/legacy/app/blobs/${layer.digest}`)).body, 'a legacy layer');
     assert.equal((await get(`/v2/legacy/app/blobs/${config.digest}`)).statusCode, 200);
-    assert.deepEqual(JSON.parse((await get(`/v2/legacy/app/referrers/${sha(manifest)}`)).body).manifests.map((m: { digest: string }) => m.digest), [sha(signature)]);
+    assert.deepEqual(
+      JSON.parse((await get(`/v2/legacy/app/referrers/${sha(manifest)}`)).body).manifests.map((m: { digest: string; annotations?: unknown }) => [m.digest, m.annotations]),
+      [[sha(signature), { signed: 'yes' }]],
+    );
     assert.equal((await get(`/v2/legacy/app/manifests/${sha(signature)}`)).statusCode, 200);
     assert.equal((await get(`/v2/legacy/app/blobs/${stray.digest}`)).statusCode, 404, 'what no manifest named belongs to no repository');
     assert.equal((await get(`/v2/other/blobs/${layer.digest}`)).statusCode, 404);
