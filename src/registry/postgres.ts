@@ -352,10 +352,12 @@ export class PostgresUploads implements UploadSessions {
   async append(upload: Upload, body: Readable, expectedLength?: number): Promise<void> {
     // Closed once the bytes are committed (or dropped): until then this process counts them for the org.
     const charge = await this.quota.open(upload.org);
+    let committed = false;
     try {
       await this.receive(upload, body, expectedLength, charge.charge);
+      committed = true;
     } finally {
-      charge.close();
+      charge.close(committed);
     }
   }
 
