@@ -41,8 +41,6 @@ export interface BlobStore {
   hold(org: string, repository: string, digest: string): Promise<void>;
   /** Removes the repository's reference; the org's link goes with the last repository of the org holding it. */
   unlink(org: string, repository: string, digest: string): Promise<void>;
-  /** Bytes of the distinct content the org links. */
-  stored(org: string): Promise<number>;
   /** Whether the org links content no repository of it holds (linked before repositories were recorded). */
   unassigned(): Promise<boolean>;
   /** Drops the org links no repository holds (once the repositories' links are derived from their manifests). */
@@ -164,6 +162,7 @@ export class FileBlobStore implements BlobStore {
     })();
   }
 
+  /** Bytes of the distinct content the org links. */
   async stored(org: string): Promise<number> {
     return Number((this.db.prepare('SELECT bytes FROM org_bytes WHERE org = ?').get(org) as { bytes: number } | undefined)?.bytes ?? 0);
   }

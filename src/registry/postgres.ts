@@ -196,11 +196,6 @@ export class PostgresBlobStore implements BlobStore {
     });
   }
 
-  async stored(org: string): Promise<number> {
-    const [row] = await this.query<{ bytes: string }>('SELECT bytes FROM registry_org_bytes WHERE org = $1', [org]);
-    return Number(row?.bytes ?? 0);
-  }
-
   /** What the org's quota counts: the content it links and what its upload sessions hold, in one read. */
   async usage(org: string): Promise<number> {
     const [row] = await this.query<{ bytes: string }>(
@@ -341,12 +336,6 @@ export class PostgresUploads implements UploadSessions {
     const [row] = (await this.blobs.reads.query<{ size: string; principal: string }>('SELECT size, principal FROM registry_uploads WHERE id = $1 AND org = $2 AND repository = $3', [id, org, repository])).rows;
     if (!row) throw uploadUnknown();
     return { id, org, repository, principal: row.principal, size: Number(row.size) };
-  }
-
-  async receiving(org: string): Promise<number> {
-    await this.blobs.ready;
-    const [row] = (await this.blobs.reads.query<{ bytes: string }>('SELECT coalesce(sum(size), 0) AS bytes FROM registry_uploads WHERE org = $1', [org])).rows;
-    return Number(row.bytes);
   }
 
   async append(upload: Upload, body: Readable, expectedLength?: number): Promise<void> {

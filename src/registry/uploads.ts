@@ -36,8 +36,6 @@ export interface UploadSessions {
   cancel(upload: Upload): Promise<void>;
   /** Drops sessions idle for KEEL_REGISTRY_UPLOAD_IDLE_MS with their content; never one a request is writing to. */
   expire(): Promise<void>;
-  /** Bytes the org's sessions hold. */
-  receiving(org: string): Promise<number>;
   /** The org's bound on stored bytes, over its content and its sessions. */
   readonly quota: OrgQuota;
   close(): Promise<void>;
@@ -247,7 +245,8 @@ export class FileUploads implements UploadSessions {
     for (const upload of this.sessions.values()) if (!upload.busy && upload.touched < before) await this.cancel(upload);
   }
 
-  async receiving(org: string): Promise<number> {
+  /** Bytes the org's sessions of this process hold. */
+  private async receiving(org: string): Promise<number> {
     let bytes = 0;
     for (const upload of this.sessions.values()) if (upload.org === org) bytes += upload.size;
     return bytes;
