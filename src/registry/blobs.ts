@@ -14,12 +14,17 @@ export interface LinkInfo {
   mediaType: string;
   subject?: string;
   artifactType?: string;
+  /** A referrer's annotations, for the referrers index (null: it has none). */
+  annotations?: Record<string, unknown> | null;
 }
 
 export interface Linked extends LinkInfo {
   digest: string;
   size: number;
 }
+
+/** A link's annotations as stored: JSON text (`null` for none); NULL when not recorded (a link older than the column). */
+export const annotationsText = (info?: LinkInfo) => (info?.annotations === undefined ? null : JSON.stringify(info.annotations));
 
 export interface BlobStore {
   /** The blob's size when the org holds it (in any of its repositories). */
@@ -36,8 +41,6 @@ export interface BlobStore {
   hold(org: string, repository: string, digest: string): Promise<void>;
   /** Removes the repository's reference; the org's link goes with the last repository of the org holding it. */
   unlink(org: string, repository: string, digest: string): Promise<void>;
-  /** Bytes of the distinct content the org links. */
-  stored(org: string): Promise<number>;
   /** Whether the org links content no repository of it holds (linked before repositories were recorded). */
   unassigned(): Promise<boolean>;
   /** Drops the org links no repository holds (once the repositories' links are derived from their manifests). */
@@ -76,6 +79,7 @@ export class FileBlobStore implements BlobStore {
       CREATE INDEX IF NOT EXISTS links_by_digest ON links (digest);
       CREATE TABLE IF NOT EXISTS repository_links (org TEXT NOT NULL, repository TEXT NOT NULL, digest TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (org, repository, digest)) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS repository_links_by_digest ON repository_links (org, digest);`);
+    if (!(this.db.prepare('PRAGMA table_info(links)').all() as Array<{ name: string }>).some((c) => c.name === 'annotations')) this.db.exec('ALTER TABLE links ADD COLUMN annotations TEXT');
     // What each org links, kept as links come and go (the quota reads it on every chunk); counted from the links once.
     this.db.transaction(() => {
       if (this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'org_bytes'").get()) return;
@@ -133,11 +137,12 @@ export class FileBlobStore implements BlobStore {
       const fresh = this.db.prepare('SELECT 1 FROM links WHERE org = ? AND digest = ?').get(org, digest) === undefined;
       this.db
         .prepare(
-        `INSERT INTO links (org, digest, media_type, subject, artifact_type, created) VALUES (?, ?, ?, ?, ?, ?)
+        `INSERT INTO links (org, digest, media_type, subject, artifact_type, annotations, created) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (org, digest) DO UPDATE SET media_type = CASE WHEN excluded.media_type = '' THEN links.media_type ELSE excluded.media_type END,
-           subject = COALESCE(excluded.subject, links.subject), artifact_type = COALESCE(excluded.artifact_type, links.artifact_type), created = excluded.created`,
+           subject = COALESCE(excluded.subject, links.subject), artifact_type = COALESCE(excluded.artifact_type, links.artifact_type),
+           annotations = COALESCE(excluded.annotations, links.annotations), created = excluded.created`,
       )
-        .run(org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, now);
+        .run(org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, annotationsText(info), now);
       this.db.prepare('INSERT OR IGNORE INTO repository_links (org, repository, digest, created) VALUES (?, ?, ?, ?)').run(org, repository, digest, now);
       if (fresh) this.db.prepare('INSERT INTO org_bytes (org, bytes) SELECT ?, size FROM blobs WHERE digest = ? ON CONFLICT (org) DO UPDATE SET bytes = bytes + excluded.bytes').run(org, digest);
       // Refreshing the blob's time keeps a just-linked blob out of the next collection's reach.
@@ -157,6 +162,7 @@ export class FileBlobStore implements BlobStore {
     })();
   }
 
+  /** Bytes of the distinct content the org links. */
   async stored(org: string): Promise<number> {
     return Number((this.db.prepare('SELECT bytes FROM org_bytes WHERE org = ?').get(org) as { bytes: number } | undefined)?.bytes ?? 0);
   }
@@ -179,7 +185,7 @@ export class FileBlobStore implements BlobStore {
   async referrers(org: string, digest: string, repository?: string): Promise<Linked[]> {
     const inRepository = repository === undefined ? '' : ' AND EXISTS (SELECT 1 FROM repository_links r WHERE r.org = l.org AND r.digest = l.digest AND r.repository = ?)';
     const rows = this.db
-      .prepare(`SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM links l JOIN blobs b ON b.digest = l.digest WHERE l.org = ? AND l.subject = ?${inRepository} ORDER BY l.digest`)
+      .prepare(`SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type, l.annotations FROM links l JOIN blobs b ON b.digest = l.digest WHERE l.org = ? AND l.subject = ?${inRepository} ORDER BY l.digest`)
       .all(org, digest, ...(repository === undefined ? [] : [repository])) as LinkRow[];
     return rows.map(linkedOf);
   }
@@ -212,6 +218,7 @@ export interface LinkRow {
   media_type: string;
   subject: string | null;
   artifact_type: string | null;
+  annotations?: string | null;
 }
 
 /** A blob read whole into memory (a manifest: callers bound its size first). */
@@ -222,5 +229,12 @@ export async function readWhole(blobs: BlobStore, digest: string): Promise<Buffe
 }
 
 export function linkedOf(row: LinkRow): Linked {
-  return { digest: row.digest, size: Number(row.size), mediaType: row.media_type, subject: row.subject ?? undefined, artifactType: row.artifact_type ?? undefined };
+  return {
+    digest: row.digest,
+    size: Number(row.size),
+    mediaType: row.media_type,
+    subject: row.subject ?? undefined,
+    artifactType: row.artifact_type ?? undefined,
+    ...(row.annotations == null ? {} : { annotations: JSON.parse(row.annotations) as Record<string, unknown> | null }),
+  };
 }

@@ -12,7 +12,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { inTransaction } from '../store/postgres/statements.js';
 import { RegistryError } from './errors.js';
 import { BlobCache, teeTo } from './cache.js';
-import { linkedOf, type BlobStore, type LinkInfo, type Linked, type LinkRow } from './blobs.js';
+import { annotationsText, linkedOf, type BlobStore, type LinkInfo, type Linked, type LinkRow } from './blobs.js';
 import { digestMismatch, meter, OrgQuota, receive, tooManyUploads, uploadBusy, uploadUnknown, type Upload, type UploadLimits, type UploadSessions } from './uploads.js';
 
 /**
@@ -69,6 +69,7 @@ const SCHEMA = `
       CREATE TABLE registry_repository_links (org TEXT NOT NULL, repository TEXT NOT NULL, digest TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (org, repository, digest));
       CREATE INDEX registry_repository_links_by_digest ON registry_repository_links (org, digest);
       ALTER TABLE registry_uploads ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+      ALTER TABLE registry_links ADD COLUMN annotations TEXT;
       CREATE INDEX registry_uploads_by_principal ON registry_uploads (principal);
       CREATE INDEX registry_uploads_by_org ON registry_uploads (org);
     END IF;
@@ -79,12 +80,13 @@ const SCHEMA = `
     END IF;
   END $$;`;
 
-const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, artifact_type, created) VALUES ($1, $2, $3, $4, $5, $6)
+const LINK_SQL = `INSERT INTO registry_links (org, digest, media_type, subject, artifact_type, annotations, created) VALUES ($1, $2, $3, $4, $5, $6, $7)
   ON CONFLICT (org, digest) DO UPDATE SET media_type = CASE WHEN excluded.media_type = '' THEN registry_links.media_type ELSE excluded.media_type END,
-    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type), created = excluded.created
+    subject = COALESCE(excluded.subject, registry_links.subject), artifact_type = COALESCE(excluded.artifact_type, registry_links.artifact_type),
+    annotations = COALESCE(excluded.annotations, registry_links.annotations), created = excluded.created
   RETURNING (xmax = 0) AS fresh`;
 
-const linkParams = (org: string, digest: string, info?: LinkInfo) => [org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, new Date().toISOString()];
+const linkParams = (org: string, digest: string, info?: LinkInfo) => [org, digest, info?.mediaType ?? '', info?.subject ?? null, info?.artifactType ?? null, annotationsText(info), new Date().toISOString()];
 
 const HOLD_SQL = 'INSERT INTO registry_repository_links (org, repository, digest, created) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING';
 
@@ -194,11 +196,6 @@ export class PostgresBlobStore implements BlobStore {
     });
   }
 
-  async stored(org: string): Promise<number> {
-    const [row] = await this.query<{ bytes: string }>('SELECT bytes FROM registry_org_bytes WHERE org = $1', [org]);
-    return Number(row?.bytes ?? 0);
-  }
-
   /** What the org's quota counts: the content it links and what its upload sessions hold, in one read. */
   async usage(org: string): Promise<number> {
     const [row] = await this.query<{ bytes: string }>(
@@ -262,7 +259,7 @@ export class PostgresBlobStore implements BlobStore {
   async referrers(org: string, digest: string, repository?: string): Promise<Linked[]> {
     const inRepository = repository === undefined ? '' : ' AND EXISTS (SELECT 1 FROM registry_repository_links r WHERE r.org = l.org AND r.digest = l.digest AND r.repository = $3)';
     const rows = await this.query<LinkRow>(
-      `SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1 AND l.subject = $2${inRepository} ORDER BY l.digest`,
+      `SELECT l.digest, b.size, l.media_type, l.subject, l.artifact_type, l.annotations FROM registry_links l JOIN registry_blobs b ON b.digest = l.digest WHERE l.org = $1 AND l.subject = $2${inRepository} ORDER BY l.digest`,
       repository === undefined ? [org, digest] : [org, digest, repository],
     );
     return rows.map(linkedOf);
@@ -341,19 +338,15 @@ export class PostgresUploads implements UploadSessions {
     return { id, org, repository, principal: row.principal, size: Number(row.size) };
   }
 
-  async receiving(org: string): Promise<number> {
-    await this.blobs.ready;
-    const [row] = (await this.blobs.reads.query<{ bytes: string }>('SELECT coalesce(sum(size), 0) AS bytes FROM registry_uploads WHERE org = $1', [org])).rows;
-    return Number(row.bytes);
-  }
-
   async append(upload: Upload, body: Readable, expectedLength?: number): Promise<void> {
     // Closed once the bytes are committed (or dropped): until then this process counts them for the org.
     const charge = await this.quota.open(upload.org);
+    let committed = false;
     try {
       await this.receive(upload, body, expectedLength, charge.charge);
+      committed = true;
     } finally {
-      charge.close();
+      charge.close(committed);
     }
   }
 

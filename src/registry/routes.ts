@@ -273,21 +273,25 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
 
     /** A referrer as the referrers index lists it: with the manifest's annotations and artifact type (OCI distribution 1.1). */
     async function referrerDescriptor(referrer: Linked): Promise<Record<string, unknown>> {
-      let annotations: unknown;
-      if (referrer.size <= MAX_MANIFEST_BYTES) {
-        try {
-          annotations = (JSON.parse((await readWhole(blobs, referrer.digest)).toString('utf8')) as { annotations?: unknown }).annotations;
-        } catch {
-          // accepted manifests are JSON; content gone meanwhile lists the referrer without them
-        }
-      }
+      const annotations = referrer.annotations !== undefined ? referrer.annotations : await recordedAnnotations(referrer);
       return {
         mediaType: referrer.mediaType,
         digest: referrer.digest,
         size: referrer.size,
         ...(referrer.artifactType ? { artifactType: referrer.artifactType } : {}),
-        ...(annotations && typeof annotations === 'object' && !Array.isArray(annotations) ? { annotations } : {}),
+        ...(annotations ? { annotations } : {}),
       };
+    }
+
+    /** The annotations of a referrer linked before they were kept with its link: read from the manifest. */
+    async function recordedAnnotations(referrer: Linked): Promise<Record<string, unknown> | null> {
+      if (referrer.size > MAX_MANIFEST_BYTES) return null;
+      try {
+        return annotationsOf(JSON.parse((await readWhole(blobs, referrer.digest)).toString('utf8')) as Record<string, unknown>);
+      } catch {
+        // content collected meanwhile: listed without them
+        return null;
+      }
     }
 
     async function startUpload(request: FastifyRequest, reply: FastifyReply, principal: Principal, org: string, repository: string, base: string, query: Record<string, string | undefined>) {
@@ -373,7 +377,9 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
         if (!known || !known.mediaType) throw new RegistryError('MANIFEST_BLOB_UNKNOWN', `manifest unknown to registry: ${child.digest}`, 400, { digest: child.digest });
       }
       if (!(await blobs.linked(org, digest))) await uploads.quota.admit(org, bytes.length);
-      await blobs.put(org, repository, digest, bytes, { mediaType: manifest.mediaType, subject: manifest.subject?.digest, artifactType: manifest.artifactType });
+      // A referrer's annotations go with its link: the referrers index lists them without reading each manifest.
+      const annotations = manifest.subject ? annotationsOf(manifest.body) : undefined;
+      await blobs.put(org, repository, digest, bytes, { mediaType: manifest.mediaType, subject: manifest.subject?.digest, artifactType: manifest.artifactType, annotations });
       if (tag !== undefined) {
         await resources.record(principal, def, { org }, `${repository}:${tag}`, { repository, tag, digest, manifest: manifest.body });
       }
@@ -418,6 +424,12 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
 /** `ORG.registry.<domain>` names the org, as the hosted service's registry hosts do. */
 export function hostOrg(request: FastifyRequest): string | undefined {
   return /^([a-z][-a-z0-9]*[a-z0-9])\.registry\./.exec(request.headers.host ?? '')?.[1];
+}
+
+/** A manifest's annotations when they are a JSON object, else null. */
+function annotationsOf(manifest: Record<string, unknown>): Record<string, unknown> | null {
+  const annotations = manifest.annotations;
+  return annotations && typeof annotations === 'object' && !Array.isArray(annotations) ? (annotations as Record<string, unknown>) : null;
 }
 
 /** A Basic password (any user name, as Docker's credential helpers send it), or a bearer token. */

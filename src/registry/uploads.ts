@@ -36,8 +36,6 @@ export interface UploadSessions {
   cancel(upload: Upload): Promise<void>;
   /** Drops sessions idle for KEEL_REGISTRY_UPLOAD_IDLE_MS with their content; never one a request is writing to. */
   expire(): Promise<void>;
-  /** Bytes the org's sessions hold. */
-  receiving(org: string): Promise<number>;
   /** The org's bound on stored bytes, over its content and its sessions. */
   readonly quota: OrgQuota;
   close(): Promise<void>;
@@ -64,10 +62,10 @@ export const tooManyUploads = (limit: number) =>
  * received at once count each other's bytes before any of them is committed.
  */
 export class OrgQuota {
-  /** Bytes received for each org that are not yet in what `usage` reads (committed or dropped). */
+  /** Bytes being received for each org: neither committed nor dropped yet, so not in what `usage` reads. */
   private readonly flowing = new Map<string, number>();
-  /** Bytes received for each org since this process started (never lowered). */
-  private readonly total = new Map<string, number>();
+  /** Bytes this process committed for each org since it started (never lowered). */
+  private readonly committed = new Map<string, number>();
 
   constructor(
     readonly maxBytes: number,
@@ -77,24 +75,25 @@ export class OrgQuota {
 
   /**
    * A charge for one request's bytes: each call counts them and throws once the org would pass
-   * its bound. Bytes counted by others since it opened, or in flight when it did, count too.
+   * its bound, counting what the store held when it opened, what this process committed since, and
+   * every byte being received now. `close` says whether its bytes were committed.
    */
-  async open(org: string): Promise<{ charge(bytes: number): void; close(): void }> {
-    const mark = (this.total.get(org) ?? 0) - (this.flowing.get(org) ?? 0);
+  async open(org: string): Promise<{ charge(bytes: number): void; close(committed: boolean): void }> {
+    const mark = this.committed.get(org) ?? 0;
     const used = await this.usage(org);
     let mine = 0;
     return {
       charge: (bytes) => {
-        this.total.set(org, (this.total.get(org) ?? 0) + bytes);
         this.flowing.set(org, (this.flowing.get(org) ?? 0) + bytes);
         mine += bytes;
-        if (used + (this.total.get(org) ?? 0) - mark > this.maxBytes) throw this.full();
+        if (used + (this.committed.get(org) ?? 0) - mark + (this.flowing.get(org) ?? 0) > this.maxBytes) throw this.full();
       },
-      close: () => {
+      close: (committed) => {
         const left = (this.flowing.get(org) ?? 0) - mine;
-        mine = 0;
         if (left > 0) this.flowing.set(org, left);
         else this.flowing.delete(org);
+        if (committed) this.committed.set(org, (this.committed.get(org) ?? 0) + mine);
+        mine = 0;
       },
     };
   }
@@ -206,17 +205,19 @@ export class FileUploads implements UploadSessions {
     const before = upload.size;
     const hash = upload.hash.copy();
     let charge: Awaited<ReturnType<OrgQuota['open']>> | undefined;
+    let committed = false;
     try {
       charge = await this.quota.open(upload.org);
       const stage = meter(before, this.limits.maxBlobBytes, hash, charge.charge);
       await receive(body, stage, expectedLength, createWriteStream(upload.file, { flags: 'r+', start: before }));
       upload.size = before + stage.received;
       upload.hash = hash;
+      committed = true;
     } catch (err) {
       truncate(upload.file, before);
       throw err;
     } finally {
-      charge?.close();
+      charge?.close(committed);
       upload.busy = false;
       upload.touched = Date.now();
     }
@@ -244,7 +245,8 @@ export class FileUploads implements UploadSessions {
     for (const upload of this.sessions.values()) if (!upload.busy && upload.touched < before) await this.cancel(upload);
   }
 
-  async receiving(org: string): Promise<number> {
+  /** Bytes the org's sessions of this process hold. */
+  private async receiving(org: string): Promise<number> {
     let bytes = 0;
     for (const upload of this.sessions.values()) if (upload.org === org) bytes += upload.size;
     return bytes;

@@ -8,8 +8,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -333,14 +334,16 @@ forEachBackend('registry: content by repository', (backend) => {
     const manifest = manifestOf(config, [layer]);
     assert.equal((await putManifest('legacy/app', 'v1', manifest, admin())).status, 201);
     const empty = await pushBlob('legacy/app', '{}', admin());
-    const signature = manifestOf(empty, [], { subject: { mediaType: OCI_MANIFEST, digest: sha(manifest), size: manifest.length } });
+    const signature = manifestOf(empty, [], { subject: { mediaType: OCI_MANIFEST, digest: sha(manifest), size: manifest.length }, annotations: { signed: 'yes' } });
     assert.equal((await putManifest('legacy/app', sha(signature), signature, admin())).status, 201);
-    // The registry as the previous version left it: org links, no repository links.
+    // The registry as the previous version left it: org links without annotations, no repository links.
     if (backend === 'postgres') {
       await rawExec(keel, 'DELETE FROM registry_repository_links');
+      await rawExec(keel, 'UPDATE registry_links SET annotations = NULL');
     } else {
       const db = new Database(join(keel.config.dataDir, 'registry', 'registry.db'));
       db.prepare('DELETE FROM repository_links').run();
+      db.prepare('UPDATE links SET annotations = NULL').run();
       db.close();
     }
     const { app } = await keel.reopen();
@@ -348,7 +351,10 @@ forEachBackend('registry: content by repository', (backend) => {
     assert.equal((await get('/v2/legacy/app/manifests/v1')).body, manifest);
     assert.equal((await get(`/v2/legacy/app/blobs/${layer.digest}`)).body, 'a legacy layer');
     assert.equal((await get(`/v2/legacy/app/blobs/${config.digest}`)).statusCode, 200);
-    assert.deepEqual(JSON.parse((await get(`/v2/legacy/app/referrers/${sha(manifest)}`)).body).manifests.map((m: { digest: string }) => m.digest), [sha(signature)]);
+    assert.deepEqual(
+      JSON.parse((await get(`/v2/legacy/app/referrers/${sha(manifest)}`)).body).manifests.map((m: { digest: string; annotations?: unknown }) => [m.digest, m.annotations]),
+      [[sha(signature), { signed: 'yes' }]],
+    );
     assert.equal((await get(`/v2/legacy/app/manifests/${sha(signature)}`)).statusCode, 200);
     assert.equal((await get(`/v2/legacy/app/blobs/${stray.digest}`)).statusCode, 404, 'what no manifest named belongs to no repository');
     assert.equal((await get(`/v2/other/blobs/${layer.digest}`)).statusCode, 404);
@@ -371,6 +377,14 @@ forEachBackend('registry: bounds', (backend) => {
       return readdirSync(dir).flatMap((d) => (existsSync(join(dir, d)) ? readdirSync(join(dir, d)) : [])).length;
     }
     return (await rawExec(keel, 'SELECT 1 FROM registry_uploads')) + (await rawExec(keel, 'SELECT DISTINCT content FROM registry_content WHERE content NOT IN (SELECT content FROM registry_blobs)'));
+  };
+
+  /** The most bytes a request being received has written so far: its session's temp file beside SQLite, its copy for the local cache with PostgreSQL. */
+  const receivedBytes = (): number => {
+    const root = join(keel.config.dataDir, 'registry', backend === 'sqlite' ? 'uploads' : join('cache', 'tmp'));
+    if (!existsSync(root)) return 0;
+    const sizes = readdirSync(root).flatMap((d) => (existsSync(join(root, d)) ? readdirSync(join(root, d)).map((f) => statSync(join(root, d, f), { throwIfNoEntry: false })?.size ?? 0) : []));
+    return Math.max(0, ...sizes);
   };
 
   before(async () => {
@@ -451,6 +465,35 @@ forEachBackend('registry: bounds', (backend) => {
     assert.equal((await reg('DELETE', `/v2/app2/blobs/${layer.digest}`, key)).status, 202);
     assert.equal((await pushMore()).status, 201, 'the layer no longer counts');
     assert.equal(await leftovers(), 0);
+  });
+
+  test("chunks received at once count each other's bytes against the org's bound before either is committed", async () => {
+    assert.equal((await keel.call('POST', '/org', { name: 'race' })).status, 201);
+    const racer = await keyFor(keel, 'race', 'racer', [['*', ['manage']]]);
+    const start = async () => (await reg('POST', '/v2/app/blobs/uploads/', racer)).headers.get('location')!;
+    const [first, second] = [await start(), await start()];
+    // The first chunk's body stops after 4000 of its 5000 bytes: the request is receiving, nothing is committed.
+    const url = new URL(base);
+    const socket = connect(Number(url.port), url.hostname);
+    let answer = '';
+    socket.on('data', (d) => (answer += d.toString()));
+    const answered = new Promise<string>((resolve) => socket.on('close', () => resolve(answer)));
+    socket.write(`PATCH ${first} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${racer}\r\nContent-Type: application/octet-stream\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n`);
+    try {
+      socket.write(Buffer.alloc(4000, 6));
+      await waitFor("the first chunk's bytes to be received", async () => receivedBytes(), (n) => n >= 4000);
+      // 4500 more would pass 8192 with the 4000 being received: refused, though none of them is stored yet.
+      const other = await reg('PATCH', second, racer, { body: Buffer.alloc(4500, 7), headers: octets });
+      assert.equal(other.status, 413, other.raw.toString());
+      assert.match(other.json.errors[0].message, /KEEL_REGISTRY_MAX_BYTES_PER_ORG/);
+      socket.write(Buffer.alloc(1000, 6));
+      assert.match(await answered, /^HTTP\/1.1 202/);
+    } finally {
+      socket.destroy();
+    }
+    assert.equal((await reg('GET', first, racer)).headers.get('range'), '0-4999');
+    assert.equal((await reg('PATCH', second, racer, { body: Buffer.alloc(3000, 7), headers: octets })).status, 202, 'what fits goes in');
+    for (const location of [first, second]) assert.equal((await reg('DELETE', location, racer)).status, 204);
   });
 
   test('with KEEL_PUBLIC_URL the challenge names it, whatever Host is sent', async () => {
