@@ -1,10 +1,11 @@
 // What one tenant's replica may take of the host and of Keel: its output comes into the logs at
 // KEEL_LOG_BYTES_PER_SECOND at most (the rest dropped and counted), without holding the API's event
 // loop, and what it writes to its root filesystem and scratch volumes is bounded by
-// KEEL_REPLICA_DISK_BYTES (it gets ENOSPC; the host's disk does not fill). Real replicas under runc.
+// KEEL_REPLICA_DISK_BYTES (it gets ENOSPC; the host's disk does not fill), and to a volume set's
+// volume by the set's capacity. Real replicas under runc.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -125,5 +126,27 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.ok(readFileSync('/proc/self/mounts', 'utf8').split('\n').some((l) => l.includes(dataDir) && l.includes('ext4')));
     await remove('filler');
     assert.ok(usage() - baseline < 4 * MiB, 'its disk went with it');
+  });
+
+  test("a volume set's volume is bounded by the set's capacity, and is unmounted once its replica goes", async () => {
+    const set = await rt.keel.call('POST', '/org/acme/gvc/web/volumeset', { name: 'capped', spec: { initialCapacity: 10, fileSystemType: 'ext4' } });
+    assert.equal(set.status, 201, JSON.stringify(set.body));
+    // fallocate takes the space without writing it: the test does not write gigabytes.
+    const script = [
+      '/bin/busybox fallocate -l 1G /data/within; echo "within capacity exit $?"',
+      '/bin/busybox fallocate -l 11G /data/over; echo "over capacity exit $?"',
+      'exec sleep 3600',
+    ].join('; ');
+    const image = busyboxImage(work, 'allocator', ['/bin/sh', '-c', script]);
+    await apply('store', { type: 'stateful', containers: [{ name: 'main', image, cpu: '100m', memory: '64Mi', volumes: [{ uri: 'cpln://volumeset/capped', path: '/data' }] }] });
+    const lines = await waitFor('both allocations to end', async () => (await linesOf('store')).map((l) => l.line), (ls) => ls.some((l) => l.startsWith('over capacity exit')), 60_000);
+    assert.ok(lines.includes('over capacity exit 1'), lines.join('\n'));
+    assert.ok(lines.some((l) => /No space left on device/.test(l)), lines.join('\n'));
+    assert.ok(lines.includes('within capacity exit 0'), lines.join('\n'));
+    await remove('store');
+    assert.equal((await rt.keel.call('DELETE', '/org/acme/gvc/web/volumeset/capped')).status, 202);
+    const data = join(dataDir, 'runtime', 'volumes', 'acme', 'web', 'capped');
+    await waitFor("the volume set's data to be gone", async () => existsSync(data), (there) => !there, 30_000);
+    assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
   });
 });
