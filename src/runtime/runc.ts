@@ -6,10 +6,11 @@
 // tells the reconciler when what it reports has changed, or the traffic its ingress measured has.
 //
 // State on disk, all under $KEEL_DATA_DIR/runtime: runc's own (`runc/`, its --root), the
-// unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`) and the
-// volume sets' data (`volumes/`, volumes.ts). A Keel that starts finds whatever an earlier process
-// left of replicas (after a kill -9) and removes it, volume sets' data aside: the reconciler then
-// starts the replicas the stored state wants.
+// unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`, with the
+// disk its containers write on, disk.ts) and the volume sets' data (`volumes/`, volumes.ts). A
+// container's output goes through a FIFO to a worker thread (output.ts), never to a file. A Keel
+// that starts finds whatever an earlier process left of replicas (after a kill -9) and removes it,
+// volume sets' data aside: the reconciler then starts the replicas the stored state wants.
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -56,9 +56,13 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     await waitFor('nothing of the replica left on the host', async () => leftovers(dataDir), (l) => JSON.stringify(l) === JSON.stringify(NOTHING_LEFT), 60_000);
   };
 
-  test('a replica flooding stdout: its stored lines stay within the rate, one line a second counts what was dropped, and the API keeps answering', async () => {
+  /** Blocks the data directory takes on the host's filesystem (-x: not what is seen through the replicas' own mounts). */
+  const usage = () => Number(execFileSync('du', ['-s', '-x', '--block-size=1', dataDir], { encoding: 'utf8' }).split('\t')[0]);
+
+  test('a replica flooding stdout: its stored lines stay within the rate, one line a second counts what was dropped, the API keeps answering, and no file grows', async () => {
     const text = `flood ${'0123456789'.repeat(6)}`;
     const image = busyboxImage(work, 'flood', ['/bin/busybox', 'yes', text]);
+    const baseline = usage();
     await apply('flood', { containers: [{ name: 'main', image, cpu: '1000m', memory: '64Mi' }] });
     const first = await waitFor('the first flood line', () => linesOf('flood'), (ls) => ls.some((l) => l.line === text), 60_000);
     const t0 = BigInt(first.find((l) => l.line === text)!.ts);
@@ -97,12 +101,13 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.equal(markers[0].labels.replica, output[0].labels.replica);
     assert.ok(p99 < 100, `GET p99 ${p99} ms while a replica floods`);
     assert.ok(loopP99 < 100, `event loop delay p99 ${loopP99} ms while a replica floods`);
+    // Tens of MB of output read: the data directory took the stored lines (and the database's log of them), no copy.
+    const grown = usage() - baseline;
+    assert.ok(grown < 32 * MiB, `the data directory grew by ${grown} bytes during the flood`);
     await remove('flood');
   });
 
   test('a replica writing past KEEL_REPLICA_DISK_BYTES gets ENOSPC, in its root filesystem and its scratch volume, and the host does not fill', async () => {
-    // Blocks taken on the host's filesystem (-x: not what is seen through the replica's own mounts).
-    const usage = () => Number(execFileSync('du', ['-s', '-x', '--block-size=1', dataDir], { encoding: 'utf8' }).split('\t')[0]);
     const script = [
       'dd if=/dev/zero of=/big bs=1M count=64; echo "root dd exit $?"',
       'rm -f /big',
