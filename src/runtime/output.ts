@@ -145,7 +145,8 @@ setInterval(() => {
 parentPort.on('message', (m) => {
   try {
     if (m.op === 'open') {
-      replicaOf(m.replica, m.org, m.replicaLabels);
+      // A replica started again under the same id (a stateful one's new version) is not forgotten.
+      replicaOf(m.replica, m.org, m.replicaLabels).forgotten = false;
       const fd = fs.openSync(m.path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
       sources.set(m.id, { fd, replica: m.replica, labels: m.labels, rest: [], restBytes: 0 });
       parentPort.postMessage({ op: 'reply', request: m.request });

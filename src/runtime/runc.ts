@@ -6,10 +6,11 @@
 // tells the reconciler when what it reports has changed, or the traffic its ingress measured has.
 //
 // State on disk, all under $KEEL_DATA_DIR/runtime: runc's own (`runc/`, its --root), the
-// unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`) and the
-// volume sets' data (`volumes/`, volumes.ts). A Keel that starts finds whatever an earlier process
-// left of replicas (after a kill -9) and removes it, volume sets' data aside: the reconciler then
-// starts the replicas the stored state wants.
+// unpacked images (`unpacked/`, `layouts/`), one directory per replica (`replicas/ID/`, with the
+// disk its containers write on, disk.ts) and the volume sets' data (`volumes/`, volumes.ts). A
+// container's output goes through a FIFO to a worker thread (output.ts), never to a file. A Keel
+// that starts finds whatever an earlier process left of replicas (after a kill -9) and removes it,
+// volume sets' data aside: the reconciler then starts the replicas the stored state wants.
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -22,7 +23,7 @@ import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
 import { command, CommandError, quietly } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
-import { mountDisk, unmountDisk } from './disk.js';
+import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
@@ -99,6 +100,8 @@ interface Replica {
   want: ReplicaWant;
   address?: string;
   containers: Container[];
+  /** The volume sets' volumes it has mounted (released when it stops). */
+  volumes: string[];
   restarts: number;
   exitCode?: number;
   message: string;
@@ -165,6 +168,7 @@ export class RuncRuntime implements Runtime {
   private tick?: NodeJS.Timeout;
   private readonly lease: Lease;
   private readonly output: Output;
+  private readonly volumeDisks = new VolumeDisks();
   /** The write of log lines under way, if one is. */
   private writingLogs: Promise<void> | false = false;
   private stopped = false;
@@ -373,7 +377,7 @@ export class RuncRuntime implements Runtime {
 
   private create(ref: DeploymentRef, want: ReplicaWant, after?: Promise<void>): Replica {
     const id = createHash('sha256').update([this.dir, ref.org, ref.gvc, ref.workload, ref.location, want.name].join('\u0000')).digest('hex').slice(0, 16);
-    const replica: Replica = { id, ref, want, containers: [], restarts: 0, message: 'ContainerCreating', removed: false, busy: Promise.resolve(), lastExit: 0, reported: '' };
+    const replica: Replica = { id, ref, want, containers: [], volumes: [], restarts: 0, message: 'ContainerCreating', removed: false, busy: Promise.resolve(), lastExit: 0, reported: '' };
     replica.reported = this.fingerprint(replica);
     replica.busy = (after ?? Promise.resolve()).then(() => this.run(replica));
     return replica;
@@ -392,7 +396,7 @@ export class RuncRuntime implements Runtime {
       const dir = join(this.dir, 'replicas', replica.id);
       mkdirSync(dir, { recursive: true });
       const disk = await mountDisk(dir, this.options.replicaDiskBytes);
-      const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, replica.ref, replica.want.name, replica.want.spec);
+      const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, { disks: this.volumeDisks, acquired: replica.volumes }, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
@@ -525,6 +529,7 @@ export class RuncRuntime implements Runtime {
     const dir = join(this.dir, 'replicas', replica.id);
     if (existsSync(dir)) for (const c of readdirSync(dir)) await unmount(join(dir, c, 'rootfs'));
     await unmountDisk(dir);
+    for (const volume of replica.volumes.splice(0)) await this.volumeDisks.release(volume);
     await this.network.detach(replica.id);
     if (replica.removed && replica.address) {
       this.network.release(replica.address);
@@ -540,6 +545,7 @@ export class RuncRuntime implements Runtime {
       await quietly('runc', ['--root', this.root, 'kill', id, 'KILL']);
       await quietly('runc', ['--root', this.root, 'delete', '--force', id]);
     }
+    await this.volumeDisks.unmountUnder(join(this.dir, 'volumes'));
     const replicas = join(this.dir, 'replicas');
     for (const id of readdirSync(replicas)) {
       for (const c of readdirSync(join(replicas, id))) await unmount(join(replicas, id, c, 'rootfs'));
@@ -643,7 +649,11 @@ export class RuncRuntime implements Runtime {
   }
 
   removeVolumeSet(org: string, gvc: string, name: string): void {
-    rmSync(volumeSetDir(this.dir, org, gvc, name), { recursive: true, force: true });
+    const dir = volumeSetDir(this.dir, org, gvc, name);
+    void this.volumeDisks
+      .unmountUnder(dir)
+      .then(() => rmSync(dir, { recursive: true, force: true }))
+      .catch((err) => this.options.onError(err, `removing the data of volume set ${name}`));
   }
 
   stopReplica(deployment: Omit<DeploymentRef, 'host'>, name: string): boolean {

@@ -1,8 +1,9 @@
 // A replica's volumes as host directories, bind-mounted into its containers (docs/runtime.md,
 // "Volumes"). Each URI names what it names in the workload's own org and GVC (kinds/volumeuri.ts
 // admits no other form), so one org's workloads reach nothing of another's:
-// - cpln://volumeset/NAME: a directory of the volume set's, per location and replica index
-//   (or one for all replicas of a `shared` set), under runtime/volumes/; it outlives replicas and
+// - cpln://volumeset/NAME: a volume of the volume set's, per location and replica index (or one
+//   for all replicas of a `shared` set), under runtime/volumes/: a filesystem of the set's
+//   capacity (disk.ts) mounted on its directory while replicas use it; it outlives replicas and
 //   the workload, and goes when the volume set is deleted;
 // - cpln://secret/NAME[.KEY]: the secret's value as read-only files, written for the replica when
 //   the workload's identity is granted `reveal` on it, and removed with the replica;
@@ -10,13 +11,14 @@
 //   replica's disk (disk.ts), so that it shares the replica's bound;
 // - cloud storage: not mounted; the replica does not start, and says why.
 import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Authorizer } from '../auth/authorizer.js';
 import { findKind } from '../kinds/index.js';
 import { parseVolumeUri } from '../kinds/volumeuri.js';
 import { parseLink } from '../resources/links.js';
 import { targetOf } from '../resources/service.js';
 import type { Store } from '../store/types.js';
+import type { VolumeDisks } from './disk.js';
 import type { DeploymentRef } from './types.js';
 
 /** A volume that cannot be given to the replica: the replica waits, with this as its message. */
@@ -45,10 +47,21 @@ export function volumeSetsIn(runtimeDir: string): Array<{ org: string; gvc: stri
 
 /**
  * Makes the directories and files of the replica's volumes (its secrets under `replicaDir`, its
- * scratch volumes under `diskDir`) and gives each container's bind mounts; throws VolumeError when
- * a volume cannot be had.
+ * scratch volumes under `diskDir`, its volume sets' volumes mounted by `volumes`, each added to
+ * `acquired` for the replica to release) and gives each container's bind mounts; throws
+ * VolumeError when a volume cannot be had.
  */
-export async function prepareVolumes(store: Store, auth: Authorizer, runtimeDir: string, replicaDir: string, diskDir: string, ref: DeploymentRef, replica: string, spec: Record<string, any>): Promise<Map<string, BindMount[]>> {
+export async function prepareVolumes(
+  store: Store,
+  auth: Authorizer,
+  runtimeDir: string,
+  replicaDir: string,
+  diskDir: string,
+  volumes: { disks: VolumeDisks; acquired: string[] },
+  ref: DeploymentRef,
+  replica: string,
+  spec: Record<string, any>,
+): Promise<Map<string, BindMount[]>> {
   const mounts = new Map<string, BindMount[]>();
   const own = join(replicaDir, 'volumes');
   for (const [i, container] of ((spec.containers ?? []) as ContainerVolumes[]).entries()) {
@@ -70,7 +83,12 @@ export async function prepareVolumes(store: Store, auth: Authorizer, runtimeDir:
         else throw fail(`volume set ${source.name} is ${(set.data.spec as { fileSystemType?: string } | undefined)?.fileSystemType ?? 'ext4'}: only a stateful workload mounts it (one volume per replica); a shared volume set mounts on any workload`);
         const dir = join(volumeSetDir(runtimeDir, ref.org, ref.gvc, source.name), ref.location, leaf);
         privateDir(join(runtimeDir, 'volumes'));
-        if (makeDir(dir)) chmodSync(dir, 0o777);
+        mkdirSync(dirname(dir), { recursive: true });
+        if (!volumes.acquired.includes(dir)) {
+          const gib = Number((set.data.spec as { initialCapacity?: unknown } | undefined)?.initialCapacity ?? 10);
+          await volumes.disks.acquire(dir, Math.max(10, Number.isFinite(gib) ? gib : 10) * 1024 ** 3);
+          volumes.acquired.push(dir);
+        }
         list.push({ destination: path, source: dir, readonly: false });
       } else if (source.kind === 'scratch') {
         const scratch = join(diskDir, 'scratch');

@@ -1,10 +1,11 @@
 // What one tenant's replica may take of the host and of Keel: its output comes into the logs at
 // KEEL_LOG_BYTES_PER_SECOND at most (the rest dropped and counted), without holding the API's event
 // loop, and what it writes to its root filesystem and scratch volumes is bounded by
-// KEEL_REPLICA_DISK_BYTES (it gets ENOSPC; the host's disk does not fill). Real replicas under runc.
+// KEEL_REPLICA_DISK_BYTES (it gets ENOSPC; the host's disk does not fill), and to a volume set's
+// volume by the set's capacity. Real replicas under runc.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -55,9 +56,13 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     await waitFor('nothing of the replica left on the host', async () => leftovers(dataDir), (l) => JSON.stringify(l) === JSON.stringify(NOTHING_LEFT), 60_000);
   };
 
-  test('a replica flooding stdout: its stored lines stay within the rate, one line a second counts what was dropped, and the API keeps answering', async () => {
+  /** Blocks the data directory takes on the host's filesystem (-x: not what is seen through the replicas' own mounts). */
+  const usage = () => Number(execFileSync('du', ['-s', '-x', '--block-size=1', dataDir], { encoding: 'utf8' }).split('\t')[0]);
+
+  test('a replica flooding stdout: its stored lines stay within the rate, one line a second counts what was dropped, the API keeps answering, and no file grows', async () => {
     const text = `flood ${'0123456789'.repeat(6)}`;
     const image = busyboxImage(work, 'flood', ['/bin/busybox', 'yes', text]);
+    const baseline = usage();
     await apply('flood', { containers: [{ name: 'main', image, cpu: '1000m', memory: '64Mi' }] });
     const first = await waitFor('the first flood line', () => linesOf('flood'), (ls) => ls.some((l) => l.line === text), 60_000);
     const t0 = BigInt(first.find((l) => l.line === text)!.ts);
@@ -96,12 +101,13 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.equal(markers[0].labels.replica, output[0].labels.replica);
     assert.ok(p99 < 100, `GET p99 ${p99} ms while a replica floods`);
     assert.ok(loopP99 < 100, `event loop delay p99 ${loopP99} ms while a replica floods`);
+    // Tens of MB of output read: the data directory took the stored lines (and the database's log of them), no copy.
+    const grown = usage() - baseline;
+    assert.ok(grown < 32 * MiB, `the data directory grew by ${grown} bytes during the flood`);
     await remove('flood');
   });
 
   test('a replica writing past KEEL_REPLICA_DISK_BYTES gets ENOSPC, in its root filesystem and its scratch volume, and the host does not fill', async () => {
-    // Blocks taken on the host's filesystem (-x: not what is seen through the replica's own mounts).
-    const usage = () => Number(execFileSync('du', ['-s', '-x', '--block-size=1', dataDir], { encoding: 'utf8' }).split('\t')[0]);
     const script = [
       'dd if=/dev/zero of=/big bs=1M count=64; echo "root dd exit $?"',
       'rm -f /big',
@@ -125,5 +131,27 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     assert.ok(readFileSync('/proc/self/mounts', 'utf8').split('\n').some((l) => l.includes(dataDir) && l.includes('ext4')));
     await remove('filler');
     assert.ok(usage() - baseline < 4 * MiB, 'its disk went with it');
+  });
+
+  test("a volume set's volume is bounded by the set's capacity, and is unmounted once its replica goes", async () => {
+    const set = await rt.keel.call('POST', '/org/acme/gvc/web/volumeset', { name: 'capped', spec: { initialCapacity: 10, fileSystemType: 'ext4' } });
+    assert.equal(set.status, 201, JSON.stringify(set.body));
+    // fallocate takes the space without writing it: the test does not write gigabytes.
+    const script = [
+      '/bin/busybox fallocate -l 1G /data/within; echo "within capacity exit $?"',
+      '/bin/busybox fallocate -l 11G /data/over; echo "over capacity exit $?"',
+      'exec sleep 3600',
+    ].join('; ');
+    const image = busyboxImage(work, 'allocator', ['/bin/sh', '-c', script]);
+    await apply('store', { type: 'stateful', containers: [{ name: 'main', image, cpu: '100m', memory: '64Mi', volumes: [{ uri: 'cpln://volumeset/capped', path: '/data' }] }] });
+    const lines = await waitFor('both allocations to end', async () => (await linesOf('store')).map((l) => l.line), (ls) => ls.some((l) => l.startsWith('over capacity exit')), 60_000);
+    assert.ok(lines.includes('over capacity exit 1'), lines.join('\n'));
+    assert.ok(lines.some((l) => /No space left on device/.test(l)), lines.join('\n'));
+    assert.ok(lines.includes('within capacity exit 0'), lines.join('\n'));
+    await remove('store');
+    assert.equal((await rt.keel.call('DELETE', '/org/acme/gvc/web/volumeset/capped')).status, 202);
+    const data = join(dataDir, 'runtime', 'volumes', 'acme', 'web', 'capped');
+    await waitFor("the volume set's data to be gone", async () => existsSync(data), (there) => !there, 30_000);
+    assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
   });
 });
