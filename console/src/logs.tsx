@@ -16,6 +16,10 @@ const HOUR_NS = 3_600_000_000_000n;
 /** A LogQL string: JSON's escapes are LogQL's. */
 const quoted = (text: string) => JSON.stringify(text);
 
+const timeOf = (ns: string) => new Date(Number(BigInt(ns) / 1_000_000n));
+/** A line's time of day in the browser's time zone, to the millisecond. */
+const clock = (t: Date) => `${t.toLocaleTimeString(undefined, { hour12: false })}.${String(t.getMilliseconds()).padStart(3, '0')}`;
+
 export function selectorOf(gvc: string, workload: string, location?: string, replica?: string): string {
   const labels = [`gvc=${quoted(gvc)}`, `workload=${quoted(workload)}`];
   if (location) labels.push(`location=${quoted(location)}`);
@@ -126,7 +130,9 @@ export function LogsView(props: { org: string; gvc: string; workload: string; pa
       <div class="log-lines" ref={box} tabIndex={0} role="log" aria-label={`Log lines of ${what}`} data-testid="log-lines">
         {lines.map((l) => (
           <div key={l.ts} class="log-line" data-testid="log-line">
-            <span class="muted">{new Date(Number(BigInt(l.ts) / 1_000_000n)).toISOString().slice(11, 23)}</span>{' '}
+            <span class="muted" title={timeOf(l.ts).toISOString()}>
+              {clock(timeOf(l.ts))}
+            </span>{' '}
             {!replica && l.labels.replica ? <span class="muted">{l.labels.replica} </span> : null}
             {l.line}
           </div>
