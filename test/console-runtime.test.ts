@@ -69,6 +69,11 @@ describe('console views of running workloads (KEEL_RUNTIME=runc)', { skip }, () 
   });
 
   test("a replica's logs: its lines, a new line arriving live, search, pause and resume", async () => {
+    // The workload's own Logs tab shows the lines of all its replicas, each with its replica's name.
+    await open(`${W}/ticker`);
+    await page.getByRole('link', { name: 'Logs', exact: true }).click();
+    await page.getByRole('heading', { name: 'Logs of workload ticker' }).waitFor({ timeout: WAIT });
+    await page.getByTestId('log-line').filter({ hasText: new RegExp(`${replica} tick \\d+`) }).first().waitFor({ timeout: WAIT });
     await open(`${W}/ticker`);
     await page.getByRole('link', { name: `Logs of ${replica}` }).click();
     await page.getByRole('heading', { name: `Logs of replica ${replica}` }).waitFor({ timeout: WAIT });
