@@ -121,6 +121,7 @@ describe('console views of running workloads (KEEL_RUNTIME=runc)', { skip }, () 
     const text = await waitFor('the output of the command', () => page.locator('.xterm-rows').innerText(), (t) => /hello-\d+/.test(t));
     assert.match(text, /echo hello-\$RANDOM/);
     await shot(page, 'replica-terminal');
+    await axe(page, 'replica terminal');
     assert.deepEqual(failures.take(), []);
 
     // A key that may view the workload but not exec in it.
