@@ -69,6 +69,11 @@ describe('console views of running workloads (KEEL_RUNTIME=runc)', { skip }, () 
   });
 
   test("a replica's logs: its lines, a new line arriving live, search, pause and resume", async () => {
+    // The workload's own Logs tab shows the lines of all its replicas, each with its replica's name.
+    await open(`${W}/ticker`);
+    await page.getByRole('link', { name: 'Logs', exact: true }).click();
+    await page.getByRole('heading', { name: 'Logs of workload ticker' }).waitFor({ timeout: WAIT });
+    await page.getByTestId('log-line').filter({ hasText: new RegExp(`${replica} tick \\d+`) }).first().waitFor({ timeout: WAIT });
     await open(`${W}/ticker`);
     await page.getByRole('link', { name: `Logs of ${replica}` }).click();
     await page.getByRole('heading', { name: `Logs of replica ${replica}` }).waitFor({ timeout: WAIT });
@@ -116,6 +121,7 @@ describe('console views of running workloads (KEEL_RUNTIME=runc)', { skip }, () 
     const text = await waitFor('the output of the command', () => page.locator('.xterm-rows').innerText(), (t) => /hello-\d+/.test(t));
     assert.match(text, /echo hello-\$RANDOM/);
     await shot(page, 'replica-terminal');
+    await axe(page, 'replica terminal');
     assert.deepEqual(failures.take(), []);
 
     // A key that may view the workload but not exec in it.

@@ -271,7 +271,7 @@ export interface LogLine {
  * Opens a tail of the logs API (`…/loki/api/v1/tail`) with the signed-in key: first the newest
  * `limit` lines since `start` (Unix ns), then each new matching line. Returns the socket's close.
  */
-export async function tail(org: string, query: string, start: string, limit: number, on: { lines: (lines: LogLine[]) => void; closed: (why: string) => void }): Promise<() => void> {
+export async function tail(org: string, query: string, start: string, limit: number, on: { lines: (lines: LogLine[]) => void; closed: (why: string, reopen: boolean) => void }): Promise<() => void> {
   const params = new URLSearchParams({ query, start, limit: String(limit) });
   const url = socketUrl(`${await logsApi()}/logs/org/${encodeURIComponent(org)}/loki/api/v1/tail?${params}`);
   const ws = new WebSocket(url, ['keel', `${TOKEN_PROTOCOL}${base64url(session.key() ?? '')}`]);
@@ -291,8 +291,10 @@ export async function tail(org: string, query: string, start: string, limit: num
   };
   ws.onclose = (event) => {
     if (closedByUs) return;
-    // A refused upgrade (no readLogs, a bad query) closes before opening, without a reason the page can read.
-    on.closed(opened ? event.reason || `the server closed the tail (${event.code})` : 'the logs API refused the tail: the key may lack readLogs on the org, or the search is not valid LogQL');
+    // A refused upgrade (no readLogs, a bad query) closes before opening, without a reason the page can read;
+    // an open tail that drops (a restart, a slow consumer) may be opened again, unless access was revoked (1008).
+    if (!opened) on.closed('the logs API refused the tail: the key may lack readLogs on the org, or the search is not valid LogQL', false);
+    else on.closed(event.reason || `the server closed the tail (${event.code})`, event.code !== 1008);
   };
   return () => {
     closedByUs = true;

@@ -12,9 +12,15 @@ const KEEP = 2000;
 /** Lines of history a new tail starts with. */
 const HISTORY = 500;
 const HOUR_NS = 3_600_000_000_000n;
+/** How long after a dropped tail a new one is opened. */
+const REOPEN_MS = 2000;
 
 /** A LogQL string: JSON's escapes are LogQL's. */
 const quoted = (text: string) => JSON.stringify(text);
+
+const timeOf = (ns: string) => new Date(Number(BigInt(ns) / 1_000_000n));
+/** A line's time of day in the browser's time zone, to the millisecond. */
+const clock = (t: Date) => `${t.toLocaleTimeString(undefined, { hour12: false })}.${String(t.getMilliseconds()).padStart(3, '0')}`;
 
 export function selectorOf(gvc: string, workload: string, location?: string, replica?: string): string {
   const labels = [`gvc=${quoted(gvc)}`, `workload=${quoted(workload)}`];
@@ -30,6 +36,8 @@ export function LogsView(props: { org: string; gvc: string; workload: string; pa
   const [paused, setPaused] = useState(false);
   const [state, setState] = useState<'connecting' | 'live' | 'paused' | 'closed'>('connecting');
   const [error, setError] = useState<string>();
+  /** Tails that dropped: each opens a new one. */
+  const [drops, setDrops] = useState(0);
   /** The time of the last line shown (ns): a resumed tail starts just after it. */
   const last = useRef<string | undefined>(undefined);
   const box = useRef<HTMLDivElement>(null);
@@ -47,6 +55,7 @@ export function LogsView(props: { org: string; gvc: string; workload: string; pa
       return;
     }
     let stop: (() => void) | undefined;
+    let retry: ReturnType<typeof setTimeout> | undefined;
     let gone = false;
     setError(undefined);
     setState('connecting');
@@ -59,9 +68,11 @@ export function LogsView(props: { org: string; gvc: string; workload: string; pa
         last.current = arrived[arrived.length - 1].ts;
         setLines((current) => current.concat(arrived).slice(-KEEP));
       },
-      closed: (why) => {
+      closed: (why, reopen) => {
         setState('closed');
-        setError(why);
+        setError(reopen ? `${why}; reconnecting…` : why);
+        // A dropped tail is opened again from just after the last line shown.
+        if (reopen) retry = setTimeout(() => setDrops((n) => n + 1), REOPEN_MS);
       },
     }).then(
       (close) => {
@@ -75,9 +86,10 @@ export function LogsView(props: { org: string; gvc: string; workload: string; pa
     );
     return () => {
       gone = true;
+      clearTimeout(retry);
       stop?.();
     };
-  }, [query, paused, props.from]);
+  }, [query, paused, props.from, drops]);
 
   // Follow new lines while the reader is at the bottom; a reader who scrolled up stays where they are.
   useEffect(() => {
@@ -126,7 +138,9 @@ export function LogsView(props: { org: string; gvc: string; workload: string; pa
       <div class="log-lines" ref={box} tabIndex={0} role="log" aria-label={`Log lines of ${what}`} data-testid="log-lines">
         {lines.map((l) => (
           <div key={l.ts} class="log-line" data-testid="log-line">
-            <span class="muted">{new Date(Number(BigInt(l.ts) / 1_000_000n)).toISOString().slice(11, 23)}</span>{' '}
+            <span class="muted" title={timeOf(l.ts).toISOString()}>
+              {clock(timeOf(l.ts))}
+            </span>{' '}
             {!replica && l.labels.replica ? <span class="muted">{l.labels.replica} </span> : null}
             {l.line}
           </div>

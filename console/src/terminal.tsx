@@ -13,7 +13,9 @@ import { ErrorBox, useLoad } from './widgets';
 type State = 'connecting' | 'open' | 'ended' | 'refused';
 
 export function TerminalView(props: { org: string; gvc: string; path: string; workload: Item; location: string; replica: string; container?: string }) {
-  const { org, gvc, location, replica } = props;
+  const { org, gvc, replica } = props;
+  /** The deployment's location (not the page's). */
+  const at = props.location;
   const containers: string[] = (props.workload.spec?.containers ?? []).map((c: { name: string }) => c.name);
   const container = props.container ?? containers[0];
   const host = useRef<HTMLDivElement>(null);
@@ -21,81 +23,73 @@ export function TerminalView(props: { org: string; gvc: string; path: string; wo
   const [refusal, setRefusal] = useState<string>();
   // Where the replicas of the deployment are reached (status.remote), as the CLI finds it; only its
   // path is used, on this origin, since the console's policy lets it reach its own server only.
-  const deployment = useLoad((signal) => call<Item>('GET', `${props.path}/deployment/${encodeURIComponent(location)}`, undefined, { signal }), [props.path, location]);
+  const deployment = useLoad((signal) => call<Item>('GET', `${props.path}/deployment/${encodeURIComponent(at)}`, undefined, { signal }), [props.path, at]);
   const remoteUrl = deployment.data?.status?.remote as string | undefined;
-  const remote = remoteUrl ? new URL(remoteUrl, location_().href).pathname : undefined;
+  const remote = remoteUrl ? new URL(remoteUrl, location.href).pathname : undefined;
 
   useEffect(() => {
     if (!remote || !host.current) return;
-    let ws: WebSocket | undefined;
-    let term: Terminal | undefined;
-    let gone = false;
-    void (async () => {
-      if (gone || !host.current) return;
-      term = new Terminal({ convertEol: true, cursorBlink: true, rows: 24, fontSize: 14, screenReaderMode: false });
-      term.open(host.current);
-      term.focus();
-      term.writeln(`Connecting to ${replica} (container ${container}) in ${location}…`);
-      ws = new WebSocket(socketUrl(`${remote}/exec`));
-      ws.binaryType = 'arraybuffer';
-      let line = '';
-      ws.onopen = () => {
-        ws!.send(JSON.stringify({ token: session.key(), org, gvc, pod: replica, container, command: ['sh', '-i'], tty: true }));
-        setState('open');
-        term!.writeln('Connected. The shell runs without a terminal of its own: type a command and press Enter.');
-      };
-      ws.onmessage = (event) => {
-        if (typeof event.data === 'string') {
-          // Text is the server speaking: a refusal, or how the session ended.
-          const said = event.data.trim();
-          term!.writeln(`\r\n\x1b[31m${said}\x1b[0m`);
-          if (/^Unauthorized|^Failed to create terminal session: (?!command terminated)/.test(said)) {
-            setRefusal(said);
-            setState('refused');
+    const term = new Terminal({ convertEol: true, cursorBlink: true, rows: 24, fontSize: 14 });
+    term.open(host.current);
+    term.focus();
+    term.writeln(`Connecting to ${replica} (container ${container}) in ${at}…`);
+    const ws = new WebSocket(socketUrl(`${remote}/exec`));
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = () => {
+      // The shell's permission is exec (a named command), which the server checks before anything else.
+      ws.send(JSON.stringify({ token: session.key(), org, gvc, pod: replica, container, command: ['sh', '-i'], tty: true }));
+      setState('open');
+      term.writeln('Connected. The shell runs without a terminal of its own: type a command and press Enter.');
+    };
+    ws.onmessage = (event) => {
+      if (typeof event.data !== 'string') return term.write(new Uint8Array(event.data as ArrayBuffer));
+      // Text is the server speaking: a refusal, or how the session ended.
+      const said = event.data.trim();
+      term.writeln(`\r\n\x1b[31m${said}\x1b[0m`);
+      if (/^Unauthorized|^Failed to create terminal session: (?!command terminated)/.test(said)) {
+        setRefusal(said);
+        setState('refused');
+      }
+    };
+    ws.onclose = () => {
+      setState((s) => (s === 'refused' ? s : 'ended'));
+      term.writeln('\r\n[session ended]');
+    };
+    const send = (text: string) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'data', buffer: Array.from(new TextEncoder().encode(text)) }));
+    };
+    let line = '';
+    term.onData((data) => {
+      for (const ch of data) {
+        if (ch === '\r' || ch === '\n') {
+          term.write('\r\n');
+          send(`${line}\n`);
+          line = '';
+        } else if (ch === '\x7f' || ch === '\b') {
+          if (line) {
+            line = line.slice(0, -1);
+            term.write('\b \b');
           }
-          return;
+        } else if (ch === '\x03') {
+          // Without a terminal there is no signal to send; the typed line is dropped.
+          term.write('^C\r\n');
+          line = '';
+        } else if (ch >= ' ' || ch === '\t') {
+          line += ch;
+          term.write(ch);
         }
-        term!.write(new Uint8Array(event.data as ArrayBuffer));
-      };
-      ws.onclose = () => {
-        setState((s) => (s === 'refused' ? s : 'ended'));
-        term?.writeln('\r\n[session ended]');
-      };
-      const send = (text: string) => {
-        if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'data', buffer: Array.from(new TextEncoder().encode(text)) }));
-      };
-      term.onData((data) => {
-        for (const ch of data) {
-          if (ch === '\r' || ch === '\n') {
-            term!.write('\r\n');
-            send(`${line}\n`);
-            line = '';
-          } else if (ch === '\x7f' || ch === '\b') {
-            if (line) {
-              line = line.slice(0, -1);
-              term!.write('\b \b');
-            }
-          } else if (ch === '\x03') {
-            // Without a terminal there is no signal to send; the typed line is dropped.
-            term!.write('^C\r\n');
-            line = '';
-          } else if (ch >= ' ' || ch === '\t') {
-            line += ch;
-            term!.write(ch);
-          }
-        }
-      });
-    })();
+      }
+    });
     return () => {
-      gone = true;
-      ws?.close();
-      term?.dispose();
+      ws.onclose = null;
+      ws.close();
+      term.dispose();
     };
   }, [remote, replica, container]);
 
   if (deployment.error) return <ErrorBox error={explain(deployment.error)} />;
   if (!deployment.data) return <p>Loading…</p>;
-  if (!remote) return <p class="muted">The deployment in {location} has no replicas to reach yet.</p>;
+  if (!remote) return <p class="muted">The deployment in {at} has no replicas to reach yet.</p>;
   return (
     <div>
       <h2>
@@ -105,7 +99,7 @@ export function TerminalView(props: { org: string; gvc: string; path: string; wo
         <p>
           Container:{' '}
           {containers.map((c) => (
-            <a key={c} href={`#${props.path}?tab=terminal&location=${encodeURIComponent(location)}&replica=${encodeURIComponent(replica)}&container=${encodeURIComponent(c)}`} aria-current={c === container ? 'page' : undefined}>
+            <a key={c} href={`#${props.path}?tab=terminal&location=${encodeURIComponent(at)}&replica=${encodeURIComponent(replica)}&container=${encodeURIComponent(c)}`} aria-current={c === container ? 'page' : undefined}>
               {c}{' '}
             </a>
           ))}
@@ -119,6 +113,3 @@ export function TerminalView(props: { org: string; gvc: string; path: string; wo
     </div>
   );
 }
-
-/** The page's location (the component's own `location` prop names the deployment's). */
-const location_ = () => globalThis.location;

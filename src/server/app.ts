@@ -90,7 +90,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       bodyLimit: config.bodyLimit,
       genReqId: () => randomUUID(),
       requestIdHeader: false,
-      logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization'], ...(options.logStream ? { stream: options.logStream } : {}) },
+      logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
       ...connectionOptions(config),
       // Fastify's two lines per request are replaced by AccessLog's; a child logger per request
