@@ -16,6 +16,7 @@ import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { documentsText, exportOrg } from './resources/transfer.js';
 import { serve } from './serve.js';
+import { keepPrivate } from './data-dir.js';
 import { closeRegistry, openRegistry } from './registry/storage.js';
 import { collectGarbage, GC_GRACE_MS } from './registry/gc.js';
 import { describeStore, openStore, storeLocation } from './store/open.js';
@@ -347,6 +348,8 @@ function usage(): string {
 }
 
 async function main(argv: string[]): Promise<number> {
+  // Whatever any command writes (database, snapshots, registry content, keys) is Keel's alone.
+  keepPrivate();
   const two = `${argv[0]} ${argv[1]}`;
   const name = COMMANDS[two] ? two : argv[0];
   const command = name && !name.startsWith('-') ? COMMANDS[name] : undefined;

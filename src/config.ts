@@ -98,8 +98,10 @@ export interface Config {
   watchStreamsPerPrincipal: number;
   /** Watches of one principal that may replay stored history at once (429 above). */
   watchReplaysPerPrincipal: number;
-  /** Bytes a watch may have waiting for a slow client before it is disconnected with its position. */
+  /** Bytes a watch may have waiting for a slow client; past them nothing more is written until the client takes them. */
   watchBufferBytes: number;
+  /** How long a watch client may stay more than watchBufferBytes behind before it is disconnected with its position. */
+  watchBehindMs: number;
   /** Bytes all watch streams of a process together may hold for clients that have not read them. */
   watchBufferTotalBytes: number;
   // Keel for CI and local development (docs/ci.md).
@@ -247,7 +249,8 @@ export const OPTIONS: Option[] = [
   option('watchBookmarkMs', 'KEEL_WATCH_BOOKMARK_MS', '--watch-bookmark-ms', whole(10, 3_600_000), 'a quiet watch gets a bookmark event this often'),
   option('watchStreamsPerPrincipal', 'KEEL_WATCH_STREAMS_PER_PRINCIPAL', '--watch-streams-per-principal', whole(10, 1_000_000), 'open watch streams per principal (429 above)'),
   option('watchReplaysPerPrincipal', 'KEEL_WATCH_REPLAYS_PER_PRINCIPAL', '--watch-replays-per-principal', whole(1, 10_000), 'watches per principal replaying history at once (429 above)'),
-  option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a slow watch client may fall behind before it is disconnected'),
+  option('watchBufferBytes', 'KEEL_WATCH_BUFFER_BYTES', '--watch-buffer-bytes', whole(1024, 1024 * 1024 * 1024), 'bytes a watch stream writes ahead of its client; past them it waits for the client to read'),
+  option('watchBehindMs', 'KEEL_WATCH_BEHIND_MS', '--watch-behind-ms', whole(100, 3_600_000), 'a watch client that stays watchBufferBytes behind this long is disconnected with its position'),
   option('watchBufferTotalBytes', 'KEEL_WATCH_BUFFER_TOTAL_BYTES', '--watch-buffer-total-bytes', whole(1024, 64 * 1024 * 1024 * 1024), 'bytes all watch streams together may hold for clients that do not read; over it the streams holding most are disconnected'),
   option('runtime', 'KEEL_RUNTIME', '--runtime', oneOf(['simulated', 'runc']) as Parser<Config['runtime']>, "what runs workloads: simulated (nothing runs) or runc (containers on this host, as root; see docs/runtime.md)"),
   option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
@@ -322,6 +325,7 @@ export const DEFAULTS: Config = {
   watchStreamsPerPrincipal: 100,
   watchReplaysPerPrincipal: 2,
   watchBufferBytes: 1024 * 1024,
+  watchBehindMs: 30_000,
   watchBufferTotalBytes: 64 * 1024 * 1024,
   registryMaxBlobBytes: 10 * 1024 * 1024 * 1024,
   registryCacheBytes: 1024 * 1024 * 1024,

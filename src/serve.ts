@@ -4,6 +4,7 @@ import { ADMIN_ACCOUNT, ensureAdminKey, fixedAdminKey, writeAdminToken } from '.
 import { applySeed, readSeed } from './admin/seed.js';
 import { join } from 'node:path';
 import type { Config } from './config.js';
+import { tightenDataDir } from './data-dir.js';
 import { ApiError } from './errors.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { RuncRuntime } from './runtime/runc.js';
@@ -40,6 +41,8 @@ export async function serve(config: Config): Promise<void> {
   // A bad KEEL_ADMIN_KEY or KEEL_INIT stops the start before anything is written.
   if (config.adminKey) fixedAdminKey(config.adminKey, config.org);
   const seed = config.init ? readSeed(config.init) : [];
+  // An older Keel left its files readable by every local user.
+  tightenDataDir(config.dataDir);
   const store = await openStore(config);
   let token: string | undefined;
   let seeded: Awaited<ReturnType<typeof applySeed>> = [];

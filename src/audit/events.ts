@@ -113,6 +113,21 @@ export function changeEvent(org: string, actor: Actor, action: string, resource:
 /** The action of the event a restore appends. */
 export const RESTORE_ACTION = 'restore';
 
+/** The actions of the events Keel writes itself: a custom event may not take them (see audit-api.ts). */
+export const KEEL_ACTIONS: ReadonlySet<string> = new Set(['create', 'edit', 'delete', 'status', 'addKey', RESTORE_ACTION]);
+
+/**
+ * Whether a stored event is a restore Keel wrote. The action alone does not tell: before custom
+ * events were refused Keel's actions and context, anyone with writeAudit could have stored one
+ * with action `restore`. Only Keel writes an event whose body says `eventSource: "keel"` (a custom
+ * event's says `custom`, set by the server), and the body is covered by the chain's hash.
+ */
+export function isKeelRestore(record: Pick<AuditRecord, 'context' | 'actionType' | 'body'>): boolean {
+  if (record.context !== PLATFORM_CONTEXT || record.actionType !== RESTORE_ACTION) return false;
+  const body = JSON.parse(record.body) as { context?: { eventSource?: unknown } };
+  return body.context?.eventSource === 'keel';
+}
+
 /**
  * The event a snapshot's restore appends to each org whose state it rewound: who restored which
  * snapshot, and the position of the org's chain that the state now reflects (the events between it

@@ -1,6 +1,6 @@
 import type { AuditRecord, Store } from '../store/types.js';
 import { chainHash } from './chain.js';
-import { RESTORE_ACTION } from './events.js';
+import { isKeelRestore } from './events.js';
 
 /** A snapshot's restore as the chain records it: the state went back to `position` at event `seq`. */
 export interface RestoreMark {
@@ -35,7 +35,7 @@ export async function verifyChain(store: Store, org: string): Promise<ChainRepor
       if (chainHash(previous, event.seq, event.body) !== event.hash) {
         return { ok: false, events, brokenAt: event.seq, reason: `event ${event.seq} (${event.id}) does not match its hash: it was altered` };
       }
-      if (event.actionType === RESTORE_ACTION) restores.push(restoreMark(event));
+      if (isKeelRestore(event)) restores.push(restoreMark(event));
       previous = event.hash;
       expected++;
       events++;

@@ -1,4 +1,5 @@
-// The host tools the runc runtime drives (runc, umoci, ip), run without a shell.
+// The host tools the runc runtime drives (runc, umoci, ip), their arguments passed as they are (a
+// shell only sets the umask, never parses them).
 import { spawn } from 'node:child_process';
 
 export class CommandError extends Error {
@@ -20,7 +21,7 @@ const MAX_OUTPUT = 16 * 1024 * 1024;
  */
 export function command(tool: string, args: string[], options: { timeoutMs?: number; input?: string } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(tool, args, { detached: true, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(...underUsualUmask(tool, args), { detached: true, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     let failure: string | undefined;
@@ -54,4 +55,13 @@ export function command(tool: string, args: string[], options: { timeoutMs?: num
 /** Runs it and ignores a failure (cleaning up what may already be gone). */
 export async function quietly(tool: string, args: string[]): Promise<void> {
   await command(tool, args).catch(() => undefined);
+}
+
+/**
+ * The tool under umask 022, as the runtime's tools always ran: Keel itself runs under 077 (see
+ * data-dir.ts), but what they create (an unpacked image's directories, the mount points runc makes
+ * inside a root filesystem) must stay readable by a container's non-root users.
+ */
+export function underUsualUmask(tool: string, args: string[]): [string, string[]] {
+  return ['/bin/sh', ['-c', 'umask 022 && exec "$0" "$@"', tool, ...args]];
 }

@@ -264,12 +264,14 @@ export class HaproxyFront {
   }
 }
 
-/** The X-Forwarded-* headers Keel's ingress adds, in one X-Forwarded-For that the client's address ends. */
+/**
+ * The X-Forwarded-* headers Keel's ingress sets, replacing whatever the client sent under these
+ * names (no proxy in front is trusted), WebSocket upgrades included: the replica learns the real peer.
+ */
 const FORWARDED = [
-  '  http-request set-header X-Forwarded-For "%[req.fhdr(x-forwarded-for)], %[src]" if { req.hdr(x-forwarded-for) -m found }',
-  '  http-request set-header X-Forwarded-For %[src] unless { req.hdr(x-forwarded-for) -m found }',
-  '  http-request set-header X-Forwarded-Host %[req.hdr(host)] unless { req.hdr(x-forwarded-host) -m found }',
-  '  http-request set-header X-Forwarded-Proto http unless { req.hdr(x-forwarded-proto) -m found }',
+  '  http-request set-header X-Forwarded-For %[src]',
+  '  http-request set-header X-Forwarded-Host %[req.hdr(host)]',
+  '  http-request set-header X-Forwarded-Proto http',
 ];
 
 /**

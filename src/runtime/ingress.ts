@@ -284,9 +284,11 @@ export class Ingress {
       const set = target.headers ?? {};
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i].toLowerCase();
-        if (!Object.hasOwn(set, name) && !(this.bounds.behindProxy && name === CLIENT_HEADER)) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+        if (!Object.hasOwn(set, name) && !PROXY_HEADERS.has(name) && !(this.bounds.behindProxy && name === CLIENT_HEADER)) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
       }
       for (const [name, value] of Object.entries(set)) lines.push(`${name}: ${value}`);
+      const proxy = proxyHeaders(req, this.bounds.behindProxy);
+      for (let i = 0; i < proxy.length; i += 2) lines.push(`${proxy[i]}: ${proxy[i + 1]}`);
       upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
       if (head.length > 0) upstream.write(head);
       upstream.pipe(socket);
@@ -332,8 +334,7 @@ function endToEnd(raw: string[]): string[] {
 /**
  * The request's end-to-end headers as raw pairs (name, value…, in the client's order and case),
  * with those its route sets in place of the client's (never the X-Forwarded-* ones: see
- * domains.ts), and the X-Forwarded-* ones a proxy adds: the client's address always ends
- * X-Forwarded-For.
+ * domains.ts), and the X-Forwarded-* ones the ingress sets itself (see proxyHeaders).
  */
 function forwarded(req: IncomingMessage, set?: Record<string, string>, behindProxy = false): string[] {
   const raw = req.rawHeaders;
@@ -342,7 +343,7 @@ function forwarded(req: IncomingMessage, set?: Record<string, string>, behindPro
   let host = false;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i].toLowerCase();
-    if (ALWAYS_HOP.has(name) || drop?.has(name) || name === 'x-forwarded-for' || (behindProxy && name === CLIENT_HEADER) || (set !== undefined && Object.hasOwn(set, name))) continue;
+    if (ALWAYS_HOP.has(name) || drop?.has(name) || PROXY_HEADERS.has(name) || (behindProxy && name === CLIENT_HEADER) || (set !== undefined && Object.hasOwn(set, name))) continue;
     // One Host only, the first, as Node reads it: a replica may refuse a request with two.
     if (name === 'host') {
       if (host) continue;
@@ -351,12 +352,22 @@ function forwarded(req: IncomingMessage, set?: Record<string, string>, behindPro
     headers.push(raw[i], raw[i + 1]);
   }
   if (set !== undefined) for (const name in set) headers.push(name, set[name]);
-  const from = (behindProxy ? (req.headers[CLIENT_HEADER] as string | undefined) : req.socket.remoteAddress) ?? '';
-  const before = set?.['x-forwarded-for'] ?? req.headers['x-forwarded-for'];
-  headers.push('x-forwarded-for', before ? `${before}, ${from}` : from);
-  if (set?.['x-forwarded-host'] === undefined && req.headers['x-forwarded-host'] === undefined) headers.push('x-forwarded-host', req.headers.host ?? '');
-  if (set?.['x-forwarded-proto'] === undefined && req.headers['x-forwarded-proto'] === undefined) headers.push('x-forwarded-proto', 'http');
+  headers.push(...proxyHeaders(req, behindProxy));
   return headers;
+}
+
+/** The headers a proxy sets about the client; whatever the client sent under these names is dropped. */
+const PROXY_HEADERS = new Set(['x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+
+/**
+ * X-Forwarded-For, -Host and -Proto as the ingress sets them, replacing any the client sent: no
+ * proxy in front of Keel is trusted to have told the truth in them (HAProxy started by Keel names
+ * the client in CLIENT_HEADER instead), so a replica that reads X-Forwarded-For learns the real
+ * peer's address, never one the client made up.
+ */
+function proxyHeaders(req: IncomingMessage, behindProxy = false): string[] {
+  const from = (behindProxy ? (req.headers[CLIENT_HEADER] as string | undefined) : req.socket.remoteAddress) ?? '';
+  return ['x-forwarded-for', from, 'x-forwarded-host', req.headers.host ?? '', 'x-forwarded-proto', 'http'];
 }
 
 /**

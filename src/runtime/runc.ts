@@ -14,14 +14,14 @@
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { BlobStore } from '../registry/blobs.js';
 import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
-import { command, CommandError, quietly } from './command.js';
+import { command, CommandError, quietly, underUsualUmask } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
@@ -408,6 +408,8 @@ export class RuncRuntime implements Runtime {
         const layer = join(disk, `c${i}`);
         mkdirSync(rootfs, { recursive: true });
         for (const d of ['upper', 'work']) mkdirSync(join(layer, d), { recursive: true });
+        // The root filesystem's top takes the upper layer's mode: every user of the container enters it.
+        chmodSync(join(layer, 'upper'), 0o755);
         await command('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${images[i].rootfs},upperdir=${join(layer, 'upper')},workdir=${join(layer, 'work')}`, rootfs]);
         const runcId = `${replica.id}-${i}`;
         const env: Record<string, string> = {
@@ -447,7 +449,7 @@ export class RuncRuntime implements Runtime {
     await this.output.open(container.runcId, container.output, replica.id, replica.ref.org, labels, { ...labels, container: container.name });
     // The reader has it open: opening it to write does not wait, and the writes block (not fail) while the pipe is full.
     const fd = openSync(container.output, 'w');
-    const child = spawn('runc', ['--root', this.root, 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId], { detached: true, stdio: ['ignore', fd, fd] });
+    const child = spawn(...underUsualUmask('runc', ['--root', this.root, 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     container.child = child;
     child.on('error', (err) => this.exited(replica, container, null, String(err.message)));
@@ -672,7 +674,7 @@ export class RuncRuntime implements Runtime {
       if (!c) return { workload, error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
       if (c.exited || !runcStarted(this.root, c.runcId)) return { workload, error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
       const root = this.root;
-      return { workload, start: () => spawn('runc', ['--root', root, 'exec', c.runcId, ...args], { stdio: ['pipe', 'pipe', 'pipe'] }) };
+      return { workload, start: () => spawn(...underUsualUmask('runc', ['--root', root, 'exec', c.runcId, ...args]), { stdio: ['pipe', 'pipe', 'pipe'] }) };
     }
     return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }

@@ -118,7 +118,11 @@ export async function prepareVolumes(
         rmSync(dir, { recursive: true, force: true });
         mkdirSync(dir, { mode: 0o755 });
         chmodSync(dir, 0o755);
-        for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o444 });
+        // Readable by the container's user, whichever it is (Keel's own umask would leave them root's).
+        for (const [name, content] of Object.entries(files)) {
+          writeFileSync(join(dir, name), content, { mode: 0o444 });
+          chmodSync(join(dir, name), 0o444);
+        }
         list.push({ destination: path, source: dir, readonly: true });
       }
     }

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { actorOf, eventView, newEventId, PLATFORM_CONTEXT, subjectOf } from '../audit/events.js';
+import { actorOf, eventView, KEEL_ACTIONS, newEventId, PLATFORM_CONTEXT, subjectOf } from '../audit/events.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
@@ -88,6 +88,8 @@ export function mountAuditApi(app: FastifyInstance, store: Store, auth: Authoriz
   });
   app.post('/audit/org/:org/auditctx/:ctx', async (request, reply) => {
     const { org, ctx } = request.params as Params;
+    // Keel's own context holds only what Keel writes: readers (watches, verify, reconcilers) trust it.
+    if (ctx === PLATFORM_CONTEXT) throw ApiError.badRequest(`custom events cannot be written to the '${PLATFORM_CONTEXT}' context, which holds Keel's own events`, [{ path: 'context', message: `may not be '${PLATFORM_CONTEXT}'` }]);
     await authorizeContext(store, auth, request.principal, org, ctx, 'writeAudit');
     const event = customEvent(org, ctx, request.principal, request.body);
     await store.transaction((tx) => tx.appendAudit(event));
@@ -109,6 +111,12 @@ function customEvent(org: string, context: string, principal: Principal, body: u
   const errors = [];
   if (!input.resource || typeof input.resource !== 'object' || typeof input.resource.type !== 'string') errors.push({ path: 'resource.type', message: 'is required (a string)' });
   if (!input.action || typeof input.action !== 'object' || typeof input.action.type !== 'string') errors.push({ path: 'action.type', message: 'is required (a string)' });
+  // An event that reads like one of Keel's own (a restore above all) could mislead whoever reads the log.
+  else if ([...KEEL_ACTIONS].some((a) => a.toLowerCase() === input.action.type.trim().toLowerCase())) {
+    errors.push({ path: 'action.type', message: `may not be one of the actions Keel writes itself (${[...KEEL_ACTIONS].join(', ')})` });
+  }
+  if (input.context !== undefined && (input.context === null || typeof input.context !== 'object' || Array.isArray(input.context))) errors.push({ path: 'context', message: 'must be an object' });
+  else if (input.context?.name !== undefined && input.context.name !== context) errors.push({ path: 'context.name', message: `must be the context of the path ('${context}') when given` });
   // Objects where text is expected would make String() below throw (a 500).
   if (input.eventTime !== undefined && typeof input.eventTime !== 'string') errors.push({ path: 'eventTime', message: 'must be a string' });
   for (const field of ['id', 'name']) {

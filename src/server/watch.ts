@@ -5,13 +5,13 @@ import { ApiError } from '../errors.js';
 import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { findKind } from '../kinds/index.js';
 import { parseQuery } from '../query/index.js';
-import type { Store } from '../store/types.js';
+import type { AuditRecord, Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
 import { tokenOf } from './authenticate.js';
 import { coreBase } from '../public-url.js';
 import { onReplaced } from '../store/snapshots.js';
-import { RESTORE_ACTION } from '../audit/events.js';
+import { isKeelRestore, PLATFORM_CONTEXT, RESTORE_ACTION } from '../audit/events.js';
 import type { Scheduler } from './fairness.js';
 
 const NAME = /^[a-z]([-a-z0-9])*[a-z0-9]$/;
@@ -33,6 +33,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
       replaysPerPrincipal: config.watchReplaysPerPrincipal,
       bookmarkMs: config.watchBookmarkMs,
       bufferBytes: config.watchBufferBytes,
+      behindMs: config.watchBehindMs,
       bufferTotalBytes: config.watchBufferTotalBytes,
     },
     (err) => app.log.error({ err }, 'watch'),
@@ -66,8 +67,7 @@ export function mountWatch(app: FastifyInstance, store: Store, auth: Authorizer,
         throw new ApiError('gone', `position ${from} is older than the retained history (it starts after ${head.prunedUpTo}); list again and watch from its Keel-Seq`, { oldest: head.prunedUpTo });
       }
       // The events between a position and a later restore were undone: replaying them would show a state that no longer is.
-      // A restore's event names no resource (resourceId ''): looked up by that, on the index, not by scanning the chain since `from`.
-      const [restore] = from < head.seq ? await store.audit({ org, resourceId: '', actionType: RESTORE_ACTION, afterSeq: from, throughSeq: head.seq, limit: 1 }) : [];
+      const restore = from < head.seq ? await restoreAfter(store, org, from, head.seq) : undefined;
       if (restore) {
         throw new ApiError('gone', `the org was restored from a snapshot at position ${restore.seq}, after ${from}; list again and watch from its Keel-Seq`, { restoredAt: restore.seq });
       }
@@ -131,3 +131,18 @@ function watchFilter(query: Record<string, string | undefined>): WatchFilter {
   }
   return filter;
 }
+
+/**
+ * The first restore Keel recorded in (from, through]. A restore's event names no resource
+ * (resourceId ''): looked up by that, on the index, not by scanning the chain since `from`; events
+ * that only look like one (see isKeelRestore) are passed over.
+ */
+async function restoreAfter(store: Store, org: string, from: number, through: number): Promise<AuditRecord | undefined> {
+  for (let after = from; ; ) {
+    const page = await store.audit({ org, context: PLATFORM_CONTEXT, resourceId: '', actionType: RESTORE_ACTION, afterSeq: after, throughSeq: through, limit: RESTORE_PAGE });
+    const restore = page.find(isKeelRestore);
+    if (restore || page.length < RESTORE_PAGE) return restore;
+    after = page[page.length - 1].seq;
+  }
+}
+const RESTORE_PAGE = 100;

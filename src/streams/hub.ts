@@ -19,6 +19,8 @@ export interface HubLimits {
   replaysPerPrincipal: number;
   bookmarkMs: number;
   bufferBytes: number;
+  /** How long a client may stay more than bufferBytes behind before its stream is cut. */
+  behindMs: number;
   /** Bytes all streams together may hold for their clients. */
   bufferTotalBytes: number;
 }
@@ -151,7 +153,7 @@ export class WatchHub {
   }
 
   /** Starts a stream (already admitted) on the org's feed. */
-  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'held' | 'store' | 'auth' | 'longRead'>, token: string | undefined): Watcher {
+  open(options: Omit<WatcherOptions, 'onEnd' | 'onError' | 'onReplay' | 'bufferBytes' | 'behindMs' | 'held' | 'store' | 'auth' | 'longRead'>, token: string | undefined): Watcher {
     const link = options.principal.link;
     const who = identity(options.principal);
     const watcher = new Watcher({
@@ -159,6 +161,7 @@ export class WatchHub {
       store: this.store,
       auth: this.auth,
       bufferBytes: this.limits.bufferBytes,
+      behindMs: this.limits.behindMs,
       held: this.heldBytes,
       onEnd: (w) => this.release(w),
       onError: this.onError,

@@ -26,8 +26,6 @@ const SPAN = 5000;
 const RESOLVED_BASES_KEPT = 4;
 /** Events handled between two turns of the event loop. */
 const SLICE = 16;
-/** How long a replay waits for a client to take what was sent before it is disconnected. */
-const DRAIN_WAIT_MS = 30_000;
 /** How long an ended stream may take to hand its last bytes to a client that does not read. */
 const END_WAIT_MS = 10_000;
 
@@ -44,7 +42,10 @@ export interface WatcherOptions {
   out: ServerResponse;
   /** Keel's Core API as this client reached it: deployments' status.remote is resolved against it, as GET does. */
   base: string;
+  /** Bytes written and not yet taken by the client above which nothing more is written until it takes them. */
   bufferBytes: number;
+  /** How long a client may stay that far behind before the stream is cut. */
+  behindMs: number;
   /** What every stream of the process holds, against one budget. */
   held: HeldBytes;
   /** Told once when the stream ends, for whatever reason. */
@@ -131,6 +132,9 @@ export class Watcher implements FeedSubscriber {
       for (;;) {
         const feed = this.o.feed;
         while (this.open && !this.paused && this.last < feed.position) {
+          // Too far ahead of the client: wait for it to take what it has (a client that reads falls
+          // behind the ring at worst and is replayed from the store); only one that stays behind is cut.
+          if (this.o.out.writableLength > this.o.bufferBytes) return this.continueAfter(this.drained());
           const next = feed.after(this.last);
           if (next === 'behind') return this.continueAfter(this.replayChunk());
           this.setReplaying(false);
@@ -174,17 +178,20 @@ export class Watcher implements FeedSubscriber {
     else this.last = event.seq;
   }
 
-  /** Writes the event and moves the cursor past it; a stream holding more than its bound, or than its share of the server's, is cut. */
+  /** Writes the event and moves the cursor past it; streams holding more than their share of the server's budget are cut. */
   private send(event: ChainEvent): void {
     this.o.out.write(this.text(event));
     this.last = event.seq;
-    if (this.o.out.writableLength > this.o.bufferBytes) return this.disconnect(event.seq, 'slow_consumer', 'the client did not keep up; reconnect from this position');
     this.o.held.update(this.holder);
   }
+
+  /** Since when the client has been too far behind (see drained), while it is. */
+  private behindSince?: number;
 
   /** This stream as the server-wide budget sees it. */
   private readonly holder: Holder = {
     held: () => this.o.out.writableLength,
+    behindSince: () => this.behindSince,
     cut: () => this.disconnect(this.last, 'slow_consumer', 'the server holds too much for clients that do not read (watchBufferTotalBytes); reconnect from this position'),
   };
 
@@ -288,18 +295,30 @@ export class Watcher implements FeedSubscriber {
     return { resourceTypes: kinds, ...(resourceNames ? { resourceNames } : {}) };
   }
 
+  /**
+   * Resolves once the client has taken what was written to it. One that has not within behindMs is
+   * cut, told where to resume: as with the Kubernetes watch cache's per-watcher budget, how long a
+   * client stays behind decides, not how much was written ahead of it at one moment, so a client
+   * that keeps reading is never cut for a burst (at worst it falls behind the ring and is replayed
+   * from the store).
+   */
   private drained(): Promise<void> {
+    this.behindSince ??= Date.now();
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.o.out.off('drain', done);
-        this.disconnect(this.last, 'slow_consumer', 'the client did not read the replay; reconnect from this position');
-        resolve();
-      }, DRAIN_WAIT_MS);
-      const done = () => {
+      const out = this.o.out;
+      const settle = () => {
         clearTimeout(timer);
+        out.off('drain', settle);
+        out.off('close', settle);
+        this.behindSince = undefined;
         resolve();
       };
-      this.o.out.once('drain', done);
+      const timer = setTimeout(() => {
+        settle();
+        if (this.open) this.disconnect(this.last, 'slow_consumer', `the client stayed behind for ${this.o.behindMs} ms (watchBehindMs); reconnect from this position`);
+      }, this.o.behindMs);
+      out.once('drain', settle);
+      out.once('close', settle);
     });
   }
 

@@ -93,15 +93,19 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     assert.equal((await forwarded()).keel - after.keel, 1);
   });
 
-  test("the client's address ends X-Forwarded-For either way, and a client cannot forge what HAProxy tells Keel", async () => {
+  test("X-Forwarded-For names only the client's real address either way, upgrades included, and a client cannot forge what HAProxy tells Keel", async () => {
     const host = await hostOf('api');
-    const forged = { 'x-forwarded-for': '1.2.3.4', 'x-keel-client': '6.6.6.6' };
+    const forged = { 'x-forwarded-for': '1.2.3.4', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https', 'x-keel-client': '6.6.6.6' };
     for (const [path, via] of [['/cgi-bin/echo', host], ['/-workload/acme/web/api/cgi-bin/echo', undefined]] as const) {
       const r = await rt.get(path, via, forged);
       assert.equal(r.status, 200, r.body);
-      assert.match(r.body, /^HTTP_X_FORWARDED_FOR=1\.2\.3\.4, 127\.0\.0\.1$/m, `${path}: ${r.body}`);
+      assert.match(r.body, /^HTTP_X_FORWARDED_FOR=127\.0\.0\.1$/m, `${path}: ${r.body}`);
       assert.match(r.body, /^HTTP_X_FORWARDED_PROTO=http$/m);
-      assert.doesNotMatch(r.body, /6\.6\.6\.6|HTTP_X_KEEL_CLIENT/);
+      assert.doesNotMatch(r.body, /1\.2\.3\.4|6\.6\.6\.6|evil\.example|HTTP_X_KEEL_CLIENT/);
+      // The same request asking for a WebSocket (the replica answers it as a plain request).
+      const upgraded = await rawRequest(rt.ingressPort, path, via ?? '127.0.0.1', { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13', ...forged });
+      assert.match(upgraded, /^HTTP_X_FORWARDED_FOR=127\.0\.0\.1\r?$/m, `${path} with Upgrade: ${upgraded}`);
+      assert.doesNotMatch(upgraded, /1\.2\.3\.4|6\.6\.6\.6|evil\.example|HTTP_X_KEEL_CLIENT/);
     }
     // Only HAProxy reaches Keel's own ingress: its socket, and the directory it is in, are closed
     // to everyone but root and HAProxy's group; HAProxy's workers, which read what clients send, are not root.
@@ -228,3 +232,19 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     assert.match(answer, /^HTTP\/1\.1 400 /);
   });
 });
+
+/** A request written on a socket of its own (so its Connection and Upgrade headers go as written); resolves with what came back once the echo CGI's output has. */
+async function rawRequest(port: number, path: string, host: string, headers: Record<string, string>): Promise<string> {
+  const socket = connect(port, '127.0.0.1');
+  let got = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (got += chunk));
+  socket.on('error', () => undefined);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+  try {
+    return await waitFor('the echoed headers', async () => got, (g) => /HTTP_X_FORWARDED_PROTO=|^HTTP\/1\.1 [45]/m.test(g), 10_000);
+  } finally {
+    socket.destroy();
+  }
+}

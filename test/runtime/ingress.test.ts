@@ -18,6 +18,7 @@ const LOCATION = 'aws-us-east-2';
 const CGI = {
   'www/cgi-bin/who': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nhostname\n',
   'www/cgi-bin/slow': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\necho first\nsleep 2\necho second\n',
+  'www/cgi-bin/forwarded': '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nenv | grep ^HTTP_X_FORWARDED_ | sort\n',
 };
 
 describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
@@ -91,5 +92,27 @@ describe('the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
     socket.write('ping over the pipe\n');
     await waitFor('the echoed bytes', async () => got, (g) => g.includes('ping over the pipe\n'), 10_000);
     socket.destroy();
+  });
+
+  test('X-Forwarded-* name the real client, whatever the client sent, upgrades included', async () => {
+    const forged = { 'x-forwarded-for': '1.2.3.4', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' };
+    const plain = await (await fetch(`http://127.0.0.1:${ingressPort}/-workload/acme/web/pages/cgi-bin/forwarded`, { headers: forged })).text();
+    assert.equal(plain, `HTTP_X_FORWARDED_FOR=127.0.0.1\nHTTP_X_FORWARDED_HOST=127.0.0.1:${ingressPort}\nHTTP_X_FORWARDED_PROTO=http\n`);
+
+    const socket = connect(ingressPort, '127.0.0.1');
+    let got = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (got += chunk));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const lines = Object.entries(forged).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    socket.write(`GET /-workload/acme/web/echo/chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${lines}\r\n`);
+    // The echo replica sends back the request as the ingress passed it on.
+    const echoed = await waitFor('the echoed request', async () => got, (g) => g.includes('GET /chat HTTP/1.1') && g.slice(g.indexOf('GET /chat')).includes('\r\n\r\n'), 10_000);
+    socket.destroy();
+    const request = echoed.slice(echoed.indexOf('GET /chat'));
+    const values = (name: string) => [...request.matchAll(new RegExp(`^${name}: (.*)\r$`, 'gmi'))].map((m) => m[1]);
+    assert.deepEqual(values('x-forwarded-for'), ['127.0.0.1'], request);
+    assert.deepEqual(values('x-forwarded-host'), ['x'], request);
+    assert.deepEqual(values('x-forwarded-proto'), ['http'], request);
   });
 });

@@ -141,6 +141,28 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     await waitFor('the secret files to be gone with the replica', async () => existsSync(privateDirs[0]), (there) => !there, 30_000);
   });
 
+  test('a replica whose image runs as a non-root user reads its root filesystem and its secret, and writes its volume', async () => {
+    const nonRoot = busyboxImage(work, 'nonroot', ['/bin/sh', '-c', 'exec sleep 1000000'], {}, { user: '1000:1000' });
+    await apply(
+      workload('unprivileged', {
+        type: 'standard',
+        identityLink: '//gvc/web/identity/app',
+        container: { image: nonRoot, volumes: [{ uri: 'cpln://secret/token', path: '/run/token' }, { uri: 'scratch://work', path: '/data/scratch' }] },
+      }),
+    );
+    const ready = await waitFor('unprivileged to be ready', () => deployment('unprivileged'), (d) => d.status?.ready === true, 60_000);
+    const replica = ready.status.internal.replicas[0] as string;
+    const run = async (script: string) => {
+      const r = await exec('unprivileged', replica, 'sh', '-c', script);
+      assert.equal(r.code, 0, `${script}: ${r.stdout}`);
+      return r.stdout;
+    };
+    assert.equal(await run('id -u'), '1000');
+    assert.equal(await run('ls / >/dev/null && ls /data && cat /run/token/payload'), 'scratch\ns3cr3t');
+    assert.equal(await run('echo mine > /data/scratch/note && cat /data/scratch/note'), 'mine');
+    await rt.run(['workload', 'delete', 'unprivileged']);
+  });
+
   test("misuse: another org's volume set and secret, no grant, cloud storage, paths over /proc or with '..'", async () => {
     // Org "other" has a GVC of the same name, but not acme's volume set nor its secret: it gets nothing of them.
     const other = (name: string, volumes: unknown[], extra: Record<string, unknown> = {}) =>

@@ -32,7 +32,7 @@ export function runtimeMissing(options: { haproxy?: boolean } = {}): string | fa
  * An OCI layout under `root` holding `tag`: busybox with its applets linked in /bin, `files`
  * added (path → content), and `cmd` as the image's command. Gives the `oci:DIR:TAG` reference.
  */
-export function busyboxImage(root: string, tag: string, cmd: string[], files: Record<string, string> = {}, options: { architecture?: string } = {}): string {
+export function busyboxImage(root: string, tag: string, cmd: string[], files: Record<string, string> = {}, options: { architecture?: string; user?: string } = {}): string {
   const layout = mkdtempSync(join(root, 'layout-'));
   rmSync(layout, { recursive: true });
   const bundle = mkdtempSync(join(root, 'bundle-'));
@@ -54,6 +54,7 @@ export function busyboxImage(root: string, tag: string, cmd: string[], files: Re
   const config = ['config', '--image', `${layout}:${tag}`, '--config.workingdir', '/'];
   for (const c of cmd) config.push('--config.cmd', c);
   if (options.architecture) config.push('--architecture', options.architecture);
+  if (options.user) config.push('--config.user', options.user);
   umoci(...config);
   rmSync(bundle, { recursive: true, force: true });
   return `oci:${layout}:${tag}`;

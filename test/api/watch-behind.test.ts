@@ -1,0 +1,116 @@
+// Large changes written faster than one client reads them, while four other clients never read:
+// the reader falls behind in bursts but keeps reading, so it receives every change and is never cut;
+// the four that never read are cut once they have stayed behind for watchBehindMs, and what the
+// server holds for them stays bounded.
+import assert from 'node:assert/strict';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { after, before, test } from 'node:test';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { parseSse, type SseEvent } from '../support/sse.js';
+import { waitFor } from '../support/wait.js';
+
+/** 50 tags of 1,000 characters: an event of about 50 kB. */
+const bigTags = (mark: string) => Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`t${i}`, `${mark}-${i}-`.padEnd(1000, 'x')]));
+const CHANGES = 200;
+/** Writers at once, each changing its own group. */
+const WRITERS = 4;
+/** The reader takes at most this much every READ_TICK_MS: about 800 kB/s, slower than the writes come. */
+const READ_BYTES = 16 * 1024;
+const READ_TICK_MS = 20;
+
+function openStream(url: string, token: string): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, resolve);
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Reads the stream to its end at READ_BYTES per READ_TICK_MS, as a client on a slow link or a busy machine does. */
+function readPaced(stream: IncomingMessage): { events: SseEvent[]; close(): void } {
+  const events: SseEvent[] = [];
+  let buffer = '';
+  stream.setEncoding('utf8');
+  stream.pause();
+  const tick = setInterval(() => {
+    for (let taken = 0, chunk: string | null; taken < READ_BYTES && (chunk = stream.read(READ_BYTES - taken) ?? stream.read()) !== null; taken += chunk.length) {
+      const parsed = parseSse(buffer + chunk);
+      buffer = parsed.left;
+      events.push(...parsed.events);
+    }
+  }, READ_TICK_MS);
+  stream.on('close', () => clearInterval(tick));
+  return { events, close: () => stream.destroy() };
+}
+
+forEachBackend('a watch client that reads is cut only if it stays behind', (backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    // The default per-stream bound (1 MiB), with a shorter time budget than the default 30 s.
+    k = await startKeel(backend, 'acme', { watchBehindMs: 10_000 });
+    base = await k.listen();
+  });
+  after(() => k.close());
+
+  const ok = async (method: string, url: string, body?: unknown) => {
+    const res = await k.call(method, url, body);
+    assert.ok(res.status < 300, `${method} ${url}: ${res.status} ${res.raw}`);
+    return res;
+  };
+
+  test('a reader slower than the writes receives every change; the four that never read are cut', async (t) => {
+    for (let w = 0; w < WRITERS; w++) await ok('POST', '/org/acme/group', { name: `big${w}` });
+    const from = (await k.store.auditHead('acme')).seq;
+    const url = `${base}/org/acme/-watch?kind=group&since=${from}`;
+    const idle = await Promise.all(Array.from({ length: 4 }, () => openStream(url, k.token)));
+    for (const stream of idle) stream.pause();
+    const reader = readPaced(await openStream(url, k.token));
+    t.after(() => {
+      reader.close();
+      for (const stream of idle) stream.destroy();
+    });
+    const rssBefore = process.memoryUsage().rss;
+    let rssMax = rssBefore;
+    await Promise.all(
+      Array.from({ length: WRITERS }, async (_, w) => {
+        for (let i = 0; i < CHANGES / WRITERS; i++) {
+          await ok('PATCH', `/org/acme/group/big${w}`, { tags: bigTags(`v${i}`) });
+          rssMax = Math.max(rssMax, process.memoryUsage().rss);
+        }
+      }),
+    );
+    await ok('PATCH', '/org/acme/group/big0', { description: 'last', tags: {} });
+    const last = await waitFor('the reader to receive the last change or be cut', async () => reader.events[reader.events.length - 1], (e) => e?.event === 'disconnect' || e?.data?.object?.description === 'last', 60_000);
+    assert.notEqual(last.event, 'disconnect', `the reader was cut after ${reader.events.length - 1} events: ${JSON.stringify(last.data)}`);
+    const edits = reader.events.filter((e) => e.event === 'edit');
+    for (let w = 0; w < WRITERS; w++) {
+      const versions = edits.filter((e) => e.data.object.name === `big${w}`).map((e) => e.data.object.version);
+      assert.deepEqual(versions, Array.from({ length: CHANGES / WRITERS + (w === 0 ? 1 : 0) }, (_, i) => i + 2), `every change of big${w}, once, in order`);
+    }
+    const ids = edits.map((e) => Number(e.id));
+    assert.deepEqual(ids, [...ids].sort((a, b) => a - b), 'in chain order');
+
+    // Each stream that never read ends with the position to resume from, naming the time budget.
+    for (const stream of idle) {
+      const text = await new Promise<string>((resolve) => {
+        let all = '';
+        stream.setEncoding('utf8');
+        stream.on('data', (chunk: string) => (all += chunk));
+        stream.on('end', () => resolve(all));
+        stream.resume();
+      });
+      const events = parseSse(text).events;
+      const final = events[events.length - 1];
+      assert.equal(final.event, 'disconnect');
+      assert.equal(final.data.reason, 'slow_consumer');
+      assert.match(final.data.message, /watchBehindMs/);
+      const sent = events.filter((e) => e.event === 'edit');
+      assert.equal(sent[sent.length - 1]?.id ?? String(from), final.id, 'the position is that of the last event sent');
+      assert.ok(sent.length < CHANGES, `a client that never read was sent all ${CHANGES} changes`);
+    }
+    // What was held for the clients stayed bounded: 200 changes of 50 kB are 10 MB for each stream.
+    const grew = (rssMax - rssBefore) / 1e6;
+    assert.ok(grew < 150, `RSS grew ${grew.toFixed(0)} MB`);
+  });
+});
