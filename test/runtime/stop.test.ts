@@ -107,7 +107,8 @@ describe('stopping Keel with replicas running under runc', { skip: runtimeMissin
   /** Everything Keel had on the host, once every process of its group has ended. */
   async function afterStop(group: number) {
     await waitFor('every process of the group to end', async () => groupMembers(group), (pids) => pids.length === 0, 60_000);
-    return { leftovers: leftovers(dataDir), bridge: existsSync(`/sys/class/net/kb${scopeOf(dataDir)}`), haproxy: haproxies(dataDir), replicaDirs: readdirSync(join(dataDir, 'runtime', 'replicas')) };
+    const scope = scopeOf(dataDir);
+    return { leftovers: leftovers(dataDir), bridge: existsSync(`/sys/class/net/kb${scope}`), ingressSocketDir: existsSync(`/run/keel-${scope}`), haproxy: haproxies(dataDir), replicaDirs: readdirSync(join(dataDir, 'runtime', 'replicas')) };
   }
 
   const cases: Array<{ way: Way; signal: NodeJS.Signals; to: 'process' | 'group'; proxy?: 'haproxy' }> = [
@@ -126,7 +127,7 @@ describe('stopping Keel with replicas running under runc', { skip: runtimeMissin
       process.kill(to === 'group' ? -child.pid! : child.pid!, signal);
       const left = await afterStop(child.pid!);
       assert.match(output(), new RegExp(`"pid":${keel},[^\\n]*"msg":"stopped"`), `Keel printed its "stopped" line:\n${output().slice(-3000)}`);
-      assert.deepEqual(left, { leftovers: NOTHING_LEFT, bridge: false, haproxy: [], replicaDirs: [] });
+      assert.deepEqual(left, { leftovers: NOTHING_LEFT, bridge: false, ingressSocketDir: false, haproxy: [], replicaDirs: [] });
     });
   }
 
@@ -141,6 +142,6 @@ describe('stopping Keel with replicas running under runc', { skip: runtimeMissin
     process.kill(-second.child.pid!, 'SIGTERM');
     const left = await afterStop(second.child.pid!);
     assert.match(second.output(), /"msg":"stopped"/);
-    assert.deepEqual(left, { leftovers: NOTHING_LEFT, bridge: false, haproxy: [], replicaDirs: [] });
+    assert.deepEqual(left, { leftovers: NOTHING_LEFT, bridge: false, ingressSocketDir: false, haproxy: [], replicaDirs: [] });
   });
 });
