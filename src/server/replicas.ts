@@ -28,6 +28,7 @@ import type { Store } from '../store/types.js';
 import type { Config } from '../config.js';
 import { refusedRoute } from './docs.js';
 import { sendError } from './errors.js';
+import type { AuthFailures } from './limits.js';
 import { coreBase } from './public-url.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -36,6 +37,8 @@ const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 export interface TerminalAccess {
   bearer: Pick<BearerAuthenticator, 'authenticate'>;
   auth: Pick<Authorizer, 'check'>;
+  /** Failed sign-ins, shared with the rest of the API: a key sent in the stream is guessed like any other. */
+  failures: Pick<AuthFailures, 'refusal' | 'failed'>;
 }
 
 /** The largest stdin a terminal session takes in one message (cp uploads come as one). */
@@ -100,7 +103,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const runtime = app.runtime;
     if (what === 'exec' && runtime && runtime.kind !== 'simulated') {
       const location = decodeURIComponent(/^\/-remote\/([^/?]+)\//.exec(request.url ?? '')![1]);
-      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions));
+      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions, request.socket.remoteAddress ?? ''));
       return;
     }
     const messages =
@@ -115,7 +118,7 @@ const FAILED = 'Failed to create terminal session: ';
 const DOWNLOAD_CLOSE_DELAY_MS = 250;
 
 /** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */
-function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions): void {
+function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions, ip: string): void {
   let child: ChildProcess | undefined;
   let tty = false;
   let countBytes = false;
@@ -137,10 +140,17 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
       if (typeof org !== 'string' || typeof gvc !== 'string' || typeof pod !== 'string') return fail(`${FAILED}the request names no org, gvc and pod; command terminated with exit code 1`);
       const command = Array.isArray(asked.command) ? asked.command.map(String) : [String(asked.shell ?? 'sh')];
       if (command.length === 0 || command[0] === '') return fail(`${FAILED}no command to run; command terminated with exit code 1`);
+      // Counted like a failed sign-in over HTTP: past the limit the answer is 429's, whatever the key.
+      const token = typeof asked.token === 'string' ? asked.token : undefined;
+      const limited = (err: ApiError) => fail(`Rate limited (${err.status} ${err.code}, Retry-After: ${String(err.details.retryAfter)}): ${err.message}; exit code 1`);
+      const throttled = access.failures.refusal(ip, token);
+      if (throttled) return limited(throttled);
       let principal;
       try {
-        principal = await access.bearer.authenticate(asked.token, org);
+        principal = await access.bearer.authenticate(token, org);
       } catch (err) {
+        const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? access.failures.failed(ip, token, err) : undefined;
+        if (tooMany) return limited(tooMany);
         return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
       }
       const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command);
