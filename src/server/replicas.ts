@@ -9,7 +9,7 @@
 // The simulation runs no containers, so there these calls (and port-forward, under either
 // runtime) answer a clear error.
 import { LOGS_PREFIX } from './logs-api.js';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ChildProcess } from 'node:child_process';
@@ -87,6 +87,8 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
   const terminals = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_MAX_PAYLOAD });
   const sessions = new Sessions(config.terminalSessionsPerPrincipal, config.maxTerminalSessions);
+  // Until its first message names a key, a stream is its address's: a few at a time, each for at most bodyTimeoutMs.
+  const unsigned = new Map<string, number>();
   app.addHook('onClose', async () => {
     for (const ws of terminals.clients) ws.terminate();
     terminals.close();
@@ -103,7 +105,23 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const runtime = app.runtime;
     if (what === 'exec' && runtime && runtime.kind !== 'simulated') {
       const location = decodeURIComponent(/^\/-remote\/([^/?]+)\//.exec(request.url ?? '')![1]);
-      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions, request.socket.remoteAddress ?? ''));
+      const ip = request.socket.remoteAddress ?? '';
+      const waiting = unsigned.get(ip) ?? 0;
+      if (waiting >= config.maxBodiesPerAddress) {
+        const body = JSON.stringify({ status: 429, message: `this address already has ${waiting} terminal streams that have not sent their key (maxBodiesPerAddress: ${config.maxBodiesPerAddress}); retry after 1 s`, code: 'rate_limited', details: { retryAfter: 1 }, id: randomUUID() });
+        return void socket.end(`HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      }
+      unsigned.set(ip, waiting + 1);
+      let signed = false;
+      const sign = () => {
+        if (signed) return;
+        signed = true;
+        const left = (unsigned.get(ip) ?? 1) - 1;
+        if (left > 0) unsigned.set(ip, left);
+        else unsigned.delete(ip);
+      };
+      socket.once('close', sign);
+      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions, ip, config.bodyTimeoutMs, sign));
       return;
     }
     const messages =
@@ -118,7 +136,7 @@ const FAILED = 'Failed to create terminal session: ';
 const DOWNLOAD_CLOSE_DELAY_MS = 250;
 
 /** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */
-function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions, ip: string): void {
+function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions, ip: string, firstMessageMs: number, signed: () => void): void {
   let child: ChildProcess | undefined;
   let tty = false;
   let countBytes = false;
@@ -128,7 +146,11 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
   };
   ws.on('error', () => child?.kill('SIGKILL'));
   ws.on('close', () => child?.kill('SIGKILL'));
+  const unsignedFor = setTimeout(() => fail(`${FAILED}the request did not arrive within ${firstMessageMs} ms (bodyTimeoutMs); command terminated with exit code 1`), firstMessageMs);
+  ws.once('close', () => clearTimeout(unsignedFor));
   ws.once('message', (data) => {
+    clearTimeout(unsignedFor);
+    signed();
     void (async () => {
       let asked: { token?: string; org?: string; gvc?: string; pod?: string; container?: string; command?: unknown; shell?: string; tty?: boolean; writeReceivedBytes?: boolean };
       try {
