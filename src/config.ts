@@ -37,6 +37,10 @@ export interface Config {
   bodyTimeoutMs: number;
   /** Requests one principal (or, before authentication, one address) may have in flight at once. */
   maxInFlightPerPrincipal: number;
+  /** Requests one principal may have whose body is still arriving; more are refused with 429 before their body is read. */
+  maxBodiesPerPrincipal: number;
+  /** The same for a caller that presents no valid credential, counted by its address (its small share). */
+  maxBodiesPerAddress: number;
   /** Longest a list or query may run in the database before it is refused (400). */
   queryBudgetMs: number;
   /** Seats of each priority level (changes; item reads; lists and queries; history, audit and log reads and replays), server-wide, and what one principal may have waiting for one (see server/fairness.ts). */
@@ -222,6 +226,8 @@ export const OPTIONS: Option[] = [
   option('shutdownTimeoutMs', 'KEEL_SHUTDOWN_TIMEOUT_MS', '--shutdown-timeout-ms', whole(0, 600_000), 'on SIGTERM, time given to in-flight requests'),
   option('bodyTimeoutMs', 'KEEL_BODY_TIMEOUT_MS', '--body-timeout-ms', whole(100, 3_600_000), 'a request whose headers and body take longer to arrive gets 408'),
   option('maxInFlightPerPrincipal', 'KEEL_MAX_IN_FLIGHT_PER_PRINCIPAL', '--max-in-flight-per-principal', whole(1, 1_000_000), 'requests one key, user or address may have in flight (503 above)'),
+  option('maxBodiesPerPrincipal', 'KEEL_MAX_BODIES_PER_PRINCIPAL', '--max-bodies-per-principal', whole(1, 1_000_000), 'requests one key or user may have whose body is still arriving (429 above)'),
+  option('maxBodiesPerAddress', 'KEEL_MAX_BODIES_PER_ADDRESS', '--max-bodies-per-address', whole(1, 1_000_000), 'requests without a valid credential one address may have whose body is still arriving (429 above)'),
   option('queryBudgetMs', 'KEEL_QUERY_BUDGET_MS', '--query-budget-ms', whole(10, 3_600_000), 'a list or query running longer in the database is refused (400)'),
   option('maxMutationsInFlight', 'KEEL_MAX_MUTATIONS_IN_FLIGHT', '--max-mutations-in-flight', whole(1, 1_000_000), 'creates, changes and deletes running at once; more wait, shared fairly among principals'),
   option('mutationsQueuedPerPrincipal', 'KEEL_MUTATIONS_QUEUED_PER_PRINCIPAL', '--mutations-queued-per-principal', whole(0, 1_000_000), 'changes one principal may have waiting for a seat (429 above)'),
@@ -291,6 +297,8 @@ export const DEFAULTS: Config = {
   shutdownTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,
   maxInFlightPerPrincipal: 64,
+  maxBodiesPerPrincipal: 16,
+  maxBodiesPerAddress: 4,
   queryBudgetMs: 250,
   maxMutationsInFlight: 256,
   mutationsQueuedPerPrincipal: 32,

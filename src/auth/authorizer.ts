@@ -45,6 +45,12 @@ export interface Authorizer {
   requireMember(principal: Principal, org: string): void | Promise<void>;
   /** Throws 403 unless the principal holds `permission` on the target (see requireMember). */
   check(principal: Principal, permission: string, def: KindDef, target: Target): void | Promise<void>;
+  /**
+   * Whether some policy could grant one of `permissions` on the target, decided without the item's
+   * fields (a policy targeting by query might): false means check() would refuse whatever the body
+   * says, so a write can be refused before its body is read. Decides at once like requireMember.
+   */
+  mayHold(principal: Principal, permissions: string[], def: KindDef, target: Target): boolean | Promise<boolean>;
   viewFilter(principal: Principal, def: KindDef, org: string): Promise<ViewFilter>;
   /** Every kind of which the principal may view some items in the org (the kinds absent: none). */
   viewScope(principal: Principal, org: string): Promise<Map<string, ViewScope>>;

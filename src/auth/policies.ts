@@ -124,6 +124,23 @@ export class PolicyAuthorizer implements Authorizer {
     this.checkIn(access, principal, permission, def, target);
   }
 
+  mayHold(principal: Principal, permissions: string[], def: KindDef, target: Target): boolean | Promise<boolean> {
+    const access = this.access(target.org);
+    if (access instanceof Promise) return access.then((loaded) => this.mayHoldIn(loaded, principal, permissions, def, target));
+    return this.mayHoldIn(access, principal, permissions, def, target);
+  }
+
+  private mayHoldIn(access: OrgAccess, principal: Principal, permissions: string[], def: KindDef, target: Target): boolean {
+    const principals = this.principalLinks(principal, access);
+    const wanted = permissions.map((permission) => requiredPermission(def, permission));
+    const link = target.name ? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name) : undefined;
+    return (access.policies.get(def.kind) ?? []).some(
+      (policy) =>
+        (policy.all || policy.targetQuery !== undefined || (link ? policy.targetLinks.has(link) : policy.targetLinks.size > 0)) &&
+        policy.bindings.some((b) => b.principalLinks.some((l) => principals.has(l)) && b.permissions.some((p) => wanted.some((w) => grants(def, p, w)))),
+    );
+  }
+
   private checkIn(access: OrgAccess, principal: Principal, permission: string, def: KindDef, target: Target): void {
     const wanted = requiredPermission(def, permission);
     const link = target.name ? (target.link ?? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name)) : undefined;

@@ -1,6 +1,8 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
+import { requiredPermission } from '../auth/permissions.js';
+import { selfLink } from '../resources/links.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
@@ -10,7 +12,7 @@ import type { Store } from '../store/types.js';
 import { KeyAuthenticator } from '../auth/authenticator.js';
 import { BearerAuthenticator } from '../auth/bearer.js';
 import { JwtVerifier } from '../auth/jwt.js';
-import { tokenOf } from './authenticate.js';
+import { credentialOf, tokenOf } from './authenticate.js';
 import type { Principal } from '../auth/principal.js';
 import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';
@@ -75,6 +77,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     },
   );
   const failures = new AuthFailures(config.authFailureLimit);
+  // Credentials presented to public routes that do not sign in: counted apart, so the routes' own
+  // counting (the registry's) stays exact; past the limit, such a caller is taken by its address unchecked.
+  const misses = new AuthFailures(config.authFailureLimit);
   // One scheduler for both APIs and the watch: the seats are this process's.
   const scheduler = schedulerOf(config);
   const exempt = (principal: Principal) => auth.inGroup(principal, config.org, 'superusers');
@@ -85,6 +90,27 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
   // Only with KEEL_FAULTS=on does fault injection exist at all (its hook runs on every request).
   const faults = config.faults ? (config.faultsFile ? Faults.fromFile(config.faultsFile) : new Faults()) : undefined;
+  /** Done, or a 403 naming the permission, as the write itself would answer (see BodyPermission). */
+  const mayWrite = (request: FastifyRequest, done: (err?: Error) => void) => {
+    const needed = request.routeConfig?.bodyPermission;
+    if (!needed) return done();
+    const params = request.params as Record<string, string>;
+    const { def, permissions } = needed;
+    const target = { org: params.org, gvc: def.scope === 'gvc' ? params.gvc : undefined, name: needed.item === undefined ? undefined : params[needed.item] };
+    const decide = (may: boolean) => {
+      if (may) return done();
+      const link = target.name === undefined ? def.kind : selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name);
+      done(ApiError.forbidden(`not granted [${permissions.map((p) => requiredPermission(def, p)).join(' or ')}] on ${link}`));
+    };
+    let may: boolean | Promise<boolean>;
+    try {
+      may = auth.mayHold(request.principal, permissions, def, target);
+    } catch (err) {
+      return done(err as Error);
+    }
+    if (may instanceof Promise) may.then(decide, done);
+    else decide(may);
+  };
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -133,13 +159,26 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // --- authentication: a service-account key or a trusted JWT; the handler runs as the principal.
     // Callback style with a synchronous path for a recently verified key: no promise per request.
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.routeConfig?.public) return done();
-      const token = tokenOf(request);
       const signIn = (principal: Principal) => {
         // Spelled out rather than spread: one object of one shape per request, whichever kind signed in.
         request.principal = { org: principal.org, kind: principal.kind, name: principal.name, link: principal.link, claims: principal.claims, requestId: request.id, remoteIp: request.ip };
         done();
       };
+      // A public route takes no credential, but one presented (a registry client's key) makes the
+      // request its principal's for admission rather than its address's. A wrong one is not refused
+      // here: the route decides, and the registry counts the failure; misses are bounded apart.
+      if (request.routeConfig?.public) {
+        const credential = credentialOf(request);
+        const recent = credential && keys.recent(credential);
+        if (recent) return signIn(recent);
+        if (!credential || misses.refusal(request.ip, credential)) return done();
+        bearer.authenticate(credential, undefined).then(signIn, (err) => {
+          if (err instanceof ApiError && err.code === 'unauthorized') misses.failed(request.ip, credential, err);
+          done();
+        });
+        return;
+      }
+      const token = tokenOf(request);
       const known = token && keys.recent(token);
       if (known) return signIn(known);
       const refused = failures.refusal(request.ip, token);
@@ -152,9 +191,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     });
     // --- end authentication
     installRateLimit(app, config);
-    installPrincipalAdmission(app, config);
     // What can be decided before the body is read is decided first: a caller that is no member of
-    // the org in the path is refused before it can hold a slot while sending its body.
+    // the org in the path, or that holds no permission the write could need, is refused before it
+    // can hold a slot while sending its body.
     app.addHook('onRequest', (request, _reply, done) => {
       const org = (request.params as { org?: string }).org;
       if (!request.principal || org === undefined || !BODY_METHODS.has(request.method)) return done();
@@ -164,10 +203,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       } catch (err) {
         return done(err as Error);
       }
-      if (member) member.then(() => done(), done);
-      else done();
+      if (member) member.then(() => mayWrite(request, done), done);
+      else mayWrite(request, done);
     });
-    installFairness(app, scheduler, exempt);
+    installPrincipalAdmission(app, config, exempt);
+    installFairness(app, scheduler);
     if (faults && api === 'core') installFaults(app, faults);
     mountMeta(app, config, store);
     return app;
@@ -183,7 +223,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountAdmin(core, { config, store, faults });
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
-  mountClientRoutes(core, resources, store, config, { bearer, auth });
+  mountClientRoutes(core, resources, store, config, { bearer, auth, failures });
   mountRegistry(core, { config, store, resources, auth, bearer, ...registry, failures });
   const collector = setInterval(() => void collectGarbage(store, registry).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);
   collector.unref();

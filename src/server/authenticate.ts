@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/principal.js';
+import type { KindDef } from '../kinds/types.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -10,6 +11,8 @@ declare module 'fastify' {
     public?: boolean;
     /** The 405 answer of a path for the methods it does not have (not an operation). */
     methodNotAllowed?: boolean;
+    /** A write that needs one of these permissions on its kind (on the item the path parameter `item` names, if any): checked before its body is read. */
+    bodyPermission?: BodyPermission;
   }
 }
 
@@ -19,6 +22,12 @@ declare module 'fastify' {
  * the client offers another subprotocol first, which the server picks, so the token is not echoed.
  */
 export const TOKEN_PROTOCOL = 'base64url.bearer.authorization.keel.';
+
+export interface BodyPermission {
+  def: KindDef;
+  permissions: string[];
+  item?: string;
+}
 
 /** The token of `Authorization: Bearer <token>`, of a bare `Authorization: <token>`, or of a WebSocket upgrade's token subprotocol. */
 export function tokenOf(request: FastifyRequest): string | undefined {
@@ -37,4 +46,14 @@ function protocolToken(offered: string | undefined): string | undefined {
     .find((p) => p.startsWith(TOKEN_PROTOCOL))
     ?.slice(TOKEN_PROTOCOL.length);
   return encoded ? Buffer.from(encoded, 'base64url').toString('utf8').trim() || undefined : undefined;
+}
+
+/** The credential a request presents: a bearer token, or the password of Basic auth (as registry clients send a key). */
+export function credentialOf(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  const basic = header && /^basic\s+(\S+)$/i.exec(header.trim());
+  if (!basic) return tokenOf(request);
+  const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon >= 0 ? decoded.slice(colon + 1) || undefined : undefined;
 }

@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
@@ -149,7 +148,7 @@ export class PriorityLevel {
       const short = this.shortBelow();
       if (this.isShort(who, short) && !this.shortWaiting(short)) return this.dispatch(flow, 1);
     }
-    if (!options.mustWait && flow.queue.length >= this.limits.queued) {
+    if (!options.mustWait && flow.queue.length >= queuedFor(who, this.limits.queued)) {
       this.forgetIfIdle(flow);
       throw this.refusal(flow);
     }
@@ -174,7 +173,7 @@ export class PriorityLevel {
   /** Whether `who` could not queue one more piece of work now (checked before a body is read, so a refused caller sends none). */
   full(who: string): boolean {
     // Heavy work waits while a seat is free if the heavy seats are taken: its line is as full then.
-    return (this.running[0] >= this.seats[0] || !this.mayStart(who)) && (this.flows.get(who)?.queue.length ?? 0) >= this.limits.queued;
+    return (this.running[0] >= this.seats[0] || !this.mayStart(who)) && (this.flows.get(who)?.queue.length ?? 0) >= queuedFor(who, this.limits.queued);
   }
 
   /** The 429 a principal whose queue is full gets. */
@@ -291,6 +290,14 @@ export class PriorityLevel {
   }
 }
 
+/** A caller without a valid credential waits in its address's line, a quarter as long as a principal's. */
+const ADDRESS_SHARE = 4;
+
+/** How much work `who` may have waiting at a level whose principals may have `queued`. */
+function queuedFor(who: string, queued: number): number {
+  return who.startsWith('ip:') ? Math.max(1, Math.floor(queued / ADDRESS_SHARE)) : queued;
+}
+
 const LEVEL_WORDS: Record<Level, string> = { mutations: 'changes', reads: 'reads', lists: 'lists and queries', longReads: 'history, audit and log reads and watch replays' };
 
 /** Every priority level of this process; one scheduler shared by both APIs and the watch. */
@@ -337,34 +344,33 @@ const READ_METHODS = new Set(['GET', 'HEAD']);
 
 /**
  * Every request (but streams, which schedule their own reads) waits for a seat of its level before
- * its handler runs. The level is chosen once the caller is known: public routes (/about, /discovery,
- * the console) and `exempt` principals (the first org's superusers) are never held; a caller whose
- * queue at that level is already full is refused at once, before its body is read. The seat itself
+ * its handler runs. The level is chosen once the caller is known: a principal, or the address of a
+ * caller without a valid credential (public routes, the registry's token endpoint), whose line is a
+ * quarter as long. The first org's superusers (see installPrincipalAdmission) are never held; a caller
+ * whose queue at that level is already full is refused at once, before its body is read. The seat itself
  * is taken only once the body has arrived, so a client that sends its body slowly holds no seat that
  * another caller's work needs; it is given back when the response is done or the client goes away.
  */
-export function installFairness(app: FastifyInstance, scheduler: Scheduler, exempt: (principal: Principal) => boolean | Promise<boolean>): void {
+export function installFairness(app: FastifyInstance, scheduler: Scheduler): void {
   app.decorateRequest('admission');
   app.addHook('onRequest', (request, reply, done) => {
-    const route = request.routeConfig;
-    const principal = request.principal;
-    // Not counted: a stream. No principal: a public route (or one refused before it runs).
-    if (!request.counted || route?.public || !principal) return done();
-    const level: Level = route?.level ?? (READ_METHODS.has(request.method) ? 'reads' : 'mutations');
-    const decide = (isExempt: boolean) => {
-      if (isExempt) return done();
-      const who = identityOf(principal, request.ip);
-      if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());
-      request.admission = { level, who, over: false };
-      done();
-    };
-    const answer = exempt(principal);
-    if (answer instanceof Promise) answer.then(decide, done);
-    else decide(answer);
+    // Not counted: a stream, or a request refused before it runs. Exempt: never held.
+    if (!request.counted || request.exempt) return done();
+    const level: Level = request.routeConfig?.level ?? (READ_METHODS.has(request.method) ? 'reads' : 'mutations');
+    const who = identityOf(request.principal, request.ip);
+    if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());
+    request.admission = { level, who, over: false };
+    done();
   });
   app.addHook('preValidation', (request, reply, done) => {
     const admission = request.admission;
     if (!admission) return done();
+    // A route that reads its body itself (the registry's uploads) would hold the seat while the body
+    // arrives: its cost is that body, bounded by the caps on bodies (see installPrincipalAdmission).
+    if (request.bodyPending) {
+      request.admission = undefined;
+      return done();
+    }
     // Its client went away before it got here (an abort seen before the admission was made is not
     // seen again): there is nothing to run for it, and a seat taken now might never be given back.
     if (admission.over || request.raw.socket?.destroyed) return;

@@ -12,10 +12,14 @@ import { sendError } from './errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Counted against the in-flight cap (released when the response is done). */
+    /** Counted against the in-flight caps (released when the response is done); not a stream. */
     counted?: boolean;
     /** Whose in-flight count this request is in (see installPrincipalAdmission). */
     countedFor?: string;
+    /** The first org's superusers: never refused by the server-wide caps, never queued. */
+    exempt?: boolean;
+    /** Its body, announced by its headers, has not all arrived yet (a route that reads it itself finds this still set in its handler). */
+    bodyPending?: boolean;
     /** The route's config, read once by the admission hook (fastify's routeOptions getter builds a new object on each read); later hooks use this. */
     routeConfig?: FastifyContextConfig;
   }
@@ -26,8 +30,8 @@ declare module 'fastify' {
 }
 
 /**
- * Admission limits that run before any work: the in-flight cap and the request timeout.
- * (The per-key rate limit runs after authentication: see rateLimiter.)
+ * The request timeout, armed before any work (the caps on requests in flight are decided once the
+ * caller is known: see installPrincipalAdmission; the per-key rate limit: see installRateLimit).
  */
 export function installAdmission(app: FastifyInstance, config: Config): void {
   // One sweeper instead of a timer per request: timers are costly on the hot path, and a
@@ -48,31 +52,17 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
     done();
   });
 
-  let inFlight = 0;
   app.decorateRequest('counted', false);
   app.decorateRequest('routeConfig');
   // Callback-style hooks: these run on every request, and avoid a promise each.
-  app.addHook('onRequest', (request, reply, done) => {
+  app.addHook('onRequest', (request, _reply, done) => {
     const routeConfig = (request.routeConfig = request.routeOptions.config);
-    // Streams (watch) live for long; they are not the work this cap protects.
+    // Streams (watch) live for long; they are not the work these limits protect.
     if (routeConfig?.streaming) return done();
-    if (inFlight >= config.maxInFlight) {
-      sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `the server is handling ${config.maxInFlight} requests; retry shortly`));
-      return;
-    }
-    inFlight++;
-    request.counted = true;
-    open.set(request, { reply, deadline: Date.now() + config.requestTimeoutMs });
+    open.set(request, { reply: _reply, deadline: Date.now() + config.requestTimeoutMs });
     done();
   });
-  const release = (request: FastifyRequest) => {
-    open.delete(request);
-    if (request.counted) {
-      request.counted = false;
-      inFlight--;
-    }
-  };
-  whenRequestEnds(app, release);
+  whenRequestEnds(app, (request) => open.delete(request));
 }
 
 function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void {
@@ -195,34 +185,174 @@ function presented(ip: string, token: string | undefined): string {
   return `ip:${ip}`;
 }
 
+/** Whose share a request's body is counted in, besides its principal's: its org's, or that of every caller without a valid credential. */
+function poolOf(principal: Principal | undefined): string {
+  return principal ? `org:${principal.org}` : 'unauthenticated';
+}
+
+/** Whether the request's body is still to arrive (its headers announce one and it has not all come). */
+function awaitsBody(request: FastifyRequest): boolean {
+  if (request.raw.complete) return false;
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/** Counts by key, in a map that holds only the keys counted now. */
+class Counts {
+  private readonly counts = new Map<string, number>();
+  total = 0;
+  of(key: string): number {
+    return this.counts.get(key) ?? 0;
+  }
+  add(key: string): void {
+    this.counts.set(key, this.of(key) + 1);
+    this.total++;
+  }
+  remove(key: string): void {
+    const left = this.of(key) - 1;
+    if (left <= 0) this.counts.delete(key);
+    else this.counts.set(key, left);
+    this.total--;
+  }
+}
+
+/** A body still on its way this long after its headers is a slow one: it counts in its principal's share of bodies. */
+const SLOW_BODY_MS = 100;
+
+/** A request whose body has not all arrived, as counted. */
+interface OnItsWay {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  who: string;
+  /** Its org's share (or that of the callers without a credential); none for the exempt. */
+  pool?: string;
+  since: number;
+  /** Counted in its principal's share (it was still on its way after SLOW_BODY_MS). */
+  slow: boolean;
+  over: boolean;
+}
+
 /**
- * In-flight requests per principal identity (per address before authentication): one caller, even
- * one that sends its bodies a byte at a time, holds at most `maxInFlightPerPrincipal` of the
- * server's `maxInFlight` slots. Runs after authentication, before the body is read.
+ * Requests in flight, decided once the caller is known: a principal (a service account, a JWT user
+ * by issuer and email), or the address of a caller without a valid credential. Each holds at most
+ * `maxInFlightPerPrincipal` requests, and at most `maxBodiesPerPrincipal` (an address:
+ * `maxBodiesPerAddress`) slow bodies, still on their way SLOW_BODY_MS after their headers: one more is
+ * refused before its body is read, and a body that turns slow while its caller's share is full is
+ * refused then. So a client that sends its bodies a byte at a time spends only its own share, while a
+ * burst of bodies that come with their headers is not slowed at all. Server-wide, `maxInFlight` bounds
+ * every request, with an eighth of it kept for principals that have nothing in flight; bodies on their
+ * way hold at most half of it, and those of one org's principals (or of all callers without a
+ * credential) at most an eighth (at least `maxBodiesPerPrincipal`): neither a swarm of one org's keys
+ * nor many addresses can take what the others need. The first org's superusers are refused by none of
+ * the server-wide caps. Runs after authentication, before the body is read.
  */
-export function installPrincipalAdmission(app: FastifyInstance, config: Config): void {
-  const counts = new Map<string, number>();
+export function installPrincipalAdmission(app: FastifyInstance, config: Config, isExempt: (principal: Principal) => boolean | Promise<boolean>): void {
+  const inFlight = new Counts();
+  /** Slow bodies, by principal. */
+  const slowBodies = new Counts();
+  /** Bodies on their way, by pool (and in all, its total). */
+  const bodies = new Counts();
+  const reserve = Math.ceil(config.maxInFlight / 8);
+  const bodiesShare = Math.max(1, Math.floor(config.maxInFlight / 2));
+  const poolShare = Math.max(config.maxBodiesPerPrincipal, Math.floor(config.maxInFlight / 8));
+  const onItsWay = new WeakMap<FastifyRequest, OnItsWay>();
+  /** Bodies not yet slow, oldest first (`young[first]` is the oldest one left). */
+  let young: OnItsWay[] = [];
+  let first = 0;
   app.decorateRequest('countedFor');
-  app.addHook('onRequest', (request, reply, done) => {
-    if (!request.counted) return done();
-    const who = identityOf(request.principal, request.ip);
-    const count = counts.get(who) ?? 0;
-    if (count >= config.maxInFlightPerPrincipal) {
-      sendError(reply.header('retry-after', '1'), request, new ApiError('service_unavailable', `this caller already has ${count} requests in flight (maxInFlightPerPrincipal); retry shortly`));
-      return;
+  app.decorateRequest('exempt', false);
+  app.decorateRequest('bodyPending', false);
+  const refuse = (reply: FastifyReply, request: FastifyRequest, err: ApiError) => sendError(reply.header('retry-after', '1'), request, err);
+  const shareOf = (request: FastifyRequest) => (request.principal ? config.maxBodiesPerPrincipal : config.maxBodiesPerAddress);
+  const tooManyBodies = (request: FastifyRequest, count: number) =>
+    new ApiError('rate_limited', `this caller already has ${count} slow request bodies on their way (${request.principal ? 'maxBodiesPerPrincipal' : 'maxBodiesPerAddress'}: ${shareOf(request)}); retry after 1 s`, { retryAfter: 1 });
+
+  // One sweep for every body rather than a timer each: it turns the bodies still on their way slow.
+  const sweeper = setInterval(() => {
+    const now = performance.now();
+    while (first < young.length && now - young[first].since >= SLOW_BODY_MS) {
+      const body = young[first++];
+      if (body.over) continue;
+      const count = slowBodies.of(body.who);
+      if (count < shareOf(body.request)) {
+        body.slow = true;
+        slowBodies.add(body.who);
+      } else if (!body.reply.sent && !body.reply.raw.headersSent) refuse(body.reply, body.request, tooManyBodies(body.request, count));
     }
-    counts.set(who, count + 1);
-    request.countedFor = who;
+    if (first === young.length) (young = []), (first = 0);
+    else if (first > 1024 && first * 2 > young.length) (young = young.slice(first)), (first = 0);
+  }, SLOW_BODY_MS / 2);
+  sweeper.unref();
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(sweeper);
     done();
   });
+
+  const admit = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void, exempt: boolean) => {
+    // Its client went away while it was being authenticated: its end has been seen already, and a
+    // count taken now would never be given back. Nothing is left to run for it.
+    if (request.raw.socket?.destroyed) return;
+    const principal = request.principal as Principal | undefined;
+    const who = identityOf(principal, request.ip);
+    const mine = inFlight.of(who);
+    if (mine >= config.maxInFlightPerPrincipal) {
+      return refuse(reply, request, new ApiError('service_unavailable', `this caller already has ${mine} requests in flight (maxInFlightPerPrincipal); retry shortly`));
+    }
+    // Near the cap, only principals with nothing in flight come in: the last requests are theirs.
+    if (!exempt && (inFlight.total >= config.maxInFlight || (mine > 0 && inFlight.total >= config.maxInFlight - reserve))) {
+      return refuse(reply, request, new ApiError('service_unavailable', `the server is handling ${inFlight.total} requests (maxInFlight: ${config.maxInFlight}); retry shortly`));
+    }
+    if (awaitsBody(request)) {
+      const slow = slowBodies.of(who);
+      if (slow >= shareOf(request)) return refuse(reply, request, tooManyBodies(request, slow));
+      const pool = exempt ? undefined : poolOf(principal);
+      if (pool !== undefined && bodies.of(pool) >= poolShare) {
+        const whose = principal ? `principals of org '${principal.org}'` : 'callers without a valid credential';
+        return refuse(reply, request, new ApiError('rate_limited', `the ${whose} already have ${bodies.of(pool)} request bodies on their way, their share of maxInFlight (${config.maxInFlight}); retry after 1 s`, { retryAfter: 1 }));
+      }
+      if (pool !== undefined && bodies.total >= bodiesShare) {
+        return refuse(reply, request, new ApiError('service_unavailable', `the server is receiving ${bodies.total} request bodies, half of maxInFlight (${config.maxInFlight}); retry shortly`));
+      }
+      const body: OnItsWay = { request, reply, who, pool, since: performance.now(), slow: false, over: false };
+      if (pool !== undefined) bodies.add(pool);
+      onItsWay.set(request, body);
+      young.push(body);
+      request.bodyPending = true;
+      request.raw.once('end', () => bodyArrived(request));
+    }
+    inFlight.add(who);
+    request.counted = true;
+    request.countedFor = who;
+    request.exempt = exempt;
+    // However the response ends (answered, or its connection closed under it), the count comes back:
+    // fastify's own end hooks miss a client that goes away while its handler runs.
+    reply.raw.once('close', () => release(request));
+    done();
+  };
   const release = (request: FastifyRequest) => {
+    bodyArrived(request);
     const who = request.countedFor;
     if (who === undefined) return;
     request.countedFor = undefined;
-    const count = (counts.get(who) ?? 1) - 1;
-    if (count <= 0) counts.delete(who);
-    else counts.set(who, count);
+    request.counted = false;
+    inFlight.remove(who);
   };
+  const bodyArrived = (request: FastifyRequest) => {
+    const body = onItsWay.get(request);
+    if (!body) return;
+    onItsWay.delete(request);
+    body.over = true;
+    request.bodyPending = false;
+    if (body.slow) slowBodies.remove(body.who);
+    if (body.pool !== undefined) bodies.remove(body.pool);
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.routeConfig?.streaming) return done();
+    const principal = request.principal as Principal | undefined;
+    const exempt = principal ? isExempt(principal) : false;
+    if (exempt instanceof Promise) exempt.then((answer) => admit(request, reply, done, answer), done);
+    else admit(request, reply, done, exempt);
+  });
   whenRequestEnds(app, release);
 }
 

@@ -9,7 +9,7 @@
 // The simulation runs no containers, so there these calls (and port-forward, under either
 // runtime) answer a clear error.
 import { LOGS_PREFIX } from './logs-api.js';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ChildProcess } from 'node:child_process';
@@ -28,6 +28,7 @@ import type { Store } from '../store/types.js';
 import type { Config } from '../config.js';
 import { refusedRoute } from './docs.js';
 import { sendError } from './errors.js';
+import type { AuthFailures } from './limits.js';
 import { coreBase } from '../public-url.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -36,6 +37,8 @@ const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 export interface TerminalAccess {
   bearer: Pick<BearerAuthenticator, 'authenticate'>;
   auth: Pick<Authorizer, 'check'>;
+  /** Failed sign-ins, shared with the rest of the API: a key sent in the stream is guessed like any other. */
+  failures: Pick<AuthFailures, 'refusal' | 'failed'>;
 }
 
 /** The largest stdin a terminal session takes in one message (cp uploads come as one). */
@@ -95,6 +98,8 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   // on a tar error, hence the words `tar: cannot`), port-forward on a fatal port-forward error.
   const terminals = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_MAX_PAYLOAD });
   const sessions = new Sessions(config.terminalSessionsPerPrincipal, config.maxTerminalSessions);
+  // Until its first message names a key, a stream is its address's: a few at a time, each for at most bodyTimeoutMs.
+  const unsigned = new Map<string, number>();
   app.addHook('onClose', async () => {
     for (const ws of terminals.clients) ws.terminate();
     terminals.close();
@@ -111,7 +116,23 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const runtime = app.runtime;
     if (what === 'exec' && runtime && runtime.kind !== 'simulated') {
       const location = decodeURIComponent(/^\/-remote\/([^/?]+)\//.exec(request.url ?? '')![1]);
-      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions));
+      const ip = request.socket.remoteAddress ?? '';
+      const waiting = unsigned.get(ip) ?? 0;
+      if (waiting >= config.maxBodiesPerAddress) {
+        const body = JSON.stringify({ status: 429, message: `this address already has ${waiting} terminal streams that have not sent their key (maxBodiesPerAddress: ${config.maxBodiesPerAddress}); retry after 1 s`, code: 'rate_limited', details: { retryAfter: 1 }, id: randomUUID() });
+        return void socket.end(`HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      }
+      unsigned.set(ip, waiting + 1);
+      let signed = false;
+      const sign = () => {
+        if (signed) return;
+        signed = true;
+        const left = (unsigned.get(ip) ?? 1) - 1;
+        if (left > 0) unsigned.set(ip, left);
+        else unsigned.delete(ip);
+      };
+      socket.once('close', sign);
+      terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions, ip, config.bodyTimeoutMs, sign));
       return;
     }
     const messages =
@@ -128,7 +149,7 @@ const RUN_MARKER = 'XCPLN_RUN_BY';
 const DOWNLOAD_CLOSE_DELAY_MS = 250;
 
 /** One terminal session: the request, its key checked, the command run in the replica, its output and exit code sent back. */
-function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions): void {
+function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, location: string, sessions: Sessions, ip: string, firstMessageMs: number, signed: () => void): void {
   let child: ChildProcess | undefined;
   let tty = false;
   let countBytes = false;
@@ -138,7 +159,11 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
   };
   ws.on('error', () => child?.kill('SIGKILL'));
   ws.on('close', () => child?.kill('SIGKILL'));
+  const unsignedFor = setTimeout(() => fail(`${FAILED}the request did not arrive within ${firstMessageMs} ms (bodyTimeoutMs); command terminated with exit code 1`), firstMessageMs);
+  ws.once('close', () => clearTimeout(unsignedFor));
   ws.once('message', (data) => {
+    clearTimeout(unsignedFor);
+    signed();
     void (async () => {
       let asked: { token?: string; org?: string; gvc?: string; pod?: string; container?: string; command?: unknown; shell?: string; tty?: boolean; writeReceivedBytes?: boolean };
       try {
@@ -150,10 +175,17 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
       if (typeof org !== 'string' || typeof gvc !== 'string' || typeof pod !== 'string') return fail(`${FAILED}the request names no org, gvc and pod; command terminated with exit code 1`);
       const command = Array.isArray(asked.command) ? asked.command.map(String) : [String(asked.shell ?? 'sh')];
       if (command.length === 0 || command[0] === '') return fail(`${FAILED}no command to run; command terminated with exit code 1`);
+      // Counted like a failed sign-in over HTTP: past the limit the answer is 429's, whatever the key.
+      const token = typeof asked.token === 'string' ? asked.token : undefined;
+      const limited = (err: ApiError) => fail(`Rate limited (${err.status} ${err.code}, Retry-After: ${String(err.details.retryAfter)}): ${err.message}; exit code 1`);
+      const throttled = access.failures.refusal(ip, token);
+      if (throttled) return limited(throttled);
       let principal;
       try {
-        principal = await access.bearer.authenticate(asked.token, org);
+        principal = await access.bearer.authenticate(token, org);
       } catch (err) {
+        const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? access.failures.failed(ip, token, err) : undefined;
+        if (tooMany) return limited(tooMany);
         return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
       }
       const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command);

@@ -10,6 +10,7 @@ import { holdsUnstorable } from '../storable.js';
 import type { AtPosition } from '../store/types.js';
 import { withPosition } from '../streams/position.js';
 import { sendError } from './errors.js';
+import type { BodyPermission } from './authenticate.js';
 import type { HeavyLevel } from './fairness.js';
 import { pageSizeOf } from './paging.js';
 
@@ -22,12 +23,21 @@ type QueryString = Record<string, string | undefined>;
 /**
  * Mounts `handlers` on `url` and answers 405 with the error object for every other method. The
  * methods named in `levels` are lists and queries (`lists`) or history and event log reads
- * (`longReads`): they wait and run in that level of the scheduler (see fairness.ts).
+ * (`longReads`): they wait and run in that level of the scheduler (see fairness.ts). The methods
+ * named in `permissions` are writes whose caller must be able to hold one of those permissions: one
+ * that cannot is refused before its body is read (see the admission hooks in app.ts).
  */
-export function mount(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>, levels: Partial<Record<HTTPMethods, HeavyLevel>> = {}): void {
+export function mount(
+  app: FastifyInstance,
+  url: string,
+  handlers: Partial<Record<HTTPMethods, Handler>>,
+  levels: Partial<Record<HTTPMethods, HeavyLevel>> = {},
+  permissions: Partial<Record<HTTPMethods, BodyPermission>> = {},
+): void {
   for (const [method, handler] of Object.entries(handlers)) {
     const level = levels[method as HTTPMethods];
-    app.route({ method: method as HTTPMethods, url, handler: handler!, config: level ? { level } : {} });
+    const bodyPermission = permissions[method as HTTPMethods];
+    app.route({ method: method as HTTPMethods, url, handler: handler!, config: { ...(level ? { level } : {}), ...(bodyPermission ? { bodyPermission } : {}) } });
   }
   const others = ALL_METHODS.filter((m) => !(m in handlers));
   if (others.length === 0) return;
@@ -62,7 +72,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         if (result.created) reply.code(201).header('location', selfOf(result.resource));
         return sendResource(reply, result.resource);
       },
-    }, { GET: 'lists' });
+    }, { GET: 'lists' }, { POST: { def, permissions: ['create'] }, PUT: { def, permissions: ['create', 'edit'] } });
     mount(app, item, {
       GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
@@ -75,7 +85,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         await resources.delete(request.principal, def, placeOf(def, request), nameOf(request));
         return reply.code(202).type('application/json').send();
       },
-    });
+    }, {}, { PATCH: { def, permissions: ['edit'], item: nameParam }, PUT: { def, permissions: ['create', 'edit'], item: nameParam } });
     mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
     mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
     if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) }, { GET: 'lists' });
@@ -142,7 +152,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
   mount(app, '/org/:org', {
     GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
-  });
+  }, {}, { PATCH: { def: org, permissions: ['edit'], item: 'org' } });
   // A query over one org (the CLI's map names it): the org itself when it matches and the caller may view it.
   mount(app, '/org/:org/-query', {
     POST: async (request) => {
