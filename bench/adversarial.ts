@@ -133,6 +133,8 @@ async function seed(keel: RunningKeel, storeAt: { databaseUrl?: string; dataDir:
     await must(keel.call('POST', `/org/${org}/policy`, { name: `bench-view-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions: ['view'], principalLinks: everyone }] }), 201, 'policy');
   }
   await must(keel.call('POST', `/org/${org}/policy`, { name: 'bench-logs', targetKind: 'org', target: 'all', bindings: [{ permissions: ['readLogs'], principalLinks: everyone }] }), 201, 'policy');
+  // The slow PATCHes of (c) name a GVC the hostile keys may edit: a key that may not is refused before its body, which would measure a flood of refusals instead.
+  await must(keel.call('POST', `/org/${org}/policy`, { name: 'bench-edit-g0', targetKind: 'gvc', targetLinks: ['//gvc/g0'], bindings: [{ permissions: ['edit'], principalLinks: hostile.map((_, i) => `//serviceaccount/hostile-${i}`) }] }), 201, 'policy');
   // Log lines written straight to the store (Keel writes them only as it runs workloads, which this bench does not).
   const store = await openStore(storeAt);
   try {
@@ -236,7 +238,7 @@ export async function benchAdversarial(): Promise<Section> {
   if (BACKENDS.includes('postgres')) results.push({ backend: 'PostgreSQL', phases: await withBenchSchema(PG_URL, async (url) => run('PostgreSQL', await url())) });
   const figures: Record<string, number> = {};
   const lines = [
-    `${WORKLOADS} workloads; one of them has ${Math.max(0, EVENTS - WORKLOADS)} versions; ${Math.max(EVENTS, WORKLOADS)} audit events in the org's chain; ${LOG_LINES} log lines. Each hostile principal (a key that may view, and read logs) runs two at a time of: (a) a query with 10 \`~\` terms on \`property: "*"\`, (b) \`-history?limit=1\` of the item with many versions, (d) a watch \`?since=0\` replayed again every ${REPLAY_EVERY_MS} ms, (e) a LogQL \`|~\` filter of \`.*\` × ${REGEX_REPEAT} then \`Z\`; or (c) 60 PATCHes whose bodies come a byte a second. The unrelated caller, an ordinary key, reads \`GET /org/bench/gvc/g0\` and lists \`/org/bench/gvc/g0/workload?limit=10\` on ${CALLER_CONNECTIONS} connections each for ${DURATION} s. Event-loop delay is measured inside the Keel process; the attack runs in a process of its own, on the same cores.`,
+    `${WORKLOADS} workloads; one of them has ${Math.max(0, EVENTS - WORKLOADS)} versions; ${Math.max(EVENTS, WORKLOADS)} audit events in the org's chain; ${LOG_LINES} log lines. Each hostile principal (a key that may view, read logs, and edit the GVC its slow PATCHes name) runs two at a time of: (a) a query with 10 \`~\` terms on \`property: "*"\`, (b) \`-history?limit=1\` of the item with many versions, (d) a watch \`?since=0\` replayed again every ${REPLAY_EVERY_MS} ms, (e) a LogQL \`|~\` filter of \`.*\` × ${REGEX_REPEAT} then \`Z\`; or (c) 60 PATCHes whose bodies come a byte a second. The unrelated caller, an ordinary key, reads \`GET /org/bench/gvc/g0\` and lists \`/org/bench/gvc/g0/workload?limit=10\` on ${CALLER_CONNECTIONS} connections each for ${DURATION} s. Event-loop delay is measured inside the Keel process; the attack runs in a process of its own, on the same cores.`,
     '',
     `"Quiet" is the same caller with no attack, measured just before each attack on the same server (other work on this shared machine comes and goes, so each ratio is taken against its neighbour); latencies are autocannon's, in whole milliseconds.`,
     '',

@@ -224,6 +224,13 @@ describe('health, logs and limits', () => {
   test('the in-flight cap answers 503 while it is full, and a request that outlives its timeout gets 503', async () => {
     const { k, app, close } = await appWith({ maxInFlight: 1, requestTimeoutMs: 400 });
     try {
+      // The first org's superusers pass the server-wide caps, so the cap is shown with a plain key.
+      assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'plain' })).status, 201);
+      const token = ((await k.call('POST', '/org/acme/serviceaccount/plain/-addKey', {})).body as { key: string }).key;
+      for (const [kind, permissions] of [['group', ['create']], ['gvc', ['view']]] as const) {
+        const policy = await k.call('POST', '/org/acme/policy', { name: `plain-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions, principalLinks: ['//serviceaccount/plain'] }] });
+        assert.equal(policy.status, 201, policy.raw);
+      }
       await app.core.listen({ host: '127.0.0.1', port: 0 });
       const port = (app.core.server.address() as { port: number }).port;
       // A request whose body never finishes holds the only slot until its timeout.
@@ -235,11 +242,11 @@ describe('health, logs and limits', () => {
         slow.on('close', () => resolve(data));
       });
       await new Promise<void>((resolve) => slow.once('connect', () => resolve()));
-      slow.write(`POST /org/acme/group HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k.token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`);
+      slow.write(`POST /org/acme/group HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`);
       // Until the slot frees, another request is refused.
       let refused: Response | undefined;
       for (let i = 0; i < 50 && !refused; i++) {
-        const res = await fetch(`http://127.0.0.1:${port}/org/acme/gvc`, { headers: { authorization: `Bearer ${k.token}` } });
+        const res = await fetch(`http://127.0.0.1:${port}/org/acme/gvc`, { headers: { authorization: `Bearer ${token}` } });
         if (res.status === 503) refused = res;
       }
       assert.ok(refused, 'a second request is refused while the slot is taken');
@@ -249,7 +256,7 @@ describe('health, logs and limits', () => {
       assert.match(raw, /^HTTP\/1.1 503/);
       assert.match(raw, /did not finish within 400 ms/);
       slow.destroy();
-      const after = await fetch(`http://127.0.0.1:${port}/org/acme/gvc`, { headers: { authorization: `Bearer ${k.token}` } });
+      const after = await fetch(`http://127.0.0.1:${port}/org/acme/gvc`, { headers: { authorization: `Bearer ${token}` } });
       assert.equal(after.status, 200, 'the slot is free again');
     } finally {
       await close();

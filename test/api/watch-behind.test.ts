@@ -4,6 +4,7 @@
 // server holds for them stays bounded.
 import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { parseSse, type SseEvent } from '../support/sse.js';
@@ -30,11 +31,14 @@ function openStream(url: string, token: string): Promise<IncomingMessage> {
 function readPaced(stream: IncomingMessage): { events: SseEvent[]; close(): void } {
   const events: SseEvent[] = [];
   let buffer = '';
-  stream.setEncoding('utf8');
+  // Bytes, decoded here: Node's partial read(n) of a stream in string mode can fail inside the stream.
+  const decoder = new StringDecoder('utf8');
   stream.pause();
   const tick = setInterval(() => {
-    for (let taken = 0, chunk: string | null; taken < READ_BYTES && (chunk = stream.read(READ_BYTES - taken) ?? stream.read()) !== null; taken += chunk.length) {
-      const parsed = parseSse(buffer + chunk);
+    if (stream.destroyed || stream.readableEnded) return;
+    for (let taken = 0, chunk: Buffer | null; taken < READ_BYTES && (chunk = stream.read(Math.min(READ_BYTES - taken, stream.readableLength)) ?? null) !== null; taken += chunk.length) {
+      if (chunk.length === 0) break;
+      const parsed = parseSse(buffer + decoder.write(chunk));
       buffer = parsed.left;
       events.push(...parsed.events);
     }
