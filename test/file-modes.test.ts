@@ -3,46 +3,18 @@
 // 0700): the database and its -wal/-shm, admin.token, snapshots, registry blobs. A data directory an
 // older Keel left readable by every local user is tightened on start.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, test } from 'node:test';
+import { spawnKeel } from './support/spawn-keel.js';
 
-const CLI = join(import.meta.dirname, '..', 'src', 'cli.ts');
 const dataDir = mkdtempSync(join(tmpdir(), 'keel-modes-'));
 after(() => rmSync(dataDir, { recursive: true, force: true }));
 
-/** Starts `keel serve` on the data directory; resolves with its base URL and a stop function. */
-async function serve(): Promise<{ base: string; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
-    env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: '0', KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RECONCILE: 'off', KEEL_ALLOW_SNAPSHOTS: 'on', KEEL_DATABASE_URL: '' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const base = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      const m = /"endpoint":"(http:\/\/[^"]+)".*"msg":"keel is serving"/.exec(out);
-      if (m) {
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        resolve(m[1]);
-      }
-    };
-    child.stdout!.on('data', onData);
-    void exited.then(() => reject(new Error(`keel exited before serving: ${out}`)));
-  });
-  return {
-    base,
-    async stop() {
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
+/** Starts `keel serve` (SQLite, snapshots on) on the data directory. */
+const serve = () => spawnKeel('', { KEEL_ALLOW_SNAPSHOTS: 'on' }, { dataDir });
 
 /** Every file and directory under the data directory, with its permission bits. */
 function modes(): Map<string, { dir: boolean; mode: number }> {

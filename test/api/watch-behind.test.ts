@@ -7,7 +7,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { parseSse, type SseEvent } from '../support/sse.js';
+import { assertCutSlowConsumer, parseSse, type SseEvent } from '../support/sse.js';
 import { waitFor } from '../support/wait.js';
 
 /** 50 tags of 1,000 characters: an event of about 50 kB. */
@@ -97,20 +97,7 @@ forEachBackend('a watch client that reads is cut only if it stays behind', (back
 
     // Each stream that never read ends with the position to resume from, naming the time budget.
     for (const stream of idle) {
-      const text = await new Promise<string>((resolve) => {
-        let all = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (chunk: string) => (all += chunk));
-        stream.on('end', () => resolve(all));
-        stream.resume();
-      });
-      const events = parseSse(text).events;
-      const final = events[events.length - 1];
-      assert.equal(final.event, 'disconnect');
-      assert.equal(final.data.reason, 'slow_consumer');
-      assert.match(final.data.message, /watchBehindMs/);
-      const sent = events.filter((e) => e.event === 'edit');
-      assert.equal(sent[sent.length - 1]?.id ?? String(from), final.id, 'the position is that of the last event sent');
+      const sent = await assertCutSlowConsumer(stream, from, /watchBehindMs/);
       assert.ok(sent.length < CHANGES, `a client that never read was sent all ${CHANGES} changes`);
     }
     // What was held for the clients stayed bounded: 200 changes of 50 kB are 10 MB for each stream.

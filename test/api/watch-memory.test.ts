@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { openSse, parseSse } from '../support/sse.js';
+import { assertCutSlowConsumer, openSse } from '../support/sse.js';
 
 /** 50 tags of 1,000 characters: an event of about 50 kB. */
 const bigTags = (mark: string) => Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`t${i}`, `${mark}-${i}-`.padEnd(1000, 'x')]));
@@ -73,20 +73,7 @@ forEachBackend('watch streams against a server-wide budget', (backend) => {
     for (const f of fillers) f.close();
     // Each idle stream ends with the position to resume from, naming the shared budget.
     for (const stream of idle) {
-      const text = await new Promise<string>((resolve) => {
-        let all = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (chunk: string) => (all += chunk));
-        stream.on('end', () => resolve(all));
-        stream.resume();
-      });
-      const events = parseSse(text).events;
-      const final = events[events.length - 1];
-      assert.equal(final.event, 'disconnect');
-      assert.equal(final.data.reason, 'slow_consumer');
-      assert.match(final.data.message, /watchBufferTotalBytes/);
-      const sent = events.filter((e) => e.event === 'edit');
-      assert.equal(sent[sent.length - 1]?.id ?? String(from), final.id, 'the position is that of the last event sent');
+      await assertCutSlowConsumer(stream, from, /watchBufferTotalBytes/);
     }
   });
 });

@@ -13,8 +13,9 @@ export interface KeelProcess {
   stop(): Promise<void>;
 }
 
-export async function spawnKeel(databaseUrl: string, env: Record<string, string> = {}): Promise<KeelProcess> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'keel-second-'));
+/** `dataDir`: a data directory of the caller's, kept after stop (one of its own is made and removed otherwise). */
+export async function spawnKeel(databaseUrl: string, env: Record<string, string> = {}, options: { dataDir?: string } = {}): Promise<KeelProcess> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'keel-second-'));
   const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
     env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: '0', KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_DATABASE_URL: databaseUrl, KEEL_RECONCILE: 'off', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -40,7 +41,7 @@ export async function spawnKeel(databaseUrl: string, env: Record<string, string>
     async stop() {
       child.kill('SIGTERM');
       await exited;
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,4 +1,7 @@
 // A minimal server-sent-events client for tests: connects with fetch and yields parsed events.
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+
 export interface SseEvent {
   id?: string;
   event?: string;
@@ -84,4 +87,27 @@ export async function openSse(url: string, headers: Record<string, string>): Pro
       controller.abort();
     },
   };
+}
+
+/**
+ * Reads a stream that was left unread to its end and asserts how a slow client is cut: a last
+ * `disconnect` event of reason `slow_consumer` naming `setting`, at the position of the last change
+ * sent (`from` when none was). Gives the changes that were sent.
+ */
+export async function assertCutSlowConsumer(stream: IncomingMessage, from: number, setting: RegExp): Promise<SseEvent[]> {
+  const text = await new Promise<string>((resolve) => {
+    let all = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => (all += chunk));
+    stream.on('end', () => resolve(all));
+    stream.resume();
+  });
+  const events = parseSse(text).events;
+  const final = events[events.length - 1];
+  assert.equal(final.event, 'disconnect');
+  assert.equal(final.data.reason, 'slow_consumer');
+  assert.match(final.data.message, setting);
+  const sent = events.filter((e) => e.event === 'edit');
+  assert.equal(sent[sent.length - 1]?.id ?? String(from), final.id, 'the position is that of the last event sent');
+  return sent;
 }

@@ -295,7 +295,7 @@ export class PostgresStore implements Store {
 
   async pruneLogs(org: string, before: string, max: number): Promise<number> {
     const { sql, values } = pruneLogsQuery('postgres', org, before, max);
-    return this.inTransaction(async (client) => {
+    return inTransaction(this.pool, async (client) => {
       const { rows } = await client.query<{ bytes: string }>(sql, values);
       await noteLogBytes(client, org, -rows.reduce((a, r) => a + Number(r.bytes), 0));
       return rows.length;
@@ -313,7 +313,7 @@ export class PostgresStore implements Store {
     const n = enoughOf(rows, bytes);
     if (n === 0) return { lines: 0, bytes: 0 };
     // What this statement removed (a line another process removed meanwhile is counted once, by it).
-    return this.inTransaction(async (client) => {
+    return inTransaction(this.pool, async (client) => {
       const gone = await client.query<{ bytes: string }>(`DELETE FROM log_lines WHERE id = ANY($1::bigint[]) RETURNING ${LINE_BYTES.postgres} AS bytes`, [rows.slice(0, n).map((r) => r.id)]);
       const removed = gone.rows.reduce((a, r) => a + Number(r.bytes), 0);
       await noteLogBytes(client, org, -removed);
@@ -323,25 +323,10 @@ export class PostgresStore implements Store {
 
   async foldLogUsage(org: string): Promise<void> {
     // READ COMMITTED: rows added while this runs are not deleted, and keep counting.
-    await this.inTransaction(async (client) => {
+    await inTransaction(this.pool, async (client) => {
       const { rows } = await client.query<{ bytes: string }>('DELETE FROM log_lines_usage WHERE org = $1 RETURNING bytes', [org]);
       await noteLogBytes(client, org, rows.reduce((a, r) => a + Number(r.bytes), 0));
     });
-  }
-
-  private async inTransaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
   }
 
   async ping(): Promise<void> {
