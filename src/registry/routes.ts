@@ -9,6 +9,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Target } from '../auth/authorizer.js';
 import type { BearerAuthenticator } from '../auth/bearer.js';
+import { credentialOf } from '../auth/credentials.js';
 import { identity, type Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
@@ -17,7 +18,6 @@ import { listAll } from '../reconcile/common.js';
 import type { Resources } from '../resources/service.js';
 import { coreBase } from '../public-url.js';
 import type { Store } from '../store/types.js';
-import { tokenOf } from '../server/authenticate.js';
 import { readWhole, type BlobStore, type Linked } from './blobs.js';
 import { RegistryError, sendRegistryError, toRegistryError } from './errors.js';
 import { checkDigest, checkRepository, isRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
@@ -430,18 +430,6 @@ export function hostOrg(request: FastifyRequest): string | undefined {
 function annotationsOf(manifest: Record<string, unknown>): Record<string, unknown> | null {
   const annotations = manifest.annotations;
   return annotations && typeof annotations === 'object' && !Array.isArray(annotations) ? (annotations as Record<string, unknown>) : null;
-}
-
-/** A Basic password (any user name, as Docker's credential helpers send it), or a bearer token. */
-function credentialOf(request: FastifyRequest): string | undefined {
-  const header = request.headers.authorization;
-  const basic = header && /^basic\s+(\S+)$/i.exec(header.trim());
-  if (basic) {
-    const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
-    const colon = decoded.indexOf(':');
-    return colon >= 0 ? decoded.slice(colon + 1) || undefined : undefined;
-  }
-  return tokenOf(request);
 }
 
 function withCredential(request: FastifyRequest, credential: string): FastifyRequest {

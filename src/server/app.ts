@@ -12,7 +12,7 @@ import type { Store } from '../store/types.js';
 import { KeyAuthenticator } from '../auth/authenticator.js';
 import { BearerAuthenticator } from '../auth/bearer.js';
 import { JwtVerifier } from '../auth/jwt.js';
-import { credentialOf, tokenOf } from './authenticate.js';
+import { credentialOf, tokenOf } from '../auth/credentials.js';
 import type { Principal } from '../auth/principal.js';
 import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';

@@ -24,7 +24,7 @@ import { readLines, toStreams } from '../logs/read.js';
 import { msOfTs, NS_PER_MS, parseDuration, parseTime, tsOf, tsOfMs } from '../logs/time.js';
 import { LOG_LABELS, type LogLabel, type LogLine, type Store } from '../store/types.js';
 import { ACCESS_KINDS } from '../streams/feed.js';
-import { tokenOf } from './authenticate.js';
+import { tokenOf } from '../auth/credentials.js';
 
 const BASE = '/logs/org/:org/loki/api/v1';
 /** Where every logs route (and so every logs WebSocket) lives. */

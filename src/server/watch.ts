@@ -8,7 +8,7 @@ import { parseQuery } from '../query/index.js';
 import type { AuditRecord, Store } from '../store/types.js';
 import { viewsAny, WatchHub } from '../streams/hub.js';
 import type { WatchFilter } from '../streams/watcher.js';
-import { tokenOf } from './authenticate.js';
+import { tokenOf } from '../auth/credentials.js';
 import { coreBase } from '../public-url.js';
 import { onReplaced } from '../store/snapshots.js';
 import { isKeelRestore, PLATFORM_CONTEXT, RESTORE_ACTION } from '../audit/events.js';

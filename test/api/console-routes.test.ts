@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import WebSocket from 'ws';
-import { TOKEN_PROTOCOL } from '../../src/server/authenticate.js';
+import { TOKEN_PROTOCOL } from '../../src/auth/credentials.js';
 import { stamp } from '../../src/logs/time.js';
 import { assertError } from '../support/errors.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';

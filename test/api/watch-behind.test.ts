@@ -3,11 +3,11 @@
 // the four that never read are cut once they have stayed behind for watchBehindMs, and what the
 // server holds for them stays bounded.
 import assert from 'node:assert/strict';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { assertCutSlowConsumer, parseSse, type SseEvent } from '../support/sse.js';
+import { assertCutSlowConsumer, openRawStream, parseSse, type SseEvent } from '../support/sse.js';
 import { waitFor } from '../support/wait.js';
 
 /** 50 tags of 1,000 characters: an event of about 50 kB. */
@@ -18,14 +18,6 @@ const WRITERS = 4;
 /** The reader takes at most this much every READ_TICK_MS: about 800 kB/s, slower than the writes come. */
 const READ_BYTES = 16 * 1024;
 const READ_TICK_MS = 20;
-
-function openStream(url: string, token: string): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, resolve);
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /** Reads the stream to its end at READ_BYTES per READ_TICK_MS, as a client on a slow link or a busy machine does. */
 function readPaced(stream: IncomingMessage): { events: SseEvent[]; close(): void } {
@@ -67,9 +59,9 @@ forEachBackend('a watch client that reads is cut only if it stays behind', (back
     for (let w = 0; w < WRITERS; w++) await ok('POST', '/org/acme/group', { name: `big${w}` });
     const from = (await k.store.auditHead('acme')).seq;
     const url = `${base}/org/acme/-watch?kind=group&since=${from}`;
-    const idle = await Promise.all(Array.from({ length: 4 }, () => openStream(url, k.token)));
+    const idle = await Promise.all(Array.from({ length: 4 }, () => openRawStream(url, k.token)));
     for (const stream of idle) stream.pause();
-    const reader = readPaced(await openStream(url, k.token));
+    const reader = readPaced(await openRawStream(url, k.token));
     t.after(() => {
       reader.close();
       for (const stream of idle) stream.destroy();

@@ -3,10 +3,9 @@
 // long before their own bound would cut them, each told where to resume; a watcher that reads is
 // never cut for their sake and misses nothing.
 import assert from 'node:assert/strict';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { assertCutSlowConsumer, openSse } from '../support/sse.js';
+import { assertCutSlowConsumer, openRawStream, openSse } from '../support/sse.js';
 
 /** 50 tags of 1,000 characters: an event of about 50 kB. */
 const bigTags = (mark: string) => Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`t${i}`, `${mark}-${i}-`.padEnd(1000, 'x')]));
@@ -34,13 +33,7 @@ forEachBackend('watch streams against a server-wide budget', (backend) => {
     await ok('POST', '/org/acme/group', { name: 'big' });
     const from = (await k.store.auditHead('acme')).seq;
     const idle = await Promise.all(
-      Array.from({ length: 4 }, () =>
-        new Promise<IncomingMessage>((resolve, reject) => {
-          const req = httpRequest(`${base}/org/acme/-watch?kind=group&since=${from}`, { headers: { authorization: `Bearer ${key}` } }, resolve);
-          req.on('error', reject);
-          req.end();
-        }),
-      ),
+      Array.from({ length: 4 }, () => openRawStream(`${base}/org/acme/-watch?kind=group&since=${from}`, key)),
     );
     for (const stream of idle) stream.pause();
     // The idle principal's other six streams fill its cap of ten: each stream opened beyond it marks one idle stream cut.

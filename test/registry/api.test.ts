@@ -5,19 +5,17 @@
 // traversal): a registry error, nothing partial visible, nothing left on disk.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { manifestOf, OCI_MANIFEST, sha } from '../support/oci.js';
 import { spawnKeel } from '../support/spawn-keel.js';
 import { rawExec } from '../support/raw-sql.js';
 import { waitFor } from '../support/wait.js';
 
-const sha = (bytes: Buffer | string) => `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
-const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
 const MAX_BLOB = 64 * 1024;
 
@@ -45,14 +43,6 @@ forEachBackend('registry: the distribution API', (backend) => {
     assert.equal(res.status, 201, res.raw.toString());
     return { digest: sha(content), size: Buffer.byteLength(content) };
   };
-  const manifestOf = (config: { digest: string; size: number }, layers: Array<{ digest: string; size: number }>, extra: Record<string, unknown> = {}) =>
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
-      layers: layers.map((l) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...l })),
-      ...extra,
-    });
   const putManifest = (repo: string, ref: string, body: string, key?: string, type = OCI_MANIFEST) => reg('PUT', `/v2/${repo}/manifests/${ref}`, { body, headers: { 'content-type': type }, key });
   /** What unfinished uploads left behind: temp files beside SQLite; sessions and content no blob names in PostgreSQL. */
   const leftovers = async (withCacheTemps = true): Promise<string[]> => {

@@ -7,7 +7,6 @@
 // the repositories whose manifests name it. skopeo where a client does it, raw HTTP for the rest.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
@@ -16,13 +15,11 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
-import { buildOciImage, layoutDigest } from '../support/oci.js';
+import { buildOciImage, layoutDigest, manifestOf, OCI_MANIFEST, sha } from '../support/oci.js';
 import { rawExec } from '../support/raw-sql.js';
 import { runTool, toolMissing } from '../support/registry-tools.js';
 import { waitFor } from '../support/wait.js';
 
-const sha = (bytes: Buffer | string) => `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
-const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 const octets = { 'content-type': 'application/octet-stream' };
 const noSkopeo = toolMissing('skopeo');
 
@@ -53,14 +50,6 @@ function registryClient(base: () => string) {
     assert.equal(res.status, 201, res.raw.toString());
     return { digest: sha(content), size: Buffer.byteLength(content) };
   };
-  const manifestOf = (config: { digest: string; size: number }, layers: Array<{ digest: string; size: number }>, extra: Record<string, unknown> = {}) =>
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
-      layers: layers.map((l) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...l })),
-      ...extra,
-    });
   const putManifest = (repo: string, ref: string, body: string, key: string) => reg('PUT', `/v2/${repo}/manifests/${ref}`, key, { body, headers: { 'content-type': OCI_MANIFEST } });
   return { reg, pushBlob, manifestOf, putManifest };
 }

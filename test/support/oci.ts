@@ -66,3 +66,19 @@ export function layoutDigest(dir: string, tag: string): string {
   if (!entry) throw new Error(`no ${tag} in ${dir}`);
   return entry.digest;
 }
+
+export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
+
+/** The content digest of some bytes, as the registry names them. */
+export const sha = (bytes: Buffer | string) => `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+
+/** An image manifest's JSON text naming a config and layers (by digest and size), with `extra` fields. */
+export function manifestOf(config: { digest: string; size: number }, layers: Array<{ digest: string; size: number }>, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    schemaVersion: 2,
+    mediaType: OCI_MANIFEST,
+    config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+    layers: layers.map((l) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...l })),
+    ...extra,
+  });
+}

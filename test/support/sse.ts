@@ -1,6 +1,6 @@
 // A minimal server-sent-events client for tests: connects with fetch and yields parsed events.
 import assert from 'node:assert/strict';
-import type { IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 
 export interface SseEvent {
   id?: string;
@@ -110,4 +110,13 @@ export async function assertCutSlowConsumer(stream: IncomingMessage, from: numbe
   const sent = events.filter((e) => e.event === 'edit');
   assert.equal(sent[sent.length - 1]?.id ?? String(from), final.id, 'the position is that of the last event sent');
   return sent;
+}
+
+/** A watch stream opened with node:http, for tests that decide when (and whether) it is read. */
+export function openRawStream(url: string, token: string): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, resolve);
+    req.on('error', reject);
+    req.end();
+  });
 }
