@@ -9,6 +9,7 @@ import type { KindDef } from '../../src/kinds/types.js';
 import type { App } from '../../src/server/app.js';
 import { patchArb, valueArb } from '../patch/arbitrary.js';
 import { SECRET_TYPES } from '../../src/kinds/secret.js';
+import { KEEL_ACTIONS } from '../../src/audit/events.js';
 
 export const ORG = 'acme';
 export const GVC = 'fz';
@@ -471,6 +472,21 @@ const auditQueryString = fc
 /** A custom event: mostly the documented shape with odd values, sometimes anything at all. */
 const eventTime = fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => new Date(ms).toISOString()) }, { weight: 1, arbitrary: nastyString });
 const customEvent: fc.Arbitrary<unknown> = fc.oneof(
+  // Valid events, so that accepted ones go into the chain the test verifies afterwards (the shapes
+  // below are mostly refused: an odd context, time or Keel's own action is enough).
+  {
+    weight: 6,
+    arbitrary: fc.record(
+      {
+        resource: fc.record({ type: word, id: word, name: word, data: nastyValue }, { requiredKeys: ['type'] }),
+        action: fc.record({ type: word.filter((w) => ![...KEEL_ACTIONS].some((a) => a.toLowerCase() === w)), data: nastyValue }, { requiredKeys: ['type'] }),
+        subject: fc.record({ email: word, data: nastyValue }, { requiredKeys: [] }),
+        eventTime: fc.integer({ min: 0, max: 4_102_444_800_000 }).map((ms) => new Date(ms).toISOString()),
+        context: fc.record({ data: nastyValue }, { requiredKeys: [] }),
+      },
+      { requiredKeys: ['resource', 'action'] },
+    ),
+  },
   {
     weight: 4,
     arbitrary: fc.record(
