@@ -296,13 +296,16 @@ function pullFailure(reference: string): string {
   return `Failed to pull image "${reference}": rpc error: code = NotFound desc = failed to pull and unpack image "${reference}": not found (ErrImagePull)`;
 }
 
-/** The direct load balancer's addresses: one per location and port, when it is enabled. */
+/**
+ * The direct load balancer's addresses: one per location and port, when it is enabled. No runtime
+ * of Keel's serves them, so they are named under `.invalid`, which never resolves.
+ */
 function loadBalancers(spec: Record<string, any>, locations: string[], host: string): Array<{ origin: string; url: string }> {
   const direct = spec.loadBalancer?.direct;
   if (direct?.enabled !== true) return [];
   const ports = (direct.ports ?? []) as Array<{ externalPort: number; protocol?: string; scheme?: string }>;
   return locations.flatMap((location) =>
-    ports.map((p) => ({ origin: location, url: `${p.scheme ?? String(p.protocol ?? 'tcp').toLowerCase()}://${host}.${location}.cpln.app:${p.externalPort}` })),
+    ports.map((p) => ({ origin: location, url: `${p.scheme ?? String(p.protocol ?? 'tcp').toLowerCase()}://${host}.${location}.not-served.invalid:${p.externalPort}` })),
   );
 }
 

@@ -10,8 +10,9 @@ export class SimulatedRuntime implements Runtime {
     return true;
   }
 
+  /** Under the reserved `.invalid` top-level domain, which never resolves: nothing serves a simulated endpoint. */
   endpoint(host: string): string {
-    return `https://${host}.cpln.app`;
+    return `https://${host}.simulated.invalid`;
   }
 
   observe(_deployment: DeploymentRef, want: ReplicaWant[], clock: Clock): Observation {

@@ -127,7 +127,7 @@ forEachBackend('living resources', (backend) => {
     assert.equal((await k.call('GET', '/org/acme/gvc/prod/workload/missing/deployment')).status, 404);
 
     const wl = await waitFor('workload status', () => k.call('GET', '/org/acme/gvc/prod/workload/web').then((r) => r.body), (w) => w.status?.ready === true);
-    assert.match(wl.status.endpoint, /^https:\/\/web-.*\.cpln\.app$/);
+    assert.match(wl.status.endpoint, /^https:\/\/web-.*\.simulated\.invalid$/);
     assert.equal(wl.version, 1);
     assert.equal(wl.lastModified, created.body.lastModified);
 
