@@ -185,7 +185,7 @@ const COMMANDS: Record<string, Command> = {
       withStore(snapshotsAllowed(config()), async (store) => {
         const name = checkSnapshotName(required(positional[0], 'the snapshot name'));
         const restored = await restoreSnapshot(store, name, KEEL_ACTOR);
-        console.log(`restored snapshot '${name}'${restored.length ? `: ${restored.map((r) => `${r.org} to position ${r.position}`).join(', ')}` : ' (no org had changed)'}`);
+        console.log(`restored snapshot '${name}'${restored.length ? `: ${restored.map((r) => `${r.org} to ${r.earlierChain ? 'a state from before the last reset' : `position ${r.position}`}`).join(', ')}` : ' (no org had changed)'}`);
         return 0;
       }),
   },
@@ -244,7 +244,7 @@ const COMMANDS: Record<string, Command> = {
         const report = await verifyChain(store, org);
         if (report.ok) {
           console.log(`audit chain of org '${org}' is intact: ${report.events} events (${report.from}..${report.to})`);
-          for (const r of report.restores) console.log(`  event ${r.seq} (${r.at}): ${r.by} restored snapshot '${r.snapshot}', back to the state at event ${r.position}`);
+          for (const r of report.restores) console.log(`  event ${r.seq} (${r.at}): ${r.by} restored snapshot '${r.snapshot}', ${r.earlierChain ? 'taken before a reset began this chain anew: back to a state no event of this chain records' : `back to the state at event ${r.position}`}`);
           return 0;
         }
         console.error(`audit chain of org '${org}' is BROKEN at event ${report.brokenAt}: ${report.reason}`);

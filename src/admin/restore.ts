@@ -6,5 +6,5 @@ import type { RestoredOrg } from '../store/snapshots.js';
 import type { Store } from '../store/types.js';
 
 export async function restoreSnapshot(store: Store, name: string, actor: Actor): Promise<RestoredOrg[]> {
-  return store.snapshots.restore(name, (restored) => restored.map(({ org, position }) => restoreEvent(org, actor, name, position)));
+  return store.snapshots.restore(name, (restored) => restored.map((r) => restoreEvent(r.org, actor, name, r)));
 }

@@ -131,9 +131,10 @@ export function isKeelRestore(record: Pick<AuditRecord, 'context' | 'actionType'
 /**
  * The event a snapshot's restore appends to each org whose state it rewound: who restored which
  * snapshot, and the position of the org's chain that the state now reflects (the events between it
- * and this one were undone, though they stay in the chain).
+ * and this one were undone, though they stay in the chain). A snapshot taken before a reset holds a
+ * position of the chain the reset replaced: `earlierChain` says so, as no event of this one matches.
  */
-export function restoreEvent(org: string, actor: Actor, snapshot: string, position: number): NewAuditEvent {
+export function restoreEvent(org: string, actor: Actor, snapshot: string, { position, earlierChain }: { position: number; earlierChain?: boolean }): NewAuditEvent {
   const id = newEventId();
   const now = isoNow();
   const link = `/org/${org}`;
@@ -147,7 +148,7 @@ export function restoreEvent(org: string, actor: Actor, snapshot: string, positi
     subject: subjectOf(actor),
     action: { type: RESTORE_ACTION },
     result: { status: 'success' },
-    resource: { id: '', name: org, type: 'org', link, data: { snapshot, position } },
+    resource: { id: '', name: org, type: 'org', link, data: { snapshot, position, ...(earlierChain ? { earlierChain } : {}) } },
   });
   return { org, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: org, resourceId: '', subjectName: actor.name, actionType: RESTORE_ACTION, body };
 }

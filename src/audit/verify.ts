@@ -9,6 +9,8 @@ export interface RestoreMark {
   by: string;
   snapshot: string;
   position: number;
+  /** The snapshot came from a chain a reset replaced since: `position` was one of that chain's. */
+  earlierChain: boolean;
 }
 
 export type ChainReport =
@@ -48,6 +50,6 @@ export async function verifyChain(store: Store, org: string): Promise<ChainRepor
 }
 
 function restoreMark(event: AuditRecord): RestoreMark {
-  const body = JSON.parse(event.body) as { resource?: { data?: { snapshot?: string; position?: number } } };
-  return { seq: event.seq, at: event.eventTime, by: event.subjectName, snapshot: String(body.resource?.data?.snapshot ?? ''), position: Number(body.resource?.data?.position ?? 0) };
+  const data = (JSON.parse(event.body) as { resource?: { data?: { snapshot?: string; position?: number; earlierChain?: boolean } } }).resource?.data;
+  return { seq: event.seq, at: event.eventTime, by: event.subjectName, snapshot: String(data?.snapshot ?? ''), position: Number(data?.position ?? 0), earlierChain: data?.earlierChain === true };
 }

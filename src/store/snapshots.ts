@@ -52,6 +52,8 @@ export function onReplaced(store: Store, listener: () => void): () => void {
 export interface RestoredOrg {
   org: string;
   position: number;
+  /** The snapshot was taken in a chain a reset has since replaced: `position` is not one of the current chain's. */
+  earlierChain?: boolean;
 }
 
 /** Whether a restore rewinds a table: not the audit chains' nor the log lines, which record what happened. */

@@ -281,6 +281,26 @@ forEachBackend('reset and snapshots over HTTP', (backend) => {
       k.config.init = good;
     }
   });
+
+  test('a snapshot taken before a reset: its restore says the state is from the chain the reset replaced, never a position of this one', async () => {
+    for (const name of ['pre-1', 'pre-2', 'pre-3']) assert.equal((await k.call('POST', '/org/acme/gvc', { name })).status, 201);
+    assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'before-reset' })).status, 201);
+    const headAtSave = await k.store.auditHead('acme');
+    assert.equal((await k.call('POST', '/-admin/reset')).status, 200);
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'post-reset' })).status, 201);
+    assert.ok((await k.store.auditHead('acme')).seq < headAtSave.seq, 'the reset began a shorter chain');
+
+    const restored = await k.call('POST', '/-admin/snapshots/before-reset/-restore');
+    assert.equal(restored.status, 200, restored.raw);
+    assert.deepEqual(restored.body.orgs.find((o: { org: string }) => o.org === 'acme'), { org: 'acme', position: headAtSave.seq, earlierChain: true });
+    assert.deepEqual(names(await k.call('GET', '/org/acme/gvc')).filter((n) => n.startsWith('p')), ['pre-1', 'pre-2', 'pre-3']);
+    const report = await verifyChain(k.store, 'acme');
+    assert.ok(report.ok);
+    const mark = report.restores.at(-1)!;
+    assert.equal(mark.snapshot, 'before-reset');
+    assert.equal(mark.earlierChain, true, 'verify does not take the old position for one of this chain');
+    assert.equal((await k.call('DELETE', '/-admin/snapshots/before-reset')).status, 202);
+  });
 });
 
 forEachBackend('reset and snapshots off', (backend) => {

@@ -44,11 +44,21 @@ async function changedOrgs(client: pg.PoolClient, name: string, tables: string[]
   const { rows } = await client.query(
     `SELECT o.org,
        COALESCE((SELECT (row->>'last_seq')::bigint FROM keel_snapshot_rows WHERE snapshot = $1 AND tbl = 'audit_heads' AND row->>'org' = o.org), 0)
-       + (SELECT COUNT(*) FROM keel_snapshot_rows WHERE snapshot = $1 AND tbl = 'audit_pending' AND row->>'org' = o.org) AS position
+       + (SELECT COUNT(*) FROM keel_snapshot_rows WHERE snapshot = $1 AND tbl = 'audit_pending' AND row->>'org' = o.org) AS position,
+       -- The snapshot's head event still at its place in the current chain (or pruned from it by
+       -- retention): the same chain. Otherwise a reset since began the chain anew.
+       NOT EXISTS (SELECT 1 FROM keel_snapshot_rows h WHERE h.snapshot = $1 AND h.tbl = 'audit_heads' AND h.row->>'org' = o.org AND (h.row->>'last_seq')::bigint > 0)
+       OR EXISTS (
+         SELECT 1 FROM keel_snapshot_rows h
+         JOIN keel_snapshot_rows s ON s.snapshot = $1 AND s.tbl = 'audit_events' AND s.row->>'org' = o.org AND s.row->>'seq' = h.row->>'last_seq'
+         WHERE h.snapshot = $1 AND h.tbl = 'audit_heads' AND h.row->>'org' = o.org
+           AND (EXISTS (SELECT 1 FROM audit_events m WHERE m.org = o.org AND m.seq = (h.row->>'last_seq')::bigint AND m.id = s.row->>'id')
+             OR (SELECT up_to_seq FROM audit_prunes p WHERE p.org = o.org) >= (h.row->>'last_seq')::bigint)
+       ) AS same
      FROM unnest($2::text[]) AS o(org) ORDER BY o.org`,
     [name, [...orgs]],
   );
-  return rows.map((r) => ({ org: r.org as string, position: Number(r.position) }));
+  return rows.map((r) => (r.same ? { org: r.org as string, position: Number(r.position) } : { org: r.org as string, position: Number(r.position), earlierChain: true }));
 }
 
 /** Takes the keys that no longer exist out of the restored service accounts' lists. */

@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { isRewound, storableSnapshotName, snapshotExists, snapshotNotFound, withLiveKeys, type RestoredOrg, type SnapshotInfo, type Snapshots } from '../snapshots.js';
 import type { NewAuditEvent } from '../types.js';
+import { ORG_SPAN } from './lookup.js';
 
 /** How long a restore waits for the write lock another connection (the housekeeping thread) holds. */
 const LOCK_WAIT_MS = 10_000;
@@ -146,8 +147,20 @@ function changedOrgs(db: Database.Database, tables: string[]): RestoredOrg[] {
     for (const org of differ('main', 'snap')) orgs.add(org);
     if (table !== 'service_account_keys') for (const org of differ('snap', 'main')) orgs.add(org);
   }
-  const position = db.prepare('SELECT last_seq FROM snap.audit_heads WHERE org = ?').pluck();
-  return [...orgs].sort().map((org) => ({ org, position: (position.get(org) as number | undefined) ?? 0 }));
+  // The snapshot's head event still at its place in the current chain (or pruned from it by retention):
+  // the same chain. Otherwise a reset since began the chain anew, and the position is not one of it.
+  const head = db.prepare(
+    `SELECT h.last_seq AS seq,
+       h.last_seq = 0
+       OR (SELECT m.body FROM main.audit_heads mh JOIN main.audit_events m ON m.pos = mh.org_no * ${ORG_SPAN} + h.last_seq WHERE mh.org = h.org)
+          = (SELECT s.body FROM snap.audit_events s WHERE s.pos = h.org_no * ${ORG_SPAN} + h.last_seq)
+       OR (SELECT up_to_seq FROM main.audit_prunes p WHERE p.org = h.org) >= h.last_seq AS same
+     FROM snap.audit_heads h WHERE h.org = ?`,
+  );
+  return [...orgs].sort().map((org) => {
+    const row = head.get(org) as { seq: number; same: number } | undefined;
+    return row && !row.same ? { org, position: row.seq, earlierChain: true } : { org, position: row?.seq ?? 0 };
+  });
 }
 
 /** Takes the keys that no longer exist out of the restored service accounts' lists. */
