@@ -43,10 +43,12 @@ export async function serve(config: Config): Promise<void> {
   const seed = config.init ? readSeed(config.init) : [];
   // An older Keel left its files readable by every local user.
   tightenDataDir(config.dataDir);
-  const store = await openStore(config);
+  const say = (line: string) => process.stderr.write(`keel: ${line}\n`);
+  const store = await openStore(config, say);
   let token: string | undefined;
   let seeded: Awaited<ReturnType<typeof applySeed>> = [];
   try {
+    if (!(await store.orgs()).includes(config.org)) say(`creating org '${config.org}' with its built-ins and a superuser key`);
     token = await bootstrap(config, store);
     seeded = await applySeed(store, config.org, seed);
   } catch (err) {

@@ -8,7 +8,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import pg from 'pg';
 import { freePort } from './support/ports.js';
+import { createTestSchema, PG_TEST_URL, postgresAvailable } from './support/postgres.js';
 import { Service } from './support/processes.js';
 import { waitFor } from './support/wait.js';
 
@@ -69,4 +71,37 @@ test('keel status names a PostgreSQL store without its password, and the runc ru
   assert.ok(!status.stdout.includes('s3cr3t-pw') && !status.stderr.includes('s3cr3t-pw'), 'no password');
   assert.match(status.stdout, /^Runtime    runc, workload endpoints on http:\/\/127\.0\.0\.1:9082$/m);
   assert.match(status.stdout, /--org acme --default$/m);
+});
+
+test('a first start on an empty PostgreSQL database says what it is doing: waiting for another process, creating the tables, creating the org', async (t) => {
+  if (!(await postgresAvailable())) return t.skip('PostgreSQL is not reachable');
+  const db = await createTestSchema('keel_first');
+  // Another Keel process preparing the same database holds its migration lock.
+  const other = new pg.Client({ connectionString: PG_TEST_URL });
+  await other.connect();
+  let service: Service | undefined;
+  try {
+    await other.query('BEGIN');
+    await other.query('SELECT pg_advisory_xact_lock($1)', [0x6b65656c]);
+    const [port, auditPort] = [await freePort(), await freePort()];
+    const dir = mkdtempSync(join(tmpdir(), 'keel-first-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    service = new Service(spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], { env: { ...ENV, KEEL_DATA_DIR: dir, KEEL_DATABASE_URL: db.url, KEEL_PORT: String(port), KEEL_AUDIT_PORT: String(auditPort) }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const running = service;
+    await waitFor('the waiting line', async () => running.output, (out) => /^keel: waiting for another Keel process to finish preparing the database$/m.test(out) || !running.running, 60_000);
+    assert.doesNotMatch(running.output, /keel is serving/, 'it waits for the lock');
+    await other.query('COMMIT');
+    await waitFor('Keel to serve', async () => running.output, (out) => /"msg":"keel is serving"/.test(out) || !running.running, 60_000);
+    const lines = running.output.split('\n').filter((l) => l.startsWith('keel: ')).map((l) => l.replace(/\d+ migrations/, 'N migrations').replace(/:\d+/g, ':PORT'));
+    assert.deepEqual(lines.slice(0, 4), [
+      `keel: store PostgreSQL ${db.url.replace(/:\d+/, ':PORT')}`,
+      'keel: waiting for another Keel process to finish preparing the database',
+      "keel: creating Keel's tables in an empty database (N migrations)",
+      "keel: creating org 'default' with its built-ins and a superuser key",
+    ]);
+  } finally {
+    await other.end().catch(() => {});
+    await service?.stop();
+    await db.drop();
+  }
 });

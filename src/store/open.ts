@@ -17,7 +17,8 @@ export function describeStore(location: StoreLocation): string {
   return location.dialect === 'sqlite' ? `SQLite ${location.file}` : `PostgreSQL ${maskedUrl(location.url)}`;
 }
 
-export async function openStore(options: { databaseUrl?: string; dataDir: string }): Promise<Store> {
+/** `say`: told what a slow first start is doing, for a person watching. */
+export async function openStore(options: { databaseUrl?: string; dataDir: string }, say?: (line: string) => void): Promise<Store> {
   const location = storeLocation(options);
-  return location.dialect === 'postgres' ? PostgresStore.open(location.url) : new SqliteStore(location.file);
+  return location.dialect === 'postgres' ? PostgresStore.open(location.url, undefined, say) : new SqliteStore(location.file);
 }

@@ -84,14 +84,15 @@ export class PostgresStore implements Store {
     this.sweeper.unref();
   }
 
-  static async open(url: string, poolSize = 10): Promise<PostgresStore> {
+  /** `say`: told what a slow start is doing (migrations, waiting for another process's), for a person watching. */
+  static async open(url: string, poolSize = 10, say?: (line: string) => void): Promise<PostgresStore> {
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
     const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const lists = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const pages = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     for (const p of [pool, reads, lists, pages]) p.on('error', () => {}); // an idle client's error is reported on its next use
     const store = new PostgresStore(pool, reads, lists, pages);
-    await store.migrate();
+    await store.migrate(say);
     await store.listen(url);
     return store;
   }
@@ -123,13 +124,17 @@ export class PostgresStore implements Store {
     await this.pool.query('SELECT pg_notify($1, $2)', ['keel_replaced', `${this.schema} ${this.instance}`]);
   }
 
-  private async migrate(): Promise<void> {
+  private async migrate(say?: (line: string) => void): Promise<void> {
     await inTransaction(this.pool, async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      if (!(await client.query('SELECT pg_try_advisory_xact_lock($1) AS got', [MIGRATION_LOCK])).rows[0].got) {
+        say?.('waiting for another Keel process to finish preparing the database');
+        await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      }
       await client.query('CREATE TABLE IF NOT EXISTS keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)');
       const done = new Set((await client.query('SELECT version FROM keel_migrations')).rows.map((r) => Number(r.version)));
-      for (const step of migrations) {
-        if (done.has(step.version)) continue;
+      const due = migrations.filter((step) => !done.has(step.version));
+      if (due.length) say?.(done.size ? `bringing the database schema up to date (${due.length} migrations)` : `creating Keel's tables in an empty database (${due.length} migrations)`);
+      for (const step of due) {
         await client.query(step.sql.postgres);
         await client.query('INSERT INTO keel_migrations VALUES ($1, $2, $3)', [step.version, step.name, new Date().toISOString()]);
       }
