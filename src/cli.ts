@@ -15,10 +15,7 @@ import { findKind } from './kinds/index.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { documentsText, exportOrg } from './resources/transfer.js';
-import { serve } from './serve.js';
 import { keepPrivate } from './data-dir.js';
-import { closeRegistry, openRegistry } from './registry/storage.js';
-import { collectGarbage, GC_GRACE_MS } from './registry/gc.js';
 import { describeStore, openStore, storeLocation } from './store/open.js';
 import type { Store } from './store/types.js';
 
@@ -44,6 +41,8 @@ const COMMANDS: Record<string, Command> = {
       }
       const cfg = config();
       console.error(`keel: store ${describeStore(storeLocation(cfg))}`);
+      // The server, and all it loads, only for the command that serves: the others start faster.
+      const { serve } = await import('./serve.js');
       await serve(cfg);
       return -1; // keeps running until a signal
     },
@@ -153,13 +152,15 @@ const COMMANDS: Record<string, Command> = {
     summary: 'remove registry content no image of any org refers to (stored more than N minutes ago, default 60)',
     flags: ['--grace-minutes'],
     run: ({ flags, config }) => {
-      const grace = flags.get('--grace-minutes') ?? String(GC_GRACE_MS / 60_000);
-      if (!/^\d+$/.test(grace)) throw new UsageError(`--grace-minutes must be a whole number, got '${grace}'`);
+      const grace = flags.get('--grace-minutes');
+      if (grace !== undefined && !/^\d+$/.test(grace)) throw new UsageError(`--grace-minutes must be a whole number, got '${grace}'`);
       const cfg = config();
       return withStore(cfg, async (store) => {
+        const { closeRegistry, openRegistry } = await import('./registry/storage.js');
+        const { collectGarbage } = await import('./registry/gc.js');
         const registry = openRegistry(cfg);
         try {
-          const { removed, kept } = await collectGarbage(store, registry, Number(grace) * 60_000);
+          const { removed, kept } = await collectGarbage(store, registry, grace === undefined ? undefined : Number(grace) * 60_000);
           console.log(`registry gc: removed ${removed} unreferenced blobs, kept ${kept}`);
         } finally {
           await closeRegistry(registry);

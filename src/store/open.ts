@@ -1,7 +1,5 @@
 import { join } from 'node:path';
 import { maskedUrl } from '../config.js';
-import { PostgresStore } from './postgres/store.js';
-import { SqliteStore } from './sqlite/store.js';
 import type { Store } from './types.js';
 
 export type StoreLocation = { dialect: 'postgres'; url: string } | { dialect: 'sqlite'; file: string };
@@ -20,5 +18,7 @@ export function describeStore(location: StoreLocation): string {
 /** `say`: told what a slow first start is doing, for a person watching. */
 export async function openStore(options: { databaseUrl?: string; dataDir: string }, say?: (line: string) => void): Promise<Store> {
   const location = storeLocation(options);
-  return location.dialect === 'postgres' ? PostgresStore.open(location.url, undefined, say) : new SqliteStore(location.file);
+  // Each backend's driver is loaded only when it is the one in use.
+  if (location.dialect === 'postgres') return (await import('./postgres/store.js')).PostgresStore.open(location.url, undefined, say);
+  return new (await import('./sqlite/store.js')).SqliteStore(location.file);
 }
