@@ -45,6 +45,7 @@ export class Images {
     private readonly store: Store,
     private readonly blobs: BlobStore,
     private readonly registryHosts: () => string[],
+    private readonly hostImagesOrg?: string,
   ) {}
 
   /** The image `reference` (of a workload in `org`), unpacked. Fails with an ImageError saying why. */
@@ -86,6 +87,10 @@ export class Images {
       const colon = rest.lastIndexOf(':');
       const layout = colon > 0 ? rest.slice(0, colon) : rest;
       const tag = colon > 0 ? rest.slice(colon + 1) : 'latest';
+      // A host's layouts are the operator's: a tenant's workload could otherwise read any layout on the host.
+      if (this.hostImagesOrg !== undefined && org !== this.hostImagesOrg) {
+        throw new ImageError(`Failed to pull image "${reference}": oci: images (layouts on the Keel host) are only for workloads of the first org, ${this.hostImagesOrg}; push the image to this org's registry instead`);
+      }
       if (!isAbsolute(layout)) throw new ImageError(`Failed to pull image "${reference}": an oci: image names an absolute directory (oci:/path/to/layout:tag)`);
       if (!existsSync(join(layout, 'index.json'))) throw new ImageError(`Failed to pull image "${reference}": ${layout} is not an OCI image layout (no index.json)`);
       return { layout, tag };

@@ -52,6 +52,8 @@ export interface RuncOptions {
   onError: (err: unknown, what: string) => void;
   /** The host:port names of Keel's own registry (references to it resolve to its blobs). */
   registryHosts?: () => string[];
+  /** The one org whose workloads may run `oci:` layouts of this host (the operator's, KEEL_ORG); undefined: any org's. */
+  hostImagesOrg?: string;
   /** Bytes of output a replica may bring into the logs each second (KEEL_LOG_BYTES_PER_SECOND). */
   logBytesPerSecond: number;
   /** Bytes a replica may write into its root filesystem and scratch volumes (KEEL_REPLICA_DISK_BYTES). */
@@ -184,7 +186,7 @@ export class RuncRuntime implements Runtime {
       drainBytesPerSecond: Math.max(4 * 1024 * 1024, DRAIN_FACTOR * options.logBytesPerSecond),
       onError: (err) => options.onError(err, 'reading replica output'),
     });
-    this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []));
+    this.images = new Images(this.dir, options.store, this.blobs, options.registryHosts ?? (() => []), options.hostImagesOrg);
     this.ingress = new Ingress(
       (host, path, hostname) => this.route(host, path, hostname),
       (id) => {

@@ -7,6 +7,8 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { KEEL_ACTOR } from '../../src/audit/events.js';
+import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { runTool, toolMissing } from '../support/registry-tools.js';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
@@ -81,5 +83,22 @@ describe("several replicas of one image of the org's registry", { skip }, () => 
     const mine = await waitFor('the deployment of mine to be ready', () => deployment('mine'), (s) => s?.ready === true && s.message === 'Ready', 60_000);
     assert.equal(mine.message, 'Ready');
     assert.equal((await deployment('theirs')).ready, false);
+  });
+
+  test("a host's oci: layouts are the first org's: another org's workload naming one never runs it, and says why", async () => {
+    const layout = busyboxImage(work, 'host', ['/bin/sh', '-c', 'echo host-layout; exec sleep 3600']);
+    const { token } = await createOrg(keel.store, { name: 'tenant', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(keel.org), adminServiceAccount: 'admin' });
+    const as = { token: token! };
+    assert.equal((await keel.call('POST', '/org/tenant/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } }, as)).status, 201);
+    const created = await keel.call('POST', '/org/tenant/gvc/web/workload', { name: 'borrow', spec: { type: 'standard', containers: [{ name: 'main', image: layout }] } }, as);
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const status = async () => (await keel.call('GET', `/org/tenant/gvc/web/workload/borrow/deployment/${LOCATION}`, undefined, as)).body?.status;
+    const refused = await waitFor('the tenant deployment to fail its pull', status, (s) => String(s?.message).includes('Failed to pull image'), 60_000);
+    assert.match(refused.message, /oci: images \(layouts on the Keel host\) are only for workloads of the first org, acme/);
+    assert.equal(refused.ready, false);
+    // The same layout in the first org runs.
+    await apply('hosted', layout, 1);
+    await waitFor('the first org to run the layout', () => deployment('hosted'), (s) => s?.ready === true, 60_000);
+    assert.ok(!(await logs('borrow')).includes('host-layout'));
   });
 });
