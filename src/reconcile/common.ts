@@ -6,6 +6,7 @@ import { changeEvent, KEEL_ACTOR } from '../audit/events.js';
 import { findKind } from '../kinds/index.js';
 import type { Resource } from '../kinds/types.js';
 import { present } from '../resources/present.js';
+import { listAll } from '../store/list-all.js';
 import type { ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { deepEqual } from '../json.js';
 import { stamp } from '../logs/time.js';
@@ -75,23 +76,6 @@ export async function recordStatus(ctx: ReconcileContext, item: StoredItem, view
   await ctx.tx.appendAudit(event);
   ctx.appended.push({ event, resource });
 }
-
-/** The items of a kind in an org (and GVC, when given; and names with `prefix`), read outside the transaction (committed data). */
-export async function listAll(store: Store, org: string, kind: string, gvc?: string, prefix?: string): Promise<StoredItem[]> {
-  return store.list({
-    org,
-    kind,
-    gvc,
-    limit: LIST_LIMIT,
-    build: (params) => ({
-      where: prefix === undefined ? '1 = 1' : `r.name >= ${params.add(prefix)} AND r.name < ${params.add(prefix + '~')}`,
-      orderBy: 'r.gvc, r.name',
-    }),
-  });
-}
-
-/** The most items of one kind a reconciler pass looks at (per org, GVC or parent). */
-export const LIST_LIMIT = 10_000;
 
 /** The location names of a GVC's static placement. */
 export function gvcLocations(gvc: StoredItem | undefined): string[] {

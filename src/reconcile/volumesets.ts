@@ -10,7 +10,8 @@
 // attributes (`keel/since`), so every process computes the same next transition.
 import { deepEqual } from '../json.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
-import { gvcKey, gvcLocations, iso, listAll, soonest, writeStatus, deleteChildren, type Outcome, type ReconcileContext } from './common.js';
+import { gvcKey, gvcLocations, iso, soonest, writeStatus, deleteChildren, type Outcome, type ReconcileContext } from './common.js';
+import { listAll } from '../store/list-all.js';
 import { commandPrefix, commandView, stableId } from './views.js';
 
 export const SINCE = 'keel/since';

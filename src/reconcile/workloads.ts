@@ -16,7 +16,8 @@ import { registryImage } from '../kinds/registryimage.js';
 import type { ItemKey, StoredItem } from '../store/types.js';
 import type { Clock, DeploymentRef, ReplicaWant, Runtime, Wake } from '../runtime/types.js';
 import { SIMULATED } from '../runtime/simulated.js';
-import { deleteChildren, gvcKey, gvcLocations, iso, listAll, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { deleteChildren, gvcKey, gvcLocations, iso, recordStatus, writeStatus, type Outcome, type ReconcileContext } from './common.js';
+import { listAll } from '../store/list-all.js';
 import { commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, remotePath, replicaNames, runReplica, stableId } from './views.js';
 
 type Version = { name: string; created: string; workload: number; gvc?: number; containers: Record<string, unknown>; ready: boolean; message: string };

@@ -3,7 +3,7 @@
 // stored or linked within the grace period is kept whatever refers to it: an upload whose
 // manifest has not been pushed yet, or a manifest whose tag is being written, still needs it.
 // Upload sessions idle for KEEL_REGISTRY_UPLOAD_IDLE_MS go first, with what they had received.
-import { listAll } from '../reconcile/common.js';
+import { listAll } from '../store/list-all.js';
 import type { Store } from '../store/types.js';
 import { reach } from './repositories.js';
 import type { RegistryStorage } from './storage.js';

@@ -3,7 +3,7 @@
 // repositories whose tags reach it, once, when a process finds org links that no repository
 // holds; what no tag reaches (an upload whose manifest never came) is assigned to none, and its
 // link goes: garbage collection takes it as it would have.
-import { listAll } from '../reconcile/common.js';
+import { listAll } from '../store/list-all.js';
 import type { Store } from '../store/types.js';
 import { readWhole, type BlobStore, type Linked } from './blobs.js';
 import { isIndex, MAX_MANIFEST_BYTES } from './manifests.js';

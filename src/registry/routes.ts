@@ -14,7 +14,7 @@ import { identity, type Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { listAll } from '../reconcile/common.js';
+import { listAll } from '../store/list-all.js';
 import type { Resources } from '../resources/service.js';
 import { coreBase } from '../public-url.js';
 import type { Store } from '../store/types.js';
@@ -23,7 +23,7 @@ import { RegistryError, sendRegistryError, toRegistryError } from './errors.js';
 import { checkDigest, checkRepository, isRepository, MAX_MANIFEST_BYTES, OCI_INDEX, parseManifest, TAG } from './manifests.js';
 import { assignRepositories, reach } from './repositories.js';
 import type { UploadSessions } from './uploads.js';
-import type { AuthFailures } from '../server/limits.js';
+import type { AuthFailures } from '../auth/failures.js';
 
 export interface RegistryDeps {
   config: Config;

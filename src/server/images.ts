@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Authorizer } from '../auth/authorizer.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
-import { listAll } from '../reconcile/common.js';
+import { listAll } from '../store/list-all.js';
 import { present } from '../resources/present.js';
 import { targetOf } from '../resources/service.js';
 import type { Store } from '../store/types.js';

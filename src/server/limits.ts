@@ -2,13 +2,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOption
 import { randomUUID } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
-import { decodeJwt } from 'jose';
-import { WrongSecret } from '../auth/authenticator.js';
-import { parseKey } from '../auth/keys.js';
 import { identity, type Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
+import { Buckets } from '../buckets.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -76,50 +74,6 @@ export function identityOf(principal: Principal | undefined, ip: string): string
   return principal ? identity(principal) : `ip:${ip}`;
 }
 
-/** Keys kept at most by one set of buckets: beyond it the least recently used go (a dropped bucket starts full again). */
-const MAX_BUCKETS = 100_000;
-
-/** Token buckets by key (`rate` per second, up to `capacity`), in bounded memory. */
-class Buckets {
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
-  constructor(
-    private readonly rate: number,
-    private readonly capacity: number,
-  ) {}
-
-  private current(key: string): { tokens: number; at: number } {
-    const now = Date.now();
-    const bucket = this.buckets.get(key) ?? { tokens: this.capacity, at: now };
-    bucket.tokens = Math.min(this.capacity, bucket.tokens + ((now - bucket.at) / 1000) * this.rate);
-    bucket.at = now;
-    // Re-inserted, so the map's order is least recently used first.
-    this.buckets.delete(key);
-    this.buckets.set(key, bucket);
-    if (this.buckets.size > MAX_BUCKETS) {
-      for (const old of this.buckets.keys()) {
-        this.buckets.delete(old);
-        if (this.buckets.size <= MAX_BUCKETS * 0.9) break;
-      }
-    }
-    return bucket;
-  }
-
-  /** Seconds to wait before `key` has a token again, or 0 when it has one now (which is not taken). */
-  wait(key: string): number {
-    if (!this.buckets.has(key)) return 0; // a full bucket: not stored until a token is taken
-    const bucket = this.current(key);
-    return bucket.tokens >= 1 ? 0 : Math.ceil((1 - bucket.tokens) / this.rate);
-  }
-
-  /** Takes a token if there is one; otherwise answers the seconds to wait, as wait() does. */
-  take(key: string): number {
-    const bucket = this.current(key);
-    if (bucket.tokens < 1) return Math.ceil((1 - bucket.tokens) / this.rate);
-    bucket.tokens -= 1;
-    return 0;
-  }
-}
-
 /**
  * A token bucket per principal identity: `rate` requests per second with bursts up to `burst`. Over
  * it: 429 rate_limited with Retry-After (the message avoids the word "quota", so clients retry).
@@ -132,57 +86,6 @@ export function installRateLimit(app: FastifyInstance, config: Config): void {
     if (wait === 0) return done();
     sendError(reply.header('retry-after', String(wait)), request, new ApiError('rate_limited', `rate limit exceeded: ${config.rateLimit} requests per second per key; retry after ${wait} s`));
   });
-}
-
-/**
- * Failed authentications, counted against what failed and never against a credential that works:
- * a key id that exists, presented with a wrong secret, counts per address and key id; a JWT whose
- * claims can be read, per address and issuer and subject; everything else (unknown key ids,
- * malformed tokens, none at all), per address. Each bucket holds `authFailureLimit` a minute, as a
- * burst too. A token whose own bucket is empty is refused before it is checked (no key lookup, no
- * signature check); an unknown key is looked up first (nothing tells it from a good one before), and
- * answered 429 instead of 401 once its address has failed too often. A valid key from the same
- * address goes on working, whatever other keys that address sent.
- */
-export class AuthFailures {
-  private readonly buckets?: Buckets;
-  constructor(private readonly perMinute: number) {
-    if (perMinute > 0) this.buckets = new Buckets(perMinute / 60, perMinute);
-  }
-
-  /** The 429 for a token whose bucket is empty, before it is checked. */
-  refusal(ip: string, token: string | undefined): ApiError | undefined {
-    const wait = this.buckets?.wait(presented(ip, token)) ?? 0;
-    return wait === 0 ? undefined : this.tooMany(wait);
-  }
-
-  /** Counts a failed authentication (`err`, a 401) and answers the 429 to send instead when its bucket was empty. */
-  failed(ip: string, token: string | undefined, err: ApiError): ApiError | undefined {
-    const unknownKey = token !== undefined && parseKey(token) !== undefined && !(err instanceof WrongSecret);
-    const bucket = unknownKey ? `ip:${ip}` : presented(ip, token);
-    const wait = this.buckets?.take(bucket) ?? 0;
-    return wait === 0 ? undefined : this.tooMany(wait);
-  }
-
-  private tooMany(wait: number): ApiError {
-    return new ApiError('rate_limited', `too many failed authentications from this address (authFailureLimit: ${this.perMinute} a minute); retry after ${wait} s`, { retryAfter: wait });
-  }
-}
-
-/** The bucket of what a token presents: its key id or JWT subject with the address, or the address alone. */
-function presented(ip: string, token: string | undefined): string {
-  if (token === undefined) return `ip:${ip}`;
-  const key = parseKey(token);
-  if (key) return `key:${ip}\n${key.keyName}`;
-  if (token.split('.').length === 3) {
-    try {
-      const { iss, sub } = decodeJwt(token);
-      if (typeof iss === 'string' && typeof sub === 'string') return `jwt:${ip}\n${iss}\n${sub}`;
-    } catch {
-      // Not a JWT: counted with the address.
-    }
-  }
-  return `ip:${ip}`;
 }
 
 /** Whose share a request's body is counted in, besides its principal's: its org's, or that of every caller without a valid credential. */

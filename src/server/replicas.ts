@@ -28,7 +28,7 @@ import type { Store } from '../store/types.js';
 import type { Config } from '../config.js';
 import { refusedRoute } from './docs.js';
 import { sendError } from './errors.js';
-import type { AuthFailures } from './limits.js';
+import type { AuthFailures } from '../auth/failures.js';
 import { coreBase } from '../public-url.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];

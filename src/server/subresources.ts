@@ -17,7 +17,7 @@ import { findKind } from '../kinds/index.js';
 import { tagsSchema } from '../kinds/schema.js';
 import { matchesQuery, parseQuery } from '../query/index.js';
 import { cancelCommand, VOLUMESET_COMMANDS, WORKLOAD_COMMANDS } from '../reconcile/commands.js';
-import { LIST_LIMIT, listAll } from '../reconcile/common.js';
+import { LIST_LIMIT, listAll } from '../store/list-all.js';
 import { commandKey, commandPrefix, commandView, deploymentKey, deploymentPrefix, deploymentView, type CommandParent } from '../reconcile/views.js';
 import { targetOf } from '../resources/service.js';
 import type { Store, StoredItem } from '../store/types.js';
