@@ -175,7 +175,7 @@ function mountActions(app: FastifyInstance, resources: Resources): void {
   const secret = findKind('secret')!;
   mount(app, '/org/:org/serviceaccount/:name/-addKey', {
     POST: (request) => resources.addKey(request.principal, serviceaccount, { org: orgOf(request) }, (request.params as Params).name, request.body),
-  });
+  }, {}, { POST: { def: serviceaccount, permissions: ['addKey'], item: 'name' } });
   mount(app, '/org/:org/secret/:name/-reveal', {
     GET: (request) => resources.get(request.principal, secret, { org: orgOf(request) }, (request.params as Params).name, { reveal: true }),
   });

@@ -154,6 +154,19 @@ forEachBackend('admission per principal on every route', (backend: Backend) => {
     }
   });
 
+  test('a key that may not add keys, sending a slow -addKey body, is refused 403 before its body', async () => {
+    const key = await keyOf(k, 'acme', `no-keys-${backend}`);
+    const attack = new Dribblers(port);
+    try {
+      attack.open(`POST /org/acme/serviceaccount/no-keys-${backend}/-addKey HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"description":`);
+      const [answer] = await waitFor('the slow -addKey to be answered', () => attack.answered(), (all) => all[0] !== '');
+      assert.match(answer, /^HTTP\/1\.1 403/, answer);
+      assert.match(answer, /not granted \[addKey\] on \/org\/acme\/serviceaccount\/no-keys-/);
+    } finally {
+      attack.close();
+    }
+  });
+
   test("70 keys of one org that may create, sending slow bodies, hold at most their org's share", async () => {
     const creators: string[] = [];
     for (let i = 0; i < 70; i++) creators.push(await keyOf(k, 'acme', `creator-${backend}-${i}`));
