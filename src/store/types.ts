@@ -162,8 +162,8 @@ export interface Tx {
   countInGvc(org: string, kind: string, gvc: string): Promise<number>;
   putKey(record: KeyRecord): Promise<void>;
   deleteKeys(org: string, serviceAccount: string, keep: string[]): Promise<void>;
-  /** Writes a sign-in record (replacing the one of that key); `expires` in ms since the epoch, 0 for never. */
-  putSignIn(what: string, key: string, data: string, expires: number): Promise<void>;
+  /** Writes a sign-in record (replacing the one of that key, unless `keep`); `expires` in ms since the epoch, 0 for never. */
+  putSignIn(what: string, key: string, data: string, expires: number, keep?: boolean): Promise<void>;
   /** Removes a sign-in record and returns its data, unless it is absent or expired: only one transaction takes it. */
   takeSignIn(what: string, key: string): Promise<string | undefined>;
   /**

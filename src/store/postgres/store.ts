@@ -529,10 +529,10 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
     async deleteKeys(org, serviceAccount, keep) {
       await client.query('DELETE FROM service_account_keys WHERE org = $1 AND service_account = $2 AND NOT (key_name = ANY($3::text[]))', [org, serviceAccount, keep]);
     },
-    async putSignIn(what, key, data, expires) {
+    async putSignIn(what, key, data, expires, keep) {
       await client.query('DELETE FROM signin_records WHERE what = $1 AND expires <> 0 AND expires <= $2', [what, Date.now()]);
       await client.query(
-        'INSERT INTO signin_records (what, key, data, expires) VALUES ($1, $2, $3, $4) ON CONFLICT (what, key) DO UPDATE SET data = EXCLUDED.data, expires = EXCLUDED.expires',
+        `INSERT INTO signin_records (what, key, data, expires) VALUES ($1, $2, $3, $4) ON CONFLICT (what, key) DO ${keep ? 'NOTHING' : 'UPDATE SET data = EXCLUDED.data, expires = EXCLUDED.expires'}`,
         [what, key, data, expires],
       );
     },

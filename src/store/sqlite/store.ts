@@ -627,9 +627,9 @@ export class SqliteStore implements Store {
         if (!keep.includes(key_name)) this.stmt(this.writer, 'DELETE FROM service_account_keys WHERE key_name = ?').run(key_name);
       }
     },
-    putSignIn: async (what, key, data, expires) => {
+    putSignIn: async (what, key, data, expires, keep) => {
       this.stmt(this.writer, 'DELETE FROM signin_records WHERE what = ? AND expires <> 0 AND expires <= ?').run(what, Date.now());
-      this.stmt(this.writer, 'INSERT OR REPLACE INTO signin_records (what, key, data, expires) VALUES (?, ?, ?, ?)').run(what, key, data, expires);
+      this.stmt(this.writer, `INSERT OR ${keep ? 'IGNORE' : 'REPLACE'} INTO signin_records (what, key, data, expires) VALUES (?, ?, ?, ?)`).run(what, key, data, expires);
     },
     takeSignIn: async (what, key) => {
       const row = this.stmt(this.writer, 'DELETE FROM signin_records WHERE what = ? AND key = ? RETURNING data, expires').get(what, key) as { data: string; expires: number } | undefined;
