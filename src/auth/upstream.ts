@@ -68,7 +68,9 @@ export class Upstream {
   async finish(callbackUrl: URL, started: { state: string; nonce: string; verifier: string }): Promise<string> {
     const config = await this.configuration();
     const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, { pkceCodeVerifier: started.verifier, expectedState: started.state, expectedNonce: started.nonce, idTokenExpected: true });
-    const claims = tokens.claims();
+    let claims: Record<string, unknown> | undefined = tokens.claims();
+    // Providers that keep scope claims out of the ID token (as the spec allows) tell them at UserInfo.
+    if (claims && claims.email === undefined) claims = await oidc.fetchUserInfo(config, tokens.access_token, String(claims.sub));
     const email = claims?.email;
     if (typeof email !== 'string' || !/^[^\s@/]+@[^\s@/]+$/.test(email)) throw new Error('the provider did not tell your email address');
     if (claims?.email_verified !== true) throw new Error(`the provider has not verified ${email}`);
