@@ -73,7 +73,11 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)));
     });
-    const open = { config: { public: true } };
+    /** A public route with its summary and query parameters for the OpenAPI document. */
+    const described = (summary: string, query: Record<string, string> = {}) => ({
+      config: { public: true },
+      schema: { summary, querystring: { type: 'object', properties: Object.fromEntries(Object.entries(query).map(([k, d]) => [k, { type: 'string', description: d }])) } },
+    });
     const issuerOf = (request: FastifyRequest) => coreBase(config, request);
 
     const metadata = (request: FastifyRequest) => {
@@ -94,12 +98,12 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
         claims_supported: ['iss', 'aud', 'sub', 'email', 'org', 'exp', 'iat'],
       };
     };
-    app.get('/.well-known/oauth-authorization-server', open, async (request) => metadata(request));
-    app.get('/.well-known/openid-configuration', open, async (request) => metadata(request));
-    app.get('/login/jwks', open, async () => tokens.jwks());
+    app.get('/.well-known/oauth-authorization-server', described('OAuth 2.0 authorization server metadata (RFC 8414)'), async (request) => metadata(request));
+    app.get('/.well-known/openid-configuration', described('The same metadata, at the OpenID discovery path'), async (request) => metadata(request));
+    app.get('/login/jwks', described('The public key that signs Keel user tokens (JWKS)'), async () => tokens.jwks());
 
     // RFC 8628 §3.1–3.2
-    app.post('/login/device/code', open, async (request, reply) => {
+    app.post('/login/device/code', described('Device authorization request of keel-cli (RFC 8628; form: client_id, org?)'), async (request, reply) => {
       try {
         limit(deviceRequests, `a:${request.ip}`);
         deviceRequests.fail(`a:${request.ip}`); // every request counts, granted or not
@@ -129,7 +133,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       }
     });
 
-    app.post('/login/token', open, async (request, reply) => {
+    app.post('/login/token', described('Token request: device_code or authorization_code grant (form)'), async (request, reply) => {
       try {
         const body = formOf(request);
         reply.header('cache-control', 'no-store');
@@ -212,12 +216,12 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     };
 
     // The page keel login points at: the code, then who you are, then allow or deny.
-    app.get('/login/device', open, async (request, reply) => {
+    app.get('/login/device', described('The page where a person confirms a keel login code (HTML)', { user_code: 'The code keel login printed' }), async (request, reply) => {
       const code = String((request.query as Record<string, unknown>).user_code ?? '');
       return page(reply, 200, 'Confirm a sign-in', devicePage(code, upstream !== undefined));
     });
 
-    app.post('/login/device', open, async (request, reply) => {
+    app.post('/login/device', described('Allow or deny a keel login code (HTML form)'), async (request, reply) => {
       const body = formOf(request);
       const userCode = normalizeCode(body.user_code);
       try {
@@ -262,7 +266,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     };
 
     // Authorization code + PKCE for the console.
-    app.get('/login/authorize', open, async (request, reply) => {
+    app.get('/login/authorize', described('Authorization request of the console (code + PKCE S256; HTML sign-in page)', { client_id: 'keel-console', response_type: 'code', redirect_uri: "Keel's /console", code_challenge: 'S256 challenge', code_challenge_method: 'S256', state: 'Returned as is', org: 'The org to sign in to (default: the only one)' }), async (request, reply) => {
       try {
         const authorize = authorizeRequest(request, request.query as Record<string, string>);
         if (upstream) return reply.redirect(await startUpstream(request, { to: 'authorize', request: authorize }), 303);
@@ -272,7 +276,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       }
     });
 
-    app.post('/login/authorize', open, async (request, reply) => {
+    app.post('/login/authorize', described('Sign in with email and password for the console (HTML form)'), async (request, reply) => {
       const body = formOf(request);
       let authorize: AuthorizeRequest;
       try {
@@ -324,7 +328,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       return started.url;
     };
 
-    app.get('/login/callback', open, async (request, reply) => {
+    app.get('/login/callback', described("The upstream OpenID provider's redirect back to Keel", { code: 'Authorization code', state: 'State', error: 'Error code', error_description: 'Error text', iss: 'Issuer' }), async (request, reply) => {
       const query = request.query as Record<string, string>;
       try {
         if (!upstream) throw new OAuthError('invalid_request', 'no upstream OpenID provider is configured', 404);
@@ -348,7 +352,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     });
 
     // An invitation link: set a password (directory), or learn where to sign in (upstream provider).
-    app.get('/login/invitation', open, async (request, reply) => {
+    app.get('/login/invitation', described('An invitation link: the page to choose a password (HTML)', { token: 'The invitation secret' }), async (request, reply) => {
       const token = String((request.query as Record<string, unknown>).token ?? '');
       const invitation = token ? await directory.invitation(token) : undefined;
       if (!invitation) return page(reply, 404, 'Invitation', '<p id="error" role="alert">This invitation is unknown, expired or already used.</p>');
@@ -358,7 +362,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       return page(reply, 200, 'Choose a password', invitationPage(token, invitation.email, invitation.org));
     });
 
-    app.post('/login/invitation', open, async (request, reply) => {
+    app.post('/login/invitation', described('Set the password of an invitation (HTML form)'), async (request, reply) => {
       const body = formOf(request);
       if (upstream) return page(reply, 400, 'Invitation', `<p id="error" role="alert">Passwords are not used here: sign in through ${esc(upstream.issuer)}.</p>`);
       const problem = passwordProblem(body.password);
