@@ -36,13 +36,13 @@ describe('console sign-in for people', { skip: available ? false : 'Chromium is 
     assert.equal(new URL(page.url()).search, '', 'the code is gone from the address bar');
     assert.match(page.url(), /#\/org\/acme\/gvc$/, 'back on the page asked for');
     await page.getByRole('link', { name: 'web' }).first().waitFor({ timeout: WAIT });
-    const token = await page.evaluate(() => sessionStorage.getItem('keel.key'));
+    const token = await page.evaluate(() => (globalThis as any).sessionStorage.getItem('keel.key'));
     assert.ok(token && token.split('.').length === 3);
     assert.equal((await c.k.call('GET', '/org/acme/gvc/web', undefined, { token })).status, 200);
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in with your account' }).waitFor({ timeout: WAIT });
-    assert.equal(await page.evaluate(() => sessionStorage.getItem('keel.key') ?? localStorage.getItem('keel.key')), null);
+    assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.getItem('keel.key') ?? (globalThis as any).localStorage.getItem('keel.key')), null);
     assert.deepEqual(c.external, []);
     assert.deepEqual(c.refused, []);
   });
@@ -50,9 +50,9 @@ describe('console sign-in for people', { skip: available ? false : 'Chromium is 
   test('a code that comes back with another state is refused', async () => {
     const { page, base } = c;
     await page.goto(`${base}/console/`);
-    await page.evaluate(() => sessionStorage.setItem('keel.signin', JSON.stringify({ verifier: 'v'.repeat(43), state: 'expected', after: '/' })));
+    await page.evaluate(() => (globalThis as any).sessionStorage.setItem('keel.signin', JSON.stringify({ verifier: 'v'.repeat(43), state: 'expected', after: '/' })));
     await page.goto(`${base}/console/?code=forged&state=other`);
     await page.getByRole('status').filter({ hasText: 'state differs' }).waitFor({ timeout: WAIT });
-    assert.equal(await page.evaluate(() => sessionStorage.getItem('keel.key')), null);
+    assert.equal(await page.evaluate(() => (globalThis as any).sessionStorage.getItem('keel.key')), null);
   });
 });

@@ -79,6 +79,17 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       schema: { summary, querystring: { type: 'object', properties: Object.fromEntries(Object.entries(query).map(([k, d]) => [k, { type: 'string', description: d }])) } },
     });
     const issuerOf = (request: FastifyRequest) => coreBase(config, request);
+    // The pages' forms are posted only from Keel's own pages: another site's page cannot make a
+    // signed-in browser allow someone else's code (browsers send Origin with every cross-site POST).
+    const FORMS = new Set(['/login/device', '/login/authorize', '/login/invitation']);
+    app.addHook('preHandler', async (request, reply) => {
+      if (request.method !== 'POST' || !FORMS.has(request.routeOptions.url ?? '')) return;
+      const origin = request.headers.origin;
+      if (origin && origin !== 'null' && origin !== new URL(issuerOf(request)).origin) {
+        return page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
+      }
+      if (origin === 'null') return page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
+    });
 
     const metadata = (request: FastifyRequest) => {
       const base = issuerOf(request);

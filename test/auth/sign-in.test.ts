@@ -176,4 +176,28 @@ forEachBackend('sign-in through the directory', (backend) => {
     await keel.call('POST', '/org/acme/user/-invite', { email: 'fay@example.com' });
     assert.equal((await keel.call('GET', '/org/acme/gvc/web', undefined, { token, app: other.app })).status, 401);
   });
+
+  test('guessing from one address, flooding device codes, and posting the form from another site are refused', async () => {
+    const fresh = await keel.reopen();
+    const addr = await fresh.app.core.listen({ host: '127.0.0.1', port: 0 });
+    const device = await startDevice(addr);
+    const statuses: number[] = [];
+    for (let i = 0; i < 21; i++) statuses.push((await form(`${addr}/login/device`, { user_code: device.user_code, email: `guess${i}@example.com`, password: 'a wrong password', action: 'allow' })).status);
+    assert.deepEqual(statuses, [...Array(20).fill(401), 429]);
+    const codes: number[] = [];
+    for (let i = 0; i < 30; i++) codes.push((await form(`${addr}/login/device/code`, { client_id: 'keel-cli' })).status);
+    assert.equal(codes.filter((s) => s === 200).length, 29, 'one device code was asked for above');
+    assert.equal(codes.at(-1), 429);
+    const limited = await form(`${addr}/login/device/code`, { client_id: 'keel-cli' });
+    assert.equal(limited.json.error, 'slow_down');
+
+    const other = await startDevice(base);
+    const crossSite = await fetch(`${base}/login/device`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+      body: new URLSearchParams({ user_code: other.user_code, action: 'deny' }),
+    });
+    assert.equal(crossSite.status, 403);
+    assert.equal((await poll(base, other.device_code)).json.error, 'authorization_pending', 'the code was not touched');
+  });
 });
