@@ -2,7 +2,6 @@
 // prints a URL and a code, Chromium confirms it, and the official cpln CLI then uses the profile it
 // wrote; on PostgreSQL a second Keel process agrees on the token and on its revocation.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -11,30 +10,10 @@ import { Cpln } from '../support/cpln.js';
 import { CHROMIUM, chromiumAvailable, WAIT } from '../support/console.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { spawnKeel, type KeelProcess } from '../support/spawn-keel.js';
+import { keelCli } from '../support/sign-in.js';
 
-const CLI = join(import.meta.dirname, '..', '..', 'src', 'cli.ts');
 const PASSWORD = 'a long enough secret';
 const hasChromium = chromiumAvailable();
-
-/** Runs `keel ARGS` with the cpln CLI's home; `onStdout` sees its output as it comes. */
-function keelCli(args: string[], cplnHome: string, onStdout?: (out: string) => void): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, CPLN_HOME: cplnHome, DISPLAY: '', WAYLAND_DISPLAY: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.stdout.on('data', (c) => {
-      stdout += c;
-      onStdout?.(stdout);
-    });
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 forEachBackend('keel login and the cpln CLI', (backend) => {
   let keel: TestKeel;

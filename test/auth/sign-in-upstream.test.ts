@@ -8,7 +8,9 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { CHROMIUM, chromiumAvailable, WAIT } from '../support/console.js';
 import { startKeel, type TestKeel } from '../support/keel.js';
 import { freePort } from '../support/ports.js';
-import { poll, startDevice } from '../support/sign-in.js';
+import { keelCli, poll, startDevice } from '../support/sign-in.js';
+import { Cpln } from '../support/cpln.js';
+import { join } from 'node:path';
 
 const hasChromium = chromiumAvailable();
 
@@ -67,6 +69,25 @@ test.describe('sign-in through an upstream OpenID provider', { skip: !hasChromiu
     assert.equal(issued.status, 200, issued.text);
     const res = await keel.call('GET', '/org/acme/gvc/web', undefined, { token: issued.json.access_token });
     assert.equal(res.status, 200, res.raw);
+  });
+
+  test('keel login through the provider writes a profile cpln uses, allowed only once a policy grants it', async () => {
+    await keel.call('POST', '/org/acme/user/-invite', { email: 'bea@example.com' });
+    const cpln = new Cpln([base.replace('http://', '')]);
+    const cplnHome = join(cpln.home, 'cpln');
+    let confirmed: Promise<string> | undefined;
+    const login = await keelCli(['login', '--endpoint', base, '--profile', 'bea', '--org', 'acme'], cplnHome, (out) => {
+      const m = /enter the code ([A-Z]{4}-[A-Z]{4})/.exec(out);
+      if (m && !confirmed) confirmed = confirmThroughProvider(m[1], 'bea@example.com');
+    });
+    assert.match((await confirmed) ?? '', /Signed in as bea@example\.com to org acme/);
+    assert.equal(login.code, 0, login.stderr);
+    const refused = await cpln.run(['gvc', 'get', 'web', '--profile', 'bea', '-o', 'json']);
+    assert.notEqual(refused.code, 0);
+    await keel.call('POST', '/org/acme/policy', { name: 'bea-gvcs', targetKind: 'gvc', target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['/org/acme/user/bea@example.com'] }] });
+    const allowed = await cpln.run(['gvc', 'get', 'web', '--profile', 'bea', '-o', 'json']);
+    assert.equal(allowed.code, 0, allowed.stderr);
+    assert.equal(JSON.parse(allowed.stdout).name, 'web');
   });
 
   test('an unverified or uninvited email is refused', async () => {

@@ -1,6 +1,10 @@
 // Steps of signing a person in, as a browser's forms and keel login send them.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import type { TestKeel } from './keel.js';
+
+const CLI = join(import.meta.dirname, '..', '..', 'src', 'cli.ts');
 
 export const PASSWORD = 'correct horse battery';
 
@@ -40,4 +44,25 @@ export async function startDevice(base: string, org?: string) {
 }
 
 export const poll = (base: string, deviceCode: string) => form(`${base}/login/token`, { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: deviceCode, client_id: 'keel-cli' });
+
+
+/** Runs `keel ARGS` with the cpln CLI's home; `onStdout` sees its output as it comes. */
+export function keelCli(args: string[], cplnHome: string, onStdout?: (out: string) => void): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, CPLN_HOME: cplnHome, DISPLAY: '', WAYLAND_DISPLAY: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.stdout.on('data', (c) => {
+      stdout += c;
+      onStdout?.(stdout);
+    });
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
 
