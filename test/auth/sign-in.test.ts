@@ -64,6 +64,15 @@ forEachBackend('sign-in through the directory', (backend) => {
     assert.equal(policy.status, 201, policy.raw);
     const allowed = await keel.call('GET', '/org/acme/gvc/web', undefined, { token });
     assert.equal(allowed.status, 200, allowed.raw);
+
+    // A change the person makes is audited under their email.
+    await keel.call('POST', '/org/acme/policy', { name: 'ada-secrets', targetKind: 'secret', target: 'all', bindings: [{ permissions: ['create'], principalLinks: ['/org/acme/user/ada@example.com'] }] });
+    assert.equal((await keel.call('POST', '/org/acme/secret', { name: 'ada-note', type: 'opaque', data: { payload: 'x' } }, { token })).status, 201);
+    const events = await keel.app.audit.inject({ method: 'GET', url: '/audit/org/acme/subject/email/ada@example.com', headers: { authorization: `Bearer ${keel.token}` } });
+    assert.equal(events.statusCode, 200, events.body);
+    const created = (events.json() as { items: Array<{ resource: { name: string }; subject: { name: string; data: { principalLink: string } } }> }).items.find((e) => e.resource.name === 'ada-note');
+    assert.equal(created?.subject.name, 'ada@example.com');
+    assert.equal(created?.subject.data.principalLink, '/org/acme/user/ada@example.com');
   });
 
   test('a wrong, reused or expired code, a denied request, a wrong password: clear answers', async () => {
