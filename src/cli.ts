@@ -15,6 +15,10 @@ import { findKind } from './kinds/index.js';
 import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { documentsText, exportOrg } from './resources/transfer.js';
+import { checkProfileName, defaultProfileName, readProfile, removeProfile, writeProfile } from './cpln-profile.js';
+import { deviceLogin } from './login.js';
+import { Directory } from './auth/directory.js';
+import { invitationLink } from './server/sign-in.js';
 import { keepPrivate } from './data-dir.js';
 import { describeStore, openStore, storeLocation } from './store/open.js';
 import type { Store } from './store/types.js';
@@ -226,6 +230,48 @@ const COMMANDS: Record<string, Command> = {
         return 0;
       }),
   },
+  login: {
+    usage: 'keel login [--endpoint URL] [--org ORG] [--profile NAME]',
+    summary: 'sign in as a person (a URL and a code to confirm in a browser) and keep the token in a cpln profile',
+    flags: ['--endpoint', '--org', '--profile'],
+    async run({ flags, config }) {
+      const name = checkProfileName(flags.get('--profile') ?? defaultProfileName() ?? 'default');
+      const existing = readProfile(name);
+      const endpoint = (flags.get('--endpoint') ?? existing?.request?.endpoint ?? listenUrl(config())).replace(/\/+$/, '');
+      const signedIn = await deviceLogin(endpoint, flags.get('--org'), (line) => console.log(line));
+      writeProfile(name, { endpoint, org: signedIn.org, token: signedIn.token });
+      console.log(`Signed in as ${signedIn.email} to org '${signedIn.org}'; profile '${name}' holds the token (cpln --profile ${name} ...)`);
+      return 0;
+    },
+  },
+  logout: {
+    usage: 'keel logout [--profile NAME]',
+    summary: 'remove the cpln profile keel login wrote (its token with it)',
+    flags: ['--profile'],
+    async run({ flags }) {
+      const name = checkProfileName(flags.get('--profile') ?? defaultProfileName() ?? 'default');
+      if (!removeProfile(name)) throw new Error(`there is no profile '${name}'`);
+      console.log(`removed profile '${name}'`);
+      return 0;
+    },
+  },
+  'user invite': {
+    usage: 'keel user invite EMAIL --org ORG',
+    summary: "invite a person to ORG (they become its user); prints only the one-time link, valid 7 days",
+    flags: ['--org'],
+    run: ({ positional, flags, config }) =>
+      withStore(config(), async (store, cfg) => {
+        const org = required(flags.get('--org'), '--org ORG');
+        const email = required(positional[0], 'the email').trim().toLowerCase();
+        const resources = systemResources(store, cfg);
+        const user = findKind('user')!;
+        const principal = { ...SYSTEM_PRINCIPAL, org };
+        const existing = await resources.get(principal, user, { org }, email).catch(() => undefined);
+        if (!existing) await resources.create(principal, user, { org }, { name: email, email });
+        console.log(invitationLink(cfg.publicUrl ?? listenUrl(cfg), await new Directory(store).invite(email, org)));
+        return 0;
+      }),
+  },
   migrate: {
     usage: 'keel migrate',
     summary: 'bring the database schema up to date and exit',
@@ -336,6 +382,12 @@ async function answering(endpoint: string): Promise<string> {
   } catch {
     return 'not answering';
   }
+}
+
+/** Where Keel listens, as a URL reached from this host. */
+function listenUrl(config: Config): string {
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`;
 }
 
 function systemResources(store: Store, config: Config): Resources {

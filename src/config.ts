@@ -77,6 +77,14 @@ export interface Config {
   replicaDiskBytes: number;
   /** Identity providers whose JWTs are accepted. */
   jwtIssuers?: TrustedIssuer[];
+  /** Lifetime of the access tokens Keel issues to people (KEEL_USER_TOKEN_TTL, default 12h). */
+  userTokenTtlMs: number;
+  /** Lifetime of a device code of `keel login` (KEEL_DEVICE_CODE_TTL, default 10m). */
+  deviceCodeTtlMs: number;
+  /** An upstream OpenID provider proves who people are instead of Keel's directory (all three set). */
+  oidcIssuer?: string;
+  oidcClientId?: string;
+  oidcClientSecret?: string;
   // The reconcilers (living resources): absent in an embedding config (tests) means off, so a test drives them itself.
   /** Run the reconcilers that fill status (KEEL_RECONCILE, default on). */
   reconcile?: boolean;
@@ -191,6 +199,13 @@ const creators: Parser<string[]> = (v, name) => {
   if (items.length === 0 || bad !== undefined) throw new Error(`${name} must list superusers, anyone, principal links (/org/ORG/serviceaccount/NAME) or emails, got '${bad ?? String(v)}'`);
   return items;
 };
+/** A duration as `90s`, `10m`, `12h`, `7d` or a number of seconds, in milliseconds. */
+const duration = (min: number, max: number): Parser<number> => (v, name) => {
+  const m = /^(\d+)(s|m|h|d)?$/.exec(String(v).trim());
+  const ms = m ? Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m[2] ?? 's') as 's'] : NaN;
+  if (!(ms >= min && ms <= max)) throw new Error(`${name} must be a duration such as 90s, 10m or 12h, from ${min / 1000}s to ${max / 1000}s, got '${String(v)}'`);
+  return ms;
+};
 const issuers: Parser<TrustedIssuer[]> = (v, name) => parseIssuers(typeof v === 'string' ? v : JSON.stringify(v), name);
 
 interface Option<K extends keyof Config = keyof Config> {
@@ -251,6 +266,11 @@ export const OPTIONS: Option[] = [
   option('logMaxBytesPerOrg', 'KEEL_LOG_MAX_BYTES_PER_ORG', '--log-max-bytes-per-org', whole(65_536, Number.MAX_SAFE_INTEGER), "bytes of log lines (text and labels) an org keeps; past it its oldest lines are removed"),
   option('replicaDiskBytes', 'KEEL_REPLICA_DISK_BYTES', '--replica-disk-bytes', whole(16 * 1024 * 1024, Number.MAX_SAFE_INTEGER), "with --runtime runc: bytes a replica may write into its root filesystem and scratch volumes together (the replica gets ENOSPC past it; see docs/runtime.md)"),
   option('jwtIssuers', 'KEEL_JWT_ISSUERS', '--jwt-issuers', issuers, 'JSON array of trusted JWT issuers (see Authentication)'),
+  option('userTokenTtlMs', 'KEEL_USER_TOKEN_TTL', '--user-token-ttl', duration(10_000, 90 * 86_400_000), 'lifetime of the access tokens Keel issues to people (keel login, console sign-in), e.g. 12h'),
+  option('deviceCodeTtlMs', 'KEEL_DEVICE_CODE_TTL', '--device-code-ttl', duration(10_000, 86_400_000), 'how long the code keel login prints may be confirmed, e.g. 10m'),
+  option('oidcIssuer', 'KEEL_OIDC_ISSUER', '--oidc-issuer', publicUrl, "an upstream OpenID provider's issuer URL: people sign in there instead of with Keel's own passwords (see docs/auth.md)"),
+  option('oidcClientId', 'KEEL_OIDC_CLIENT_ID', '--oidc-client-id', text, "Keel's client id at the upstream OpenID provider"),
+  option('oidcClientSecret', 'KEEL_OIDC_CLIENT_SECRET', '--oidc-client-secret', text, "Keel's client secret at the upstream OpenID provider"),
   option('reconcile', 'KEEL_RECONCILE', '--reconcile', onOff, 'on/off: run the reconcilers that fill status (default on; see Living resources)'),
   option('watchBookmarkMs', 'KEEL_WATCH_BOOKMARK_MS', '--watch-bookmark-ms', whole(10, 3_600_000), 'a quiet watch gets a bookmark event this often'),
   option('watchStreamsPerPrincipal', 'KEEL_WATCH_STREAMS_PER_PRINCIPAL', '--watch-streams-per-principal', whole(10, 1_000_000), 'open watch streams per principal (429 above)'),
@@ -290,6 +310,8 @@ export const DEFAULTS: Config = {
   slowRequestMs: 1000,
   bodyLimit: 1024 * 1024,
   maxPageSize: 1000,
+  userTokenTtlMs: 12 * 3_600_000,
+  deviceCodeTtlMs: 10 * 60_000,
   rateLimit: 0,
   rateBurst: 0,
   maxInFlight: 4096,
@@ -373,6 +395,8 @@ export function loadConfig(sources: ConfigSources = {}): Config {
   }
   if (config.rateBurst === 0) config.rateBurst = config.rateLimit * 2;
   if (config.databaseUrl === '') delete config.databaseUrl;
+  const oidc = [config.oidcIssuer, config.oidcClientId, config.oidcClientSecret].filter(Boolean).length;
+  if (oidc !== 0 && oidc !== 3) throw new Error('KEEL_OIDC_ISSUER, KEEL_OIDC_CLIENT_ID and KEEL_OIDC_CLIENT_SECRET go together: set all three or none');
   config.reconcile ??= true; // a served Keel reconciles unless KEEL_RECONCILE=off (an embedding Config without it: off)
   config.dataDir = resolve(config.dataDir);
   return config;
@@ -442,6 +466,7 @@ export function maskedUrl(text: string): string {
 export function printableConfig(config: Config): Record<string, unknown> {
   const out: Record<string, unknown> = { ...config };
   if (config.databaseUrl) out.databaseUrl = maskedUrl(config.databaseUrl);
+  if (config.oidcClientSecret) out.oidcClientSecret = '****';
   if (config.adminKey) out.adminKey = `${config.adminKey.split('.')[0]}.****`;
   return out;
 }

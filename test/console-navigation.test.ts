@@ -184,7 +184,7 @@ describe('console navigation', { skip: available ? false : 'Chromium is not inst
     const typo = await context.newPage();
     await typo.goto(`${base}/console/#/signin`);
     await typo.locator('#key').fill('not-a-key');
-    await typo.getByRole('button', { name: 'Sign in' }).click();
+    await typo.getByRole('button', { name: 'Sign in', exact: true }).click();
     await typo.getByRole('alert').waitFor({ timeout: WAIT });
     assert.equal(await typo.evaluate(() => (globalThis as any).localStorage.getItem('keel.key')), c.k.token);
     await typo.close();

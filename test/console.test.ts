@@ -69,7 +69,7 @@ describe('console', { skip: available ? false : 'Chromium is not installed' }, (
     await shot('signin');
     await axe('sign-in');
     await page.locator('#key').fill('not-a-key');
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.getByRole('alert').waitFor({ timeout: WAIT });
     await signIn(k.token);
     await page.getByRole('heading', { name: 'Org acme' }).waitFor({ timeout: WAIT });

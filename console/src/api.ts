@@ -48,18 +48,47 @@ export const session = {
     sessionStorage.clear();
     localStorage.removeItem(KEY);
   },
-  /** The org a Keel service-account key names (its middle part is base64url of org.sa.keyName). */
+  /** The org a Keel service-account key names (its middle part is base64url of org.sa.keyName), or a person's token's `org` claim. */
   orgOfKey(key: string): string | undefined {
-    const middle = key.split('.')[1];
-    if (!middle) return undefined;
-    try {
-      const text = atob(middle.replace(/-/g, '+').replace(/_/g, '/'));
-      return text.split('.')[0] || undefined;
-    } catch {
-      return undefined;
-    }
+    const claims = tokenClaims(key);
+    if (claims) return typeof claims.org === 'string' ? claims.org : undefined;
+    return keyParts(key)?.[0];
+  },
+  /** Who the key or token is, as the header shows it: a person's email, or a key's service account. */
+  who(key: string): string | undefined {
+    const claims = tokenClaims(key);
+    if (claims) return typeof claims.email === 'string' ? claims.email : undefined;
+    const parts = keyParts(key);
+    return parts?.[1] ? `service account ${parts[1]}` : undefined;
   },
 };
+
+function fromBase64url(text: string): string {
+  return atob(text.replace(/-/g, '+').replace(/_/g, '/'));
+}
+
+/** The [org, serviceAccount, keyName] a key's middle part names. */
+function keyParts(key: string): string[] | undefined {
+  const middle = key.split('.')[1];
+  if (!middle) return undefined;
+  try {
+    const parts = fromBase64url(middle).split('.');
+    return parts.length === 3 ? parts : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The claims of a JWT (a token from Keel's sign-in), undefined for anything else. */
+function tokenClaims(token: string): Record<string, unknown> | undefined {
+  const [header, payload] = token.split('.');
+  if (!header?.startsWith('eyJ') || !payload) return undefined;
+  try {
+    return JSON.parse(new TextDecoder().decode(Uint8Array.from(fromBase64url(payload), (c) => c.charCodeAt(0)))) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Fired when the API refuses the signed-in key (revoked, expired, or another tab signed out). */
 export const KEY_REFUSED = 'keel-key-refused';

@@ -9,6 +9,7 @@ import { ListPage } from './list';
 import { menuOf, type MenuGroup } from './menu';
 import { go, replace, useRoute, type Route } from './route';
 import { ErrorBox, useLoad } from './widgets';
+import { finishPersonSignIn, startPersonSignIn } from './person';
 import './style.css';
 
 /** A route that names a page of an org: kept through sign-in, so a link opened while signed out lands there. */
@@ -42,6 +43,12 @@ function SignIn(props: { route: Route; notice?: string; onSignedIn: () => void }
         </p>
       ) : null}
       {isDeepLink(props.route) ? <p data-testid="after-signin">Sign in to open {props.route.path}.</p> : null}
+      <p>
+        <button type="button" class="person" onClick={() => startPersonSignIn(isDeepLink(props.route) ? props.route.path : '/').catch((err: Error) => setError(err.message))}>
+          Sign in with your account
+        </button>{' '}
+        <span class="muted">(an invited email, through this Keel's sign-in page), or with a key:</span>
+      </p>
       <form onSubmit={submit}>
         <label for="key">Service-account key</label>
         <textarea id="key" name="key" rows={3} value={key} onInput={(e) => setKey((e.target as HTMLTextAreaElement).value)} autocomplete="off" spellcheck={false} />
@@ -166,6 +173,9 @@ function Shell(props: { route: Route; onSignOut: () => void }) {
           </select>
         </label>
         <span class="spacer" />
+        <span class="who" data-testid="who">
+          {session.who(session.key() ?? '') ?? ''}
+        </span>
         <button type="button" onClick={props.onSignOut}>
           Sign out
         </button>
@@ -242,6 +252,20 @@ function App() {
   const route = useRoute();
   const [signedIn, setSignedIn] = useState(() => Boolean(session.key()));
   const [notice, setNotice] = useState<string>();
+  // Coming back from Keel's sign-in page with a code: trade it for the person's token.
+  useEffect(() => {
+    finishPersonSignIn().then(
+      (done) => {
+        if (!done) return;
+        session.signIn(done.token);
+        setNotice(undefined);
+        setSignedIn(true);
+        const org = session.orgOfKey(done.token);
+        replace(done.after !== '/' ? done.after : org ? `/org/${org}` : '/');
+      },
+      (err: Error) => setNotice(err.message),
+    );
+  }, []);
   const signedInNow = useRef(signedIn);
   signedInNow.current = signedIn;
   useEffect(() => {

@@ -11,7 +11,10 @@ import type { Store } from '../store/types.js';
 type Params = Record<string, string>;
 
 /** Access-control routes beyond the generic ones: user invitation and lookup by email, access reports. */
-export function mountAccessRoutes(app: FastifyInstance, resources: Resources, store: Store, auth: Authorizer): void {
+/** Makes a one-time invitation link for an email invited to an org. */
+export type InvitationLinks = (request: FastifyRequest, email: string, org: string) => Promise<string>;
+
+export function mountAccessRoutes(app: FastifyInstance, resources: Resources, store: Store, auth: Authorizer, links: InvitationLinks): void {
   const user = findKind('user')!;
   const org = findKind('org')!;
 
@@ -31,10 +34,17 @@ export function mountAccessRoutes(app: FastifyInstance, resources: Resources, st
   app.post('/org/:org/user/-invite', async (request, reply) => {
     const body = request.body as Record<string, unknown> | undefined;
     // `cpln user invite` sends {emails: [...], groupLink?}: each becomes a user (and a member of the group).
-    if (body && Array.isArray(body.emails)) return inviteMany(resources, request, body.emails, body.groupLink);
+    // Each answer carries the invitees' one-time links (inviteLink, inviteLinks by email), for the caller to hand on.
+    if (body && Array.isArray(body.emails)) {
+      const list = await inviteMany(resources, request, body.emails, body.groupLink);
+      const inviteLinks: Record<string, string> = {};
+      for (const item of list.items) inviteLinks[String(item.name)] = await links(request, String(item.name), placeOf(request).org);
+      return { ...list, inviteLinks };
+    }
     if (!body || typeof body.email !== 'string') throw ApiError.badRequest('email is required', [{ path: 'email', message: 'is required' }]);
     const created = await resources.create(request.principal, user, placeOf(request), body);
-    return reply.code(201).header('location', created.links[0].href).send(created);
+    const inviteLink = await links(request, String(created.name), placeOf(request).org);
+    return reply.code(201).header('location', created.links[0].href).send({ ...created, inviteLink });
   });
 
   app.get('/org/:org/user/-for/email/:email', (request) => resources.get(request.principal, user, placeOf(request), (request.params as Params).email));

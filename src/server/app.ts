@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
 import { requiredPermission } from '../auth/permissions.js';
 import { selfLink } from '../resources/links.js';
-import type { Config } from '../config.js';
+import { DEFAULTS, type Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { accountLinkOf } from '../resources/orgs.js';
@@ -12,6 +12,7 @@ import type { Store } from '../store/types.js';
 import { KeyAuthenticator } from '../auth/authenticator.js';
 import { BearerAuthenticator } from '../auth/bearer.js';
 import { JwtVerifier } from '../auth/jwt.js';
+import { UserTokens } from '../auth/user-tokens.js';
 import { credentialOf, tokenOf } from '../auth/credentials.js';
 import type { Principal } from '../auth/principal.js';
 import { installErrorHandling, sendError } from './errors.js';
@@ -23,6 +24,10 @@ import { connectionOptions, installAdmission, installPrincipalAdmission, install
 import { installFairness, schedulerOf } from './fairness.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
+import { invitationLink, mountSignIn } from './sign-in.js';
+import { Directory } from '../auth/directory.js';
+import { Upstream } from '../auth/upstream.js';
+import { coreBase } from '../public-url.js';
 import { mountClientRoutes } from './client-routes.js';
 import { mountAuditApi } from './audit-api.js';
 import { mountWatch } from './watch.js';
@@ -60,7 +65,8 @@ export interface AppOptions {
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<App> {
   const auth = new PolicyAuthorizer(store);
   const keys = new KeyAuthenticator(store);
-  const bearer = new BearerAuthenticator(keys, new JwtVerifier(config.jwtIssuers ?? []));
+  const userTokens = new UserTokens(store, config.userTokenTtlMs ?? DEFAULTS.userTokenTtlMs);
+  const bearer = new BearerAuthenticator(keys, new JwtVerifier(config.jwtIssuers ?? []), userTokens);
   const resources = new Resources(
     store,
     auth,
@@ -219,7 +225,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountWatch(core, store, auth, config, scheduler);
   const registry = openRegistry(config);
   installLiving(core, store, auth, config, registry.blobs, faults?.scenario);
-  mountAccessRoutes(core, resources, store, auth);
+  const directory = new Directory(store);
+  const upstream = config.oidcIssuer ? new Upstream({ issuer: config.oidcIssuer, clientId: config.oidcClientId!, clientSecret: config.oidcClientSecret! }) : undefined;
+  mountAccessRoutes(core, resources, store, auth, async (request, email, org) => invitationLink(coreBase(config, request), await directory.invite(email, org)));
+  mountSignIn(core, { config: { ...DEFAULTS, ...config }, store, tokens: userTokens, directory, upstream });
   mountLogs(core, store, auth, config);
   mountAdmin(core, { config, store, faults });
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);

@@ -42,6 +42,9 @@ export class InTransaction implements Store {
   findKey(keyName: string) {
     return this.base.findKey(keyName);
   }
+  findSignIn(what: string, key: string) {
+    return this.base.findSignIn(what, key);
+  }
   orgs() {
     return this.base.orgs();
   }

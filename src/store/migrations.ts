@@ -277,4 +277,24 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
             + octet_length(container) + octet_length(replica) + octet_length(volumeset)) FROM log_lines GROUP BY org;`,
     },
   },
+  {
+    version: 13,
+    name: 'sign-in records of people',
+    // What signing people in keeps between requests, by what it is and its key: invitations,
+    // directory passwords, device and authorization codes, Keel's token signing key (see
+    // auth/sign-in-records.ts). `expires` is milliseconds since the epoch (0: never); an expired
+    // record reads as absent and is removed when next written or taken.
+    sql: {
+      sqlite: `
+        CREATE TABLE signin_records (
+          what TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL, expires INTEGER NOT NULL,
+          PRIMARY KEY (what, key)
+        ) WITHOUT ROWID;`,
+      postgres: `
+        CREATE TABLE signin_records (
+          what TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL, expires BIGINT NOT NULL,
+          PRIMARY KEY (what, key)
+        );`,
+    },
+  },
 ];

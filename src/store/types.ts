@@ -162,6 +162,10 @@ export interface Tx {
   countInGvc(org: string, kind: string, gvc: string): Promise<number>;
   putKey(record: KeyRecord): Promise<void>;
   deleteKeys(org: string, serviceAccount: string, keep: string[]): Promise<void>;
+  /** Writes a sign-in record (replacing the one of that key, unless `keep`); `expires` in ms since the epoch, 0 for never. */
+  putSignIn(what: string, key: string, data: string, expires: number, keep?: boolean): Promise<void>;
+  /** Removes a sign-in record and returns its data, unless it is absent or expired: only one transaction takes it. */
+  takeSignIn(what: string, key: string): Promise<string | undefined>;
   /**
    * Appends an event to the org's hash chain as part of this transaction: it exists exactly when
    * the transaction commits, and has its place (seq, hash) in the chain by the time the
@@ -181,6 +185,8 @@ export interface Store {
   /** list(), with the org's chain position (see AtPosition). */
   listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>>;
   findKey(keyName: string): Promise<KeyRecord | undefined>;
+  /** A sign-in record's data, unless absent or expired. */
+  findSignIn(what: string, key: string): Promise<string | undefined>;
   /** Every org's name, sorted. */
   orgs(): Promise<string[]>;
   /** Orgs whose groups or policies mention a principal link (the candidates for GET /org). */

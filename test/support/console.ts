@@ -127,7 +127,7 @@ export async function typeInEditor(page: Page, text: string): Promise<void> {
 export async function signInHere(page: Page, key: string, options: { remember?: boolean } = {}): Promise<void> {
   await page.locator('#key').fill(key);
   if (options.remember) await page.getByLabel('Remember this key on this machine').check();
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await page.getByRole('navigation', { name: 'Kinds' }).waitFor({ timeout: WAIT });
 }
 

@@ -102,6 +102,8 @@ export class OptimisticTx implements Tx {
   clearAll = async (): Promise<void> => this.refuse();
   putKey = async (): Promise<void> => this.refuse();
   deleteKeys = async (): Promise<void> => this.refuse();
+  putSignIn = async (): Promise<void> => this.refuse();
+  takeSignIn = async (): Promise<string | undefined> => this.refuse();
   appendLogs = async (): Promise<void> => this.refuse();
 
   /**

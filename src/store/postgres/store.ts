@@ -237,6 +237,11 @@ export class PostgresStore implements Store {
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
   }
 
+  async findSignIn(what: string, key: string): Promise<string | undefined> {
+    const { rows } = await this.reads.query(prepared('SELECT data FROM signin_records WHERE what = $1 AND key = $2 AND (expires = 0 OR expires > $3)', [what, key, Date.now()]));
+    return rows[0]?.data as string | undefined;
+  }
+
   async orgs(): Promise<string[]> {
     const { rows } = await this.reads.query("SELECT name FROM resources WHERE kind = 'org' ORDER BY name");
     return rows.map((r) => r.name as string);
@@ -528,6 +533,18 @@ function transactionOn(client: pg.PoolClient, appended: NewAuditEvent[]): PgTx {
     },
     async deleteKeys(org, serviceAccount, keep) {
       await client.query('DELETE FROM service_account_keys WHERE org = $1 AND service_account = $2 AND NOT (key_name = ANY($3::text[]))', [org, serviceAccount, keep]);
+    },
+    async putSignIn(what, key, data, expires, keep) {
+      await client.query('DELETE FROM signin_records WHERE what = $1 AND expires <> 0 AND expires <= $2', [what, Date.now()]);
+      await client.query(
+        `INSERT INTO signin_records (what, key, data, expires) VALUES ($1, $2, $3, $4) ON CONFLICT (what, key) DO ${keep ? 'NOTHING' : 'UPDATE SET data = EXCLUDED.data, expires = EXCLUDED.expires'}`,
+        [what, key, data, expires],
+      );
+    },
+    async takeSignIn(what, key) {
+      const { rows } = await client.query('DELETE FROM signin_records WHERE what = $1 AND key = $2 RETURNING data, expires', [what, key]);
+      const row = rows[0];
+      return row && (Number(row.expires) === 0 || Number(row.expires) > Date.now()) ? (row.data as string) : undefined;
     },
     async appendAudit(event) {
       // No lock shared with the org's other writers: the event waits in audit_pending, and the

@@ -294,6 +294,10 @@ export class SqliteStore implements Store {
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
   }
 
+  async findSignIn(what: string, key: string): Promise<string | undefined> {
+    return this.stmt(this.reader, 'SELECT data FROM signin_records WHERE what = ? AND key = ? AND (expires = 0 OR expires > ?)').pluck().get(what, key, Date.now()) as string | undefined;
+  }
+
   async orgs(): Promise<string[]> {
     return (this.stmt(this.reader, "SELECT name FROM resources WHERE kind = 'org' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
   }
@@ -622,6 +626,14 @@ export class SqliteStore implements Store {
       for (const { key_name } of existing) {
         if (!keep.includes(key_name)) this.stmt(this.writer, 'DELETE FROM service_account_keys WHERE key_name = ?').run(key_name);
       }
+    },
+    putSignIn: async (what, key, data, expires, keep) => {
+      this.stmt(this.writer, 'DELETE FROM signin_records WHERE what = ? AND expires <> 0 AND expires <= ?').run(what, Date.now());
+      this.stmt(this.writer, `INSERT OR ${keep ? 'IGNORE' : 'REPLACE'} INTO signin_records (what, key, data, expires) VALUES (?, ?, ?, ?)`).run(what, key, data, expires);
+    },
+    takeSignIn: async (what, key) => {
+      const row = this.stmt(this.writer, 'DELETE FROM signin_records WHERE what = ? AND key = ? RETURNING data, expires').get(what, key) as { data: string; expires: number } | undefined;
+      return row && (row.expires === 0 || row.expires > Date.now()) ? row.data : undefined;
     },
     appendAudit: async (event) => this.append(event),
     appendLogs: async (lines) => {
