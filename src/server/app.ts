@@ -36,6 +36,7 @@ import { collectGarbage } from '../registry/gc.js';
 import { mountRegistry } from '../registry/routes.js';
 import { closeRegistry, openRegistry } from '../registry/storage.js';
 import { AccessLog } from './access-log.js';
+import { mountMcp } from './mcp.js';
 
 export interface App {
   core: FastifyInstance;
@@ -221,6 +222,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountAccessRoutes(core, resources, store, auth);
   mountLogs(core, store, auth, config);
   mountAdmin(core, { config, store, faults });
+  mountMcp(core);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config, { bearer, auth, failures });

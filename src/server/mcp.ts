@@ -1,0 +1,68 @@
+// The MCP server over streamable HTTP at /mcp, on the Core API port. The route signs its caller in as
+// every route does (401 before any MCP exchange without a valid credential); each tool call is then a
+// request injected into this same app with the caller's own credential, so it is authenticated again
+// (a key revoked mid-session is refused at the next call), admitted, authorized and audited as any
+// other request of that caller. Stateless: a POST carries one exchange, nothing is kept between them.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { ApiError } from '../errors.js';
+import { createMcpServer, type Api } from '../mcp/tools.js';
+
+export function mountMcp(app: FastifyInstance): void {
+  // Each tool call is admitted on its own; the exchange that carries them holds no seat they would wait on.
+  const options = { config: { streaming: true } };
+  app.post('/mcp', options, async (request, reply) => {
+    const toolsets = toolsetsOf(request);
+    const server = createMcpServer(apiOf(app, request), { toolsets });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    reply.hijack();
+    reply.raw.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(request.raw, reply.raw, request.body);
+  });
+  // Stateless: no stream to open and no session to end.
+  const notHere = async () => {
+    throw new ApiError('method_not_allowed', 'the MCP endpoint takes POST only (stateless streamable HTTP)');
+  };
+  app.get('/mcp', options, notHere);
+  app.delete('/mcp', options, notHere);
+}
+
+function toolsetsOf(request: FastifyRequest): string[] | undefined {
+  const raw = (request.query as { toolsets?: unknown }).toolsets;
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string') throw ApiError.badRequest('toolsets must be a comma-separated list');
+  const sets = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = sets.find((s) => !TOOLSETS.includes(s));
+  if (unknown) throw ApiError.badRequest(`unknown toolset '${unknown}': use ${TOOLSETS.join(', ')}`, [{ path: 'toolsets', message: `must be among ${TOOLSETS.join(', ')}` }]);
+  return sets;
+}
+
+const TOOLSETS = ['core', 'keel', 'all'];
+
+function apiOf(app: FastifyInstance, request: FastifyRequest): Api {
+  const authorization = request.headers.authorization!;
+  return {
+    async request(method, url, body) {
+      const res = await app.inject({
+        method,
+        url,
+        headers: { authorization, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), 'x-request-id': request.id },
+        payload: body === undefined ? undefined : JSON.stringify(body),
+      });
+      let parsed: unknown;
+      try {
+        parsed = res.body ? JSON.parse(res.body) : undefined;
+      } catch {
+        parsed = { message: res.body };
+      }
+      return { status: res.statusCode, body: parsed };
+    },
+    async defaultOrg() {
+      return request.principal.org;
+    },
+  };
+}
