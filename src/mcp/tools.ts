@@ -311,13 +311,18 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
     tool(
       'keel_explain_forbidden',
       "Explains a 403: tries the call again and says which permission on which target was missing, and which policies on that kind the caller can see. Use it after a tool error with code 'forbidden'.",
-      { kind, name: name.optional(), org, gvc: gvc.optional(), action: z.enum(['view', 'create', 'edit', 'delete']).optional().describe('What was attempted (default view).') },
+      { kind, name: name.optional(), org, gvc: gvc.optional(), action: z.enum(['view', 'create', 'edit']).optional().describe('What was attempted (default view). A delete cannot be tried without doing it: ask about edit.') },
       async (args) => {
         const base = await kindPath(args);
         const path = args.name ? `${base}/${enc(args.name as string)}` : base;
-        const method = ({ view: 'GET', create: 'POST', edit: 'PATCH', delete: 'DELETE' } as const)[(args.action as 'view' | undefined) ?? 'view'];
+        const method = ({ view: 'GET', create: 'POST', edit: 'PATCH' } as const)[(args.action as 'view' | undefined) ?? 'view'];
         // A dry run of the write: answered as the write would be, and nothing changes.
-        const answer = method === 'GET' ? await api.request('GET', path) : await api.request(method, `${path}${path.includes('?') ? '&' : '?'}dryRun=true`, method === 'DELETE' ? undefined : {});
+        const answer =
+          method === 'GET'
+            ? await api.request('GET', path)
+            : method === 'POST'
+              ? await api.request('POST', `${base}?dryRun=true`, { name: args.name ?? 'explain' })
+              : await api.request(method, `${path}?dryRun=true`, {});
         if (answer.status !== 403) return { forbidden: false, status: answer.status, message: answer.status >= 400 ? messageOf(answer) : 'allowed' };
         const message = messageOf(answer);
         const granted = /not granted \[([^\]]*)\] on (\S+)/.exec(message);
