@@ -52,14 +52,14 @@ forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
 
   test('without a valid credential: 401 before any MCP exchange; an unknown toolset is a 400', async () => {
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
-    for (const headers of [{}, { authorization: 'Bearer nonsense' }]) {
+    for (const headers of [{}, { authorization: 'Bearer nonsense' }] as Array<Record<string, string>>) {
       const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(init) });
       assert.equal(res.status, 401);
-      assert.equal((await res.json()).code, 'unauthorized');
+      assert.equal(((await res.json()) as { code: string }).code, 'unauthorized');
     }
     const res = await fetch(`${base}/mcp?toolsets=bogus`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${k.token}` }, body: JSON.stringify(init) });
     assert.equal(res.status, 400);
-    assert.match((await res.json()).message, /unknown toolset 'bogus'/);
+    assert.match(((await res.json()) as { message: string }).message, /unknown toolset 'bogus'/);
   });
 
   test('a task done through tools only, cross-checked over REST, and audited under the caller', async () => {
