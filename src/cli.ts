@@ -16,6 +16,8 @@ import { accountLinkOf, createOrg } from './resources/orgs.js';
 import { Resources } from './resources/service.js';
 import { documentsText, exportOrg } from './resources/transfer.js';
 import { serve } from './serve.js';
+import { serveStdio } from './mcp/stdio.js';
+import { toolsetsIn } from './mcp/tools.js';
 import { keepPrivate } from './data-dir.js';
 import { closeRegistry, openRegistry } from './registry/storage.js';
 import { collectGarbage, GC_GRACE_MS } from './registry/gc.js';
@@ -46,6 +48,16 @@ const COMMANDS: Record<string, Command> = {
       console.error(`keel: store ${describeStore(storeLocation(cfg))}`);
       await serve(cfg);
       return -1; // keeps running until a signal
+    },
+  },
+  mcp: {
+    usage: 'keel mcp [--endpoint URL] [--token KEY] [--profile NAME] [--org ORG] [--toolsets core,keel]',
+    summary: "serve MCP over stdio for a local agent, calling Keel's API as the token (--token, KEEL_TOKEN, or the cpln profile's; see docs/agents.md)",
+    flags: ['--endpoint', '--token', '--profile', '--org', '--toolsets'],
+    async run({ flags }) {
+      const toolsets = flags.has('--toolsets') ? toolsetsIn(flags.get('--toolsets')!) : undefined;
+      await serveStdio({ endpoint: flags.get('--endpoint'), token: flags.get('--token'), profile: flags.get('--profile'), org: flags.get('--org'), toolsets });
+      return 0;
     },
   },
   status: {

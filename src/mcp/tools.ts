@@ -47,6 +47,16 @@ const document = z
 
 type Args = Record<string, unknown>;
 
+/** The sets of tools a session may ask for (`?toolsets=core,keel`); all of them when it names none. */
+export const TOOLSETS = ['core', 'keel', 'all'];
+
+export function toolsetsIn(list: string): string[] {
+  const sets = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = sets.find((s) => !TOOLSETS.includes(s));
+  if (unknown !== undefined) throw new Error(`unknown toolset '${unknown}': use ${TOOLSETS.join(', ')}`);
+  return sets;
+}
+
 export function createMcpServer(api: Api, options: { toolsets?: string[] } = {}): McpServer {
   const server = new McpServer({ name: 'keel', version: VERSION }, { instructions: INSTRUCTIONS });
   const orgOf = async (args: Args) => {

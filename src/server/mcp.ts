@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { ApiError } from '../errors.js';
-import { createMcpServer, type Api } from '../mcp/tools.js';
+import { createMcpServer, toolsetsIn, TOOLSETS, type Api } from '../mcp/tools.js';
 
 export function mountMcp(app: FastifyInstance): void {
   // Each tool call is admitted on its own; the exchange that carries them holds no seat they would wait on.
@@ -34,14 +34,12 @@ export function mountMcp(app: FastifyInstance): void {
 function toolsetsOf(request: FastifyRequest): string[] | undefined {
   const raw = (request.query as { toolsets?: unknown }).toolsets;
   if (raw === undefined) return undefined;
-  if (typeof raw !== 'string') throw ApiError.badRequest('toolsets must be a comma-separated list');
-  const sets = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  const unknown = sets.find((s) => !TOOLSETS.includes(s));
-  if (unknown) throw ApiError.badRequest(`unknown toolset '${unknown}': use ${TOOLSETS.join(', ')}`, [{ path: 'toolsets', message: `must be among ${TOOLSETS.join(', ')}` }]);
-  return sets;
+  try {
+    return toolsetsIn(String(raw));
+  } catch (err) {
+    throw ApiError.badRequest((err as Error).message, [{ path: 'toolsets', message: `must be among ${TOOLSETS.join(', ')}` }]);
+  }
 }
-
-const TOOLSETS = ['core', 'keel', 'all'];
 
 function apiOf(app: FastifyInstance, request: FastifyRequest): Api {
   const authorization = request.headers.authorization!;
