@@ -319,6 +319,25 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
       async (args) => (args.rules === undefined ? call('GET', '/-admin/faults') : call('PUT', '/-admin/faults', { rules: args.rules })),
     );
     tool(
+      'create_sandbox',
+      "Creates a throw-away org with its own superuser key, removed with everything in it after ttlSeconds (KEEL_ALLOW_SANDBOXES=on, the first org's superuser). Use the key it returns (a new MCP session with it, or the REST API) to practise without touching real orgs; you are not a member of it yourself.",
+      {
+        ttlSeconds: z.number().int().min(1).max(31_536_000).describe('Seconds until it is removed (at most KEEL_SANDBOX_MAX_TTL).'),
+        seed: z.array(z.record(z.string(), z.unknown())).max(500).refine((v) => JSON.stringify(v).length <= 1024 * 1024, 'is larger than 1 MiB').optional().describe('Documents to create in it, as `cpln apply` (or KEEL_INIT) takes them.'),
+      },
+      async (args) => call('POST', '/-admin/sandboxes', { ttlSeconds: args.ttlSeconds, ...(args.seed ? { seed: args.seed } : {}) }),
+    );
+    tool(
+      'delete_sandbox',
+      'Removes a sandbox now, with everything in it.',
+      { org: z.string().min(1).max(64).describe('The sandbox org.') },
+      async (args) => {
+        await call('DELETE', `/-admin/sandboxes/${enc(args.org as string)}`);
+        return { deleted: true, org: args.org };
+      },
+      { destructiveHint: true },
+    );
+    tool(
       'keel_explain_forbidden',
       "Explains a 403: tries the call again and says which permission on which target was missing, and which policies on that kind the caller can see. Use it after a tool error with code 'forbidden'.",
       { kind, name: name.optional(), org, gvc: gvc.optional(), action: z.enum(['view', 'create', 'edit']).optional().describe('What was attempted (default view). A delete cannot be tried without doing it: ask about edit.') },
