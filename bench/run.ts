@@ -27,6 +27,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   registry: () => import('./registry.js').then((m) => m.benchRegistry()),
   runtime: () => import('./runtime.js').then((m) => m.benchRuntime()),
   logflood: () => import('./logflood.js').then((m) => m.benchLogFlood()),
+  mcp: () => import('./mcp.js').then((m) => m.benchMcp()),
 };
 
 function postgresVersion(): string {
