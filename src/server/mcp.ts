@@ -11,16 +11,25 @@ import { createMcpServer, toolsetsIn, TOOLSETS, type Api } from '../mcp/tools.js
 export function mountMcp(app: FastifyInstance): void {
   // Each tool call is admitted on its own; the exchange that carries them holds no seat they would wait on.
   const options = { config: { streaming: true } };
+  // Building a server (its tools' schemas) costs more than a call: servers are kept, by tool set, and
+  // lent to one exchange at a time, each time calling as that exchange's caller.
+  const idle = new Map<string, Lent[]>();
   app.post('/mcp', options, async (request, reply) => {
     const toolsets = toolsetsOf(request);
-    const server = createMcpServer(apiOf(app, request), { toolsets });
+    const setKey = toolsets?.join(',') ?? '';
+    const lent = idle.get(setKey)?.pop() ?? newLent(toolsets);
+    lent.caller.current = apiOf(app, request);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.hijack();
     reply.raw.on('close', () => {
-      void transport.close();
-      void server.close();
+      void lent.server.close().then(() => {
+        lent.caller.current = undefined;
+        const pool = idle.get(setKey) ?? [];
+        if (pool.length < IDLE_SERVERS) pool.push(lent);
+        idle.set(setKey, pool);
+      });
     });
-    await server.connect(transport);
+    await lent.server.connect(transport);
     await transport.handleRequest(request.raw, reply.raw, request.body);
   });
   // Stateless: no stream to open and no session to end.
@@ -39,6 +48,24 @@ function toolsetsOf(request: FastifyRequest): string[] | undefined {
   } catch (err) {
     throw ApiError.badRequest((err as Error).message, [{ path: 'toolsets', message: `must be among ${TOOLSETS.join(', ')}` }]);
   }
+}
+
+/** Servers kept idle per tool set. */
+const IDLE_SERVERS = 16;
+
+interface Lent {
+  server: ReturnType<typeof createMcpServer>;
+  caller: { current?: Api };
+}
+
+function newLent(toolsets: string[] | undefined): Lent {
+  const caller: Lent['caller'] = {};
+  const current = () => {
+    if (!caller.current) throw new Error('an MCP server was used outside the exchange it was lent to');
+    return caller.current;
+  };
+  const api: Api = { request: (method, path, body) => current().request(method, path, body), defaultOrg: () => current().defaultOrg() };
+  return { server: createMcpServer(api, { toolsets }), caller };
 }
 
 function apiOf(app: FastifyInstance, request: FastifyRequest): Api {
