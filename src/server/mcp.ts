@@ -9,8 +9,9 @@ import { ApiError } from '../errors.js';
 import { createMcpServer, toolsetsIn, TOOLSETS, type Api } from '../mcp/tools.js';
 
 export function mountMcp(app: FastifyInstance): void {
-  // Each tool call is admitted on its own; the exchange that carries them holds no seat they would wait on.
-  const options = { config: { streaming: true } };
+  // Counted against its caller's requests in flight and timed as any request; each tool call is then
+  // admitted on its own, and the exchange that carries it holds no seat the call would wait on.
+  const options = { config: { seatless: true } };
   // Building a server (its tools' schemas) costs more than a call: servers are kept, by tool set, and
   // lent to one exchange at a time, each time calling as that exchange's caller.
   const idle = new Map<string, Lent[]>();

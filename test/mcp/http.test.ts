@@ -143,3 +143,37 @@ forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
     assert.equal((await k.call('GET', '/org/acme/gvc/after-revoke')).status, 404);
   });
 });
+
+forEachBackend('MCP over streamable HTTP: a flood of calls from one key', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { maxInFlightPerPrincipal: 4, faults: true });
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('past its requests in flight, calls are refused with a clear error and nothing half-made; another caller is answered', async () => {
+    const key = await keyIn(k, `flood-${backend}`, 'superusers');
+    // Each create held a while, so the flood's calls are in flight together.
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'slow-creates', method: 'POST', kind: 'gvc', latencyMs: 300 }] })).status, 200);
+    const client = await connect(base, key);
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        client.callTool({ name: 'create_gvc', arguments: { name: `flood-${i}` } }).then(
+          (r) => (r.isError ? `tool error: ${(r.content as Array<{ text: string }>)[0].text}` : 'ok'),
+          (err: Error) => `refused: ${err.message}`,
+        ),
+      ),
+    );
+    const other = await k.call('GET', '/org/acme/gvc');
+    assert.equal(other.status, 200);
+    const refused = outcomes.filter((o) => o !== 'ok');
+    assert.ok(refused.length > 0, 'some calls refused');
+    for (const o of refused) assert.match(o, /in flight|too many|503|429/i, o);
+    // Exactly the calls that succeeded made their GVC.
+    const made = (other.body.items as Array<{ name: string }>).map((g) => g.name).filter((n) => n.startsWith('flood-'));
+    assert.equal(made.length, outcomes.filter((o) => o === 'ok').length);
+    await client.close();
+  });
+});
