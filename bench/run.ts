@@ -28,6 +28,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   runtime: () => import('./runtime.js').then((m) => m.benchRuntime()),
   logflood: () => import('./logflood.js').then((m) => m.benchLogFlood()),
   startup: () => import('./startup.js').then((m) => m.benchStartup()),
+  mcp: () => import('./mcp.js').then((m) => m.benchMcp()),
 };
 
 function postgresVersion(): string {

@@ -51,6 +51,19 @@ const COMMANDS: Record<string, Command> = {
       return -1; // keeps running until a signal
     },
   },
+  mcp: {
+    usage: 'keel mcp [--endpoint URL] [--token KEY] [--profile NAME] [--org ORG] [--toolsets core,keel]',
+    summary: "serve MCP over stdio for a local agent, calling Keel's API as the token (--token, KEEL_TOKEN, or the cpln profile's; see docs/agents.md)",
+    flags: ['--endpoint', '--token', '--profile', '--org', '--toolsets'],
+    async run({ flags }) {
+      // The MCP SDK is loaded only for this command.
+      const { toolsetsIn } = await import('./mcp/tools.js');
+      const { serveStdio } = await import('./mcp/stdio.js');
+      const toolsets = flags.has('--toolsets') ? toolsetsIn(flags.get('--toolsets')!) : undefined;
+      await serveStdio({ endpoint: flags.get('--endpoint'), token: flags.get('--token'), profile: flags.get('--profile'), org: flags.get('--org'), toolsets });
+      return 0;
+    },
+  },
   status: {
     usage: 'keel status [--show-key]',
     summary: 'say where Keel serves (and whether it answers), its store, runtime and org, and the cpln profile line (the key only with --show-key)',

@@ -125,6 +125,12 @@ export interface Config {
   allowReset?: boolean;
   /** The snapshot routes and `keel snapshot` work (KEEL_ALLOW_SNAPSHOTS=on). */
   allowSnapshots?: boolean;
+  /** POST /-admin/sandboxes and the create_sandbox tool work (KEEL_ALLOW_SANDBOXES=on). */
+  allowSandboxes?: boolean;
+  /** Sandbox orgs that may exist at once (KEEL_MAX_SANDBOXES). */
+  maxSandboxes: number;
+  /** Longest TTL a sandbox may be given, in seconds (KEEL_SANDBOX_MAX_TTL). */
+  sandboxMaxTtlSeconds: number;
   /** Largest blob the registry accepts, in bytes (KEEL_REGISTRY_MAX_BLOB_BYTES). */
   registryMaxBlobBytes: number;
   /** Bytes of PostgreSQL registry content each process keeps on local disk (KEEL_REGISTRY_CACHE_BYTES; 0 = none). */
@@ -289,6 +295,9 @@ export const OPTIONS: Option[] = [
   option('adminKey', 'KEEL_ADMIN_KEY', '--admin-key', text, "the first org's superuser key instead of a random one (keel key generate --org ORG prints one)"),
   option('init', 'KEEL_INIT', '--init', text, 'file or directory of cpln apply documents applied on every start'),
   option('allowReset', 'KEEL_ALLOW_RESET', '--allow-reset', onOff, 'on/off: allow keel reset and POST /-admin/reset'),
+  option('allowSandboxes', 'KEEL_ALLOW_SANDBOXES', '--allow-sandboxes', onOff, "on/off: allow POST /-admin/sandboxes and the MCP create_sandbox tool (throw-away orgs; see docs/agents.md)"),
+  option('maxSandboxes', 'KEEL_MAX_SANDBOXES', '--max-sandboxes', whole(1, 100_000), 'sandbox orgs that may exist at once (429 above)'),
+  option('sandboxMaxTtlSeconds', 'KEEL_SANDBOX_MAX_TTL', '--sandbox-max-ttl', whole(60, 31_536_000), 'longest TTL of a sandbox in seconds (default 86400: a day)'),
   option('allowSnapshots', 'KEEL_ALLOW_SNAPSHOTS', '--allow-snapshots', onOff, 'on/off: allow keel snapshot and /-admin/snapshots (a restore rewinds every org; see docs/ci.md)'),
   option('registryMaxBlobBytes', 'KEEL_REGISTRY_MAX_BLOB_BYTES', '--registry-max-blob-bytes', whole(1024, Number.MAX_SAFE_INTEGER), 'largest blob (image layer) the registry accepts, in bytes (413 SIZE_INVALID above)'),
   option('registryCacheBytes', 'KEEL_REGISTRY_CACHE_BYTES', '--registry-cache-bytes', whole(0, Number.MAX_SAFE_INTEGER), 'with PostgreSQL: bytes of registry content each process keeps on local disk to serve pulls from (least recently used out first; 0 = no cache)'),
@@ -335,6 +344,8 @@ export const DEFAULTS: Config = {
   authFailureLimit: 120,
   orgCreators: ['superusers'],
   maxOrgsPerPrincipal: 20,
+  maxSandboxes: 100,
+  sandboxMaxTtlSeconds: 86_400,
   audit: true,
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,

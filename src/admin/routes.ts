@@ -14,12 +14,15 @@ import { parseRules, type Faults } from './faults.js';
 import { resetStore } from './reset.js';
 import { restoreSnapshot } from './restore.js';
 import { SeedError } from './seed.js';
+import type { Sandboxes } from './sandboxes.js';
 
 export interface AdminOptions {
   config: Config;
   store: Store;
   /** Present only with KEEL_FAULTS=on. */
   faults?: Faults;
+  /** Present only with KEEL_ALLOW_SANDBOXES=on. */
+  sandboxes?: Sandboxes;
 }
 
 /** Whether the principal is a member of the first org's superusers group. */
@@ -30,7 +33,7 @@ async function isFirstOrgSuperuser(store: Store, org: string, principal: Princip
   return isMember(toGroup(group), principal, user?.data);
 }
 
-export function mountAdmin(app: FastifyInstance, { config, store, faults }: AdminOptions): void {
+export function mountAdmin(app: FastifyInstance, { config, store, faults, sandboxes }: AdminOptions): void {
   // Resets and restores of this process one at a time (each is one transaction anyway).
   const exclusive = new Mutex();
   const superuser = async (request: FastifyRequest) => {
@@ -110,6 +113,31 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults }: Admi
     const f = faultsOn();
     await superuser(request);
     f.set([]);
+    return reply.code(202).send();
+  });
+
+  const sandboxesOn = () => {
+    if (!sandboxes) throw ApiError.notFound('sandboxes are off: start Keel with KEEL_ALLOW_SANDBOXES=on to allow them');
+    return sandboxes;
+  };
+  app.get('/-admin/sandboxes', async (request) => {
+    const s = sandboxesOn();
+    await superuser(request);
+    return { kind: 'list', itemKind: 'sandbox', items: s.list().map((b) => ({ ...b, links: [{ rel: 'org', href: `/org/${b.org}` }] })), links: [] };
+  });
+  app.post('/-admin/sandboxes', async (request, reply) => {
+    const s = sandboxesOn();
+    await superuser(request);
+    const made = await s.create(request.body);
+    request.log.info({ reqId: request.id, sandbox: made.org, expiresAt: made.expiresAt, by: request.principal.link }, 'sandbox created');
+    return reply.code(201).header('location', `/org/${made.org}`).send(made);
+  });
+  app.delete('/-admin/sandboxes/:name', async (request, reply) => {
+    const s = sandboxesOn();
+    await superuser(request);
+    const org = (request.params as { name: string }).name;
+    await s.delete(org);
+    request.log.info({ reqId: request.id, sandbox: org, by: request.principal.link }, 'sandbox deleted');
     return reply.code(202).send();
   });
 }

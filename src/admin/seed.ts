@@ -97,7 +97,7 @@ function parseDocuments(file: string, text: string): unknown[] {
   return out;
 }
 
-function checkShape(file: string, index: number, body: unknown): SeedDocument['body'] {
+export function checkShape(file: string, index: number, body: unknown): SeedDocument['body'] {
   const fail = (path: string, message: string) => new SeedError(`${file}: document ${index}: ${path}: ${message}`);
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw fail('(document)', 'must be an object with kind and name');
   const doc = body as Record<string, unknown>;

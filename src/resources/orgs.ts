@@ -75,6 +75,8 @@ export interface NewOrg {
   adminServiceAccount?: string;
   /** The admin account's key, when it is given rather than minted (KEEL_ADMIN_KEY, or the bootstrap key a reset keeps). */
   adminKey?: { keyName: string; secretHash: string; token?: string };
+  /** More of the org's status (a sandbox's expiry: status no client can write). */
+  status?: Record<string, unknown>;
 }
 
 /**
@@ -88,7 +90,7 @@ export async function createOrg(store: Store, spec: NewOrg): Promise<{ token?: s
   if (spec.adminServiceAccount) superusers.push(`/org/${org}/serviceaccount/${spec.adminServiceAccount}`);
   const now = new Date().toISOString();
   const items: Array<[string, string, Record<string, unknown>]> = [
-    ['org', org, { description: spec.description ?? org, tags: spec.tags ?? {}, status: { accountLink: spec.accountLink } }],
+    ['org', org, { description: spec.description ?? org, tags: spec.tags ?? {}, status: { ...spec.status, accountLink: spec.accountLink } }],
     ['group', 'superusers', { description: 'Members have full access to the org', memberLinks: superusers, origin: 'builtin' }],
     ['group', 'viewers', { description: 'Members can view everything in the org', memberLinks: [], origin: 'builtin' }],
     ['serviceaccount', 'controlplane', { description: 'The control plane itself', keys: [], origin: 'builtin' }],

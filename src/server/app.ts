@@ -37,11 +37,13 @@ import { mountLogs } from './logs-api.js';
 import { installLiving, registryHostsOf } from '../reconcile/index.js';
 import { Faults, installFaults } from '../admin/faults.js';
 import { mountAdmin } from '../admin/routes.js';
+import { Sandboxes } from '../admin/sandboxes.js';
 import { onReplaced } from '../store/snapshots.js';
 import { collectGarbage } from '../registry/gc.js';
 import { mountRegistry } from '../registry/routes.js';
 import { closeRegistry, openRegistry } from '../registry/storage.js';
 import { AccessLog } from './access-log.js';
+import { mountMcp } from './mcp.js';
 
 export interface App {
   core: FastifyInstance;
@@ -230,7 +232,18 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   mountAccessRoutes(core, resources, store, auth, async (request, email, org) => invitationLink(coreBase(config, request), await directory.invite(email, org)));
   mountSignIn(core, { config: { ...DEFAULTS, ...config }, store, tokens: userTokens, directory, upstream });
   mountLogs(core, store, auth, config);
-  mountAdmin(core, { config, store, faults });
+  const sandboxes = config.allowSandboxes
+    ? new Sandboxes(store, config, (org) => {
+        auth.invalidate(org);
+        keys.invalidate(org);
+      }, (err, message) => core.log.warn({ err }, message))
+    : undefined;
+  if (sandboxes) {
+    await sandboxes.scan();
+    core.addHook('onClose', async () => sandboxes.close());
+  }
+  mountAdmin(core, { config, store, faults, sandboxes });
+  mountMcp(core);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config, { bearer, auth, failures });

@@ -355,7 +355,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler): voi
   app.decorateRequest('admission');
   app.addHook('onRequest', (request, reply, done) => {
     // Not counted: a stream, or a request refused before it runs. Exempt: never held.
-    if (!request.counted || request.exempt) return done();
+    if (!request.counted || request.exempt || request.routeConfig?.seatless) return done();
     const level: Level = request.routeConfig?.level ?? (READ_METHODS.has(request.method) ? 'reads' : 'mutations');
     const who = identityOf(request.principal, request.ip);
     if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());

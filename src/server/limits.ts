@@ -24,6 +24,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** A long-lived response (server-sent events): no request timeout. */
     streaming?: boolean;
+    /**
+     * Counted and timed as any request, but holding no seat of the fair scheduler: its work is
+     * requests of its own (MCP tool calls), each of which takes a seat, and would wait on the one it held.
+     */
+    seatless?: boolean;
   }
 }
 

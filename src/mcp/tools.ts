@@ -1,0 +1,439 @@
+// The MCP server: tools named as the hosted Control Plane MCP server names them where one maps onto
+// Keel, plus Keel's own (reset, snapshots, faults, an explained 403). Every tool is a call of Keel's
+// REST API made through `Api`, as the session's caller: over HTTP an inject into the same app with
+// the caller's credential, over stdio a request to the endpoint with the caller's token. No tool
+// reaches the store itself, so the one request pipeline authorizes, admits and audits each call.
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { findKind, KINDS, resourceSchema } from '../kinds/index.js';
+import { VERSION } from '../version.js';
+
+export interface ApiAnswer {
+  status: number;
+  body: unknown;
+}
+
+/** Keel's REST API as the session's caller. */
+export interface Api {
+  request(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<ApiAnswer>;
+  /** The org a tool works in when its `org` argument is left out. */
+  defaultOrg(): Promise<string | undefined>;
+}
+
+/** Bounds every argument: a string an agent sends is never longer than this. */
+const MAX_TEXT = 4096;
+const MAX_ITEMS = 100;
+
+const name = z.string().min(1).max(256).describe('The name of the resource.');
+const org = z.string().min(1).max(64).optional().describe("The org; left out, the session's org.");
+const gvc = z.string().min(1).max(64).describe('The GVC (global virtual cloud) the resource lives in.');
+const kind = z.string().min(1).max(64).describe('The kind of resource: gvc, workload, secret, policy, group, serviceaccount, identity, domain, volumeset, …');
+const text = z.string().max(MAX_TEXT);
+const tagValue = z.union([z.string().max(MAX_TEXT), z.number(), z.boolean(), z.null()]);
+const tags = z
+  .record(z.string().min(1).max(256), tagValue)
+  .refine((t) => Object.keys(t).length <= MAX_ITEMS, `at most ${MAX_ITEMS} tags`)
+  .describe('Tags to set (patch semantics: a key set to null is removed, keys left out are kept).');
+const createTags = z
+  .record(z.string().min(1).max(256), z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()]))
+  .refine((t) => Object.keys(t).length <= MAX_ITEMS, `at most ${MAX_ITEMS} tags`)
+  .describe('Tags of the new resource.');
+/** A kind-specific document part (a spec), bounded by size once serialized. */
+const document = z
+  .record(z.string(), z.unknown())
+  .refine((v) => JSON.stringify(v).length <= 256 * 1024, 'is larger than 256 KiB')
+  .describe('Fields as the REST API takes them (see the kind schema resource keel://kinds/KIND).');
+
+type Args = Record<string, unknown>;
+
+/** The sets of tools a session may ask for (`?toolsets=core,keel`); all of them when it names none. */
+export const TOOLSETS = ['core', 'keel', 'all'];
+
+export function toolsetsIn(list: string): string[] {
+  const sets = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = sets.find((s) => !TOOLSETS.includes(s));
+  if (unknown !== undefined) throw new Error(`unknown toolset '${unknown}': use ${TOOLSETS.join(', ')}`);
+  return sets;
+}
+
+export function createMcpServer(api: Api, options: { toolsets?: string[] } = {}): McpServer {
+  const server = new McpServer({ name: 'keel', version: VERSION }, { instructions: INSTRUCTIONS });
+  const orgOf = async (args: Args) => {
+    const chosen = (args.org as string | undefined) ?? (await api.defaultOrg());
+    if (!chosen) throw new ToolRefusal('org is required: this session has no default org', { code: 'bad_request' });
+    return chosen;
+  };
+  const kindPath = async (args: Args) => {
+    const def = findKind(args.kind as string);
+    if (!def) throw new ToolRefusal(`unknown kind '${args.kind}'`, { code: 'bad_request', kinds: KINDS.map((k) => k.kind) });
+    const o = enc(await orgOf(args));
+    if (def.kind === 'org') return '/org';
+    if (def.scope === 'gvc') {
+      if (!args.gvc) throw new ToolRefusal(`gvc is required for kind '${def.kind}'`, { code: 'bad_request' });
+      return `/org/${o}/gvc/${enc(args.gvc as string)}/${def.kind}`;
+    }
+    return `/org/${o}/${def.kind}`;
+  };
+  const call = async (method: Parameters<Api['request']>[0], path: string, body?: unknown) => {
+    const answer = await api.request(method, path, body);
+    if (answer.status >= 400) throw new ToolRefusal(messageOf(answer), answer.body);
+    return answer.body;
+  };
+  const tool = (toolName: string, description: string, shape: z.ZodRawShape, run: (args: Args) => Promise<unknown>, annotations: { readOnlyHint?: boolean; destructiveHint?: boolean } = {}) => {
+    server.registerTool(toolName, { description, inputSchema: shape, annotations }, async (args: Args) => {
+      try {
+        return resultOf(await run(args));
+      } catch (err) {
+        if (err instanceof ToolRefusal) return refusalOf(err);
+        throw err;
+      }
+    });
+  };
+  const want = (set: string) => !options.toolsets || options.toolsets.includes(set) || options.toolsets.includes('all');
+
+  if (want('core')) {
+    tool(
+      'list_resources',
+      'Lists the resources of one kind in an org (or a GVC, for gvc-scoped kinds). With `tags`, only the resources carrying every given tag with that value. Cheap: one page of up to 100 items; use get_resource for one item in full.',
+      { kind, org, gvc: gvc.optional(), tags: z.record(z.string().min(1).max(256), z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()])).refine((t) => Object.keys(t).length <= MAX_ITEMS).optional().describe('Only resources with all of these tag values.') },
+      async (args) => {
+        const base = await kindPath(args);
+        const wanted = args.tags as Record<string, unknown> | undefined;
+        if (!wanted || Object.keys(wanted).length === 0) return call('GET', base);
+        const terms = Object.entries(wanted).map(([tag, value]) => ({ op: '=', tag, value }));
+        return call('POST', `${base}/-query`, { kind: args.kind, spec: { match: 'all', terms } });
+      },
+      { readOnlyHint: true },
+    );
+    tool(
+      'get_resource',
+      'Reads one resource in full (spec, status, tags, links). Use it to check what a change did.',
+      { kind, name, org, gvc: gvc.optional() },
+      async (args) => call('GET', `${await kindPath(args)}/${enc(args.name as string)}`),
+      { readOnlyHint: true },
+    );
+    tool(
+      'delete_resource',
+      'Deletes one resource. It cannot be undone; a GVC must be empty first.',
+      { kind, name, org, gvc: gvc.optional() },
+      async (args) => {
+        await call('DELETE', `${await kindPath(args)}/${enc(args.name as string)}`);
+        return { deleted: true, kind: args.kind, name: args.name };
+      },
+      { destructiveHint: true },
+    );
+    tool(
+      'get_resource_schema',
+      "The JSON Schema of a kind's documents: which fields a create takes and what they hold.",
+      { kind },
+      async (args) => {
+        const def = findKind(args.kind as string);
+        if (!def) throw new ToolRefusal(`unknown kind '${args.kind}'`, { code: 'bad_request', kinds: KINDS.map((k) => k.kind) });
+        return { kind: def.kind, scope: def.scope, summary: def.summary, schema: resourceSchema(def) };
+      },
+      { readOnlyHint: true },
+    );
+    tool(
+      'get_permissions',
+      'The permissions a kind has (what a policy binding can grant on it), and which imply which.',
+      { kind, org },
+      async (args) => {
+        const def = findKind(args.kind as string);
+        if (!def) throw new ToolRefusal(`unknown kind '${args.kind}'`, { code: 'bad_request' });
+        return call('GET', def.kind === 'org' ? '/org/-schema/permissions' : `/org/${enc(await orgOf(args))}/${def.kind}/-schema/permissions`);
+      },
+      { readOnlyHint: true },
+    );
+    tool(
+      'create_gvc',
+      'Creates a GVC (global virtual cloud): the place workloads run in, with the locations they run at.',
+      { name, org, description: text.optional(), tags: createTags.optional(), locations: z.array(z.string().min(1).max(256)).max(MAX_ITEMS).optional().describe('Location names (aws-us-west-2, …); see list_resources kind location.') },
+      async (args) => {
+        const o = await orgOf(args);
+        const locations = (args.locations as string[] | undefined) ?? [];
+        return call('POST', `/org/${enc(o)}/gvc`, {
+          name: args.name,
+          description: args.description,
+          tags: args.tags,
+          spec: locations.length ? { staticPlacement: { locationLinks: locations.map((l) => `/org/${o}/location/${l}`) } } : {},
+        });
+      },
+    );
+    tool(
+      'update_gvc',
+      "Changes a GVC's description, tags (patch semantics) or spec fields (merged into the spec).",
+      { name, org, description: text.optional(), tags: tags.optional(), spec: document.optional() },
+      async (args) => call('PATCH', `/org/${enc(await orgOf(args))}/gvc/${enc(args.name as string)}`, patchOf(args)),
+    );
+    tool(
+      'create_workload',
+      'Creates a workload in a GVC: one container from `image`, serving `port`. Its replicas start right after (see get_workload_logs, list_deployments).',
+      {
+        name,
+        gvc,
+        org,
+        image: z.string().min(1).max(1024).describe('The container image (nginx:1.27, or //image/NAME:TAG from this org).'),
+        port: z.number().int().min(1).max(65535).optional().describe('The port the container listens on.'),
+        type: z.enum(['serverless', 'standard', 'stateful', 'cron']).optional().describe('Default serverless.'),
+        description: text.optional(),
+        tags: createTags.optional(),
+        env: z.record(z.string().min(1).max(256), z.string().max(MAX_TEXT)).refine((e) => Object.keys(e).length <= MAX_ITEMS).optional().describe('Environment variables.'),
+        command: z.string().max(MAX_TEXT).optional(),
+        args: z.array(z.string().max(MAX_TEXT)).max(MAX_ITEMS).optional(),
+        cpu: z.string().max(16).optional().describe('CPU of the container, e.g. 50m (default).'),
+        memory: z.string().max(16).optional().describe('Memory of the container, e.g. 128Mi (default).'),
+        schedule: z.string().max(256).optional().describe('Cron schedule (type cron only).'),
+      },
+      async (args) => {
+        const container: Record<string, unknown> = { name: 'main', image: args.image, cpu: args.cpu ?? '50m', memory: args.memory ?? '128Mi' };
+        if (args.port !== undefined) container.ports = [{ number: args.port, protocol: 'http' }];
+        if (args.env) container.env = Object.entries(args.env as Record<string, string>).map(([n, value]) => ({ name: n, value }));
+        if (args.command !== undefined) container.command = args.command;
+        if (args.args) container.args = args.args;
+        const type = (args.type as string | undefined) ?? 'serverless';
+        const spec: Record<string, unknown> = { type, containers: [container], defaultOptions: { autoscaling: { metric: type === 'serverless' ? 'concurrency' : 'disabled', minScale: 1, maxScale: 1 } } };
+        if (type === 'cron') {
+          spec.job = { schedule: args.schedule ?? '*/5 * * * *' };
+          delete spec.defaultOptions;
+        }
+        return call('POST', `/org/${enc(await orgOf(args))}/gvc/${enc(args.gvc as string)}/workload`, { name: args.name, description: args.description, tags: args.tags, spec });
+      },
+    );
+    tool(
+      'update_workload',
+      "Changes a workload's description, tags (patch semantics) or spec (merged as the REST PATCH merges: containers by name).",
+      { name, gvc, org, description: text.optional(), tags: tags.optional(), spec: document.optional() },
+      async (args) => call('PATCH', `/org/${enc(await orgOf(args))}/gvc/${enc(args.gvc as string)}/workload/${enc(args.name as string)}`, patchOf(args)),
+    );
+    tool(
+      'list_deployments',
+      "A workload's deployments: one per location, with its readiness and the versions its replicas run.",
+      { workload: name.describe('The workload.'), gvc, org },
+      async (args) => call('GET', `/org/${enc(await orgOf(args))}/gvc/${enc(args.gvc as string)}/workload/${enc(args.workload as string)}/deployment`),
+      { readOnlyHint: true },
+    );
+    tool(
+      'get_workload_logs',
+      "The latest log lines of a workload's replicas (all its containers), newest last. Cheap for a few hundred lines.",
+      { workload: name.describe('The workload.'), gvc, org, limit: z.number().int().min(1).max(5000).optional().describe('Lines (default 100).'), since: z.string().max(32).optional().describe('How far back, e.g. 15m or 2h (default 1h).') },
+      async (args) => {
+        const o = await orgOf(args);
+        const query = `{gvc="${args.gvc}", workload="${args.workload}"}`;
+        const since = parseDuration((args.since as string | undefined) ?? '1h');
+        const end = Date.now();
+        const qs = new URLSearchParams({ query, limit: String(args.limit ?? 100), direction: 'backward', start: String((end - since) * 1e6), end: String(end * 1e6) });
+        const body = (await call('GET', `/logs/org/${enc(o)}/loki/api/v1/query_range?${qs}`)) as { data?: { result?: Array<{ stream: Record<string, string>; values: Array<[string, string]> }> } };
+        const lines = (body.data?.result ?? [])
+          .flatMap((s) => s.values.map(([ns, line]) => ({ time: new Date(Number(BigInt(ns) / 1_000_000n)).toISOString(), replica: s.stream.replica, container: s.stream.container, line, ns: BigInt(ns) })))
+          .sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0))
+          .map(({ ns: _ns, ...rest }) => rest);
+        return { workload: args.workload, gvc: args.gvc, lines };
+      },
+      { readOnlyHint: true },
+    );
+    tool(
+      'create_policy',
+      'Creates a policy granting permissions on resources of one kind (all of them, or those named or matched by tags) to users, groups, service accounts or identities.',
+      {
+        name,
+        org,
+        targetKind: kind.describe('The kind the policy grants permissions on.'),
+        targetLinks: z.array(z.string().max(1024)).max(MAX_ITEMS).optional().describe('Links of the targeted resources; left out (and no target "all"), the policy targets nothing until items are added.'),
+        target: z.literal('all').optional().describe('"all": every resource of targetKind.'),
+        bindings: z.array(z.object({ permissions: z.array(z.string().min(1).max(64)).min(1).max(MAX_ITEMS), principalLinks: z.array(z.string().min(1).max(1024)).min(1).max(MAX_ITEMS) })).max(MAX_ITEMS).optional(),
+        description: text.optional(),
+        tags: createTags.optional(),
+      },
+      async (args) =>
+        call('POST', `/org/${enc(await orgOf(args))}/policy`, {
+          name: args.name,
+          description: args.description,
+          tags: args.tags,
+          targetKind: args.targetKind,
+          ...(args.targetLinks ? { targetLinks: args.targetLinks } : {}),
+          ...(args.target ? { target: args.target } : {}),
+          bindings: args.bindings ?? [],
+        }),
+    );
+    tool(
+      'update_policy',
+      "Changes a policy's description, tags (patch semantics), bindings or targetLinks (each replaced whole when given).",
+      { name, org, description: text.optional(), tags: tags.optional(), bindings: z.array(z.object({ permissions: z.array(z.string().min(1).max(64)).min(1).max(MAX_ITEMS), principalLinks: z.array(z.string().min(1).max(1024)).min(1).max(MAX_ITEMS) })).max(MAX_ITEMS).optional(), targetLinks: z.array(z.string().max(1024)).max(MAX_ITEMS).optional() },
+      async (args) => {
+        const patch = patchOf(args);
+        if (args.bindings) patch.bindings = args.bindings;
+        if (args.targetLinks) patch.targetLinks = args.targetLinks;
+        return call('PATCH', `/org/${enc(await orgOf(args))}/policy/${enc(args.name as string)}`, patch);
+      },
+    );
+  }
+
+  if (want('keel')) {
+    tool(
+      'keel_apply',
+      'Creates or replaces one resource from a full document (as `cpln apply` does): for kinds without a create_* tool. Needs create, or edit when it exists.',
+      { kind, org, gvc: gvc.optional(), document: document.describe('The resource document: name, description, tags, spec, … as the REST API takes it.') },
+      async (args) => {
+        const base = await kindPath(args);
+        const doc = args.document as Record<string, unknown>;
+        const itemName = typeof doc.name === 'string' ? doc.name : undefined;
+        if (!itemName) throw new ToolRefusal('document.name is required', { code: 'bad_request' });
+        const existing = await api.request('GET', `${base}/${enc(itemName)}`);
+        if (existing.status === 404) return call('POST', base, doc);
+        if (existing.status >= 400) throw new ToolRefusal(messageOf(existing), existing.body);
+        return call('PUT', `${base}/${enc(itemName)}`, doc);
+      },
+    );
+    tool(
+      'keel_reset',
+      "Empties this Keel and re-creates the first org as on a first start (KEEL_ALLOW_RESET=on, the first org's superuser). Everything else is gone: save a snapshot first if unsure.",
+      {},
+      async () => call('POST', '/-admin/reset'),
+      { destructiveHint: true },
+    );
+    tool(
+      'keel_snapshot_save',
+      "Saves every org's state under a name, to restore later (KEEL_ALLOW_SNAPSHOTS=on, the first org's superuser). Cheap: one copy of the store's rows.",
+      { name: z.string().min(1).max(64).describe('The snapshot name.') },
+      async (args) => call('POST', '/-admin/snapshots', { name: args.name }),
+    );
+    tool(
+      'keel_snapshot_restore',
+      'Puts the state saved in a snapshot back, replacing the current one (KEEL_ALLOW_SNAPSHOTS=on).',
+      { name: z.string().min(1).max(64).describe('The snapshot name.') },
+      async (args) => call('POST', `/-admin/snapshots/${enc(args.name as string)}/-restore`),
+      { destructiveHint: true },
+    );
+    tool(
+      'keel_snapshot_list',
+      'The saved snapshots.',
+      {},
+      async () => call('GET', '/-admin/snapshots'),
+      { readOnlyHint: true },
+    );
+    tool(
+      'keel_faults',
+      'Sets the fault rules (errors, delays on matching requests; KEEL_FAULTS=on) to test how an agent copes. An empty list clears them; left out, reads them.',
+      { rules: z.array(z.record(z.string(), z.unknown())).max(MAX_ITEMS).optional().describe('Rules as PUT /-admin/faults takes them (docs/faults.md).') },
+      async (args) => (args.rules === undefined ? call('GET', '/-admin/faults') : call('PUT', '/-admin/faults', { rules: args.rules })),
+    );
+    tool(
+      'create_sandbox',
+      "Creates a throw-away org with its own superuser key, removed with everything in it after ttlSeconds (KEEL_ALLOW_SANDBOXES=on, the first org's superuser). Use the key it returns (a new MCP session with it, or the REST API) to practise without touching real orgs; you are not a member of it yourself.",
+      {
+        ttlSeconds: z.number().int().min(1).max(31_536_000).describe('Seconds until it is removed (at most KEEL_SANDBOX_MAX_TTL).'),
+        seed: z.array(z.record(z.string(), z.unknown())).max(500).refine((v) => JSON.stringify(v).length <= 1024 * 1024, 'is larger than 1 MiB').optional().describe('Documents to create in it, as `cpln apply` (or KEEL_INIT) takes them.'),
+      },
+      async (args) => call('POST', '/-admin/sandboxes', { ttlSeconds: args.ttlSeconds, ...(args.seed ? { seed: args.seed } : {}) }),
+    );
+    tool(
+      'delete_sandbox',
+      'Removes a sandbox now, with everything in it.',
+      { org: z.string().min(1).max(64).describe('The sandbox org.') },
+      async (args) => {
+        await call('DELETE', `/-admin/sandboxes/${enc(args.org as string)}`);
+        return { deleted: true, org: args.org };
+      },
+      { destructiveHint: true },
+    );
+    tool(
+      'keel_explain_forbidden',
+      "Explains a 403: tries the call again and says which permission on which target was missing, and which policies on that kind the caller can see. Use it after a tool error with code 'forbidden'.",
+      { kind, name: name.optional(), org, gvc: gvc.optional(), action: z.enum(['view', 'create', 'edit']).optional().describe('What was attempted (default view). A delete cannot be tried without doing it: ask about edit.') },
+      async (args) => {
+        const base = await kindPath(args);
+        const path = args.name ? `${base}/${enc(args.name as string)}` : base;
+        const method = ({ view: 'GET', create: 'POST', edit: 'PATCH' } as const)[(args.action as 'view' | undefined) ?? 'view'];
+        // A dry run of the write: answered as the write would be, and nothing changes.
+        const answer =
+          method === 'GET'
+            ? await api.request('GET', path)
+            : method === 'POST'
+              ? await api.request('POST', `${base}?dryRun=true`, { name: args.name ?? 'explain' })
+              : await api.request(method, `${path}?dryRun=true`, {});
+        if (answer.status !== 403) return { forbidden: false, status: answer.status, message: answer.status >= 400 ? messageOf(answer) : 'allowed' };
+        const message = messageOf(answer);
+        const granted = /not granted \[([^\]]*)\] on (\S+)/.exec(message);
+        const o = await orgOf(args);
+        const policies = await api.request('POST', `/org/${enc(o)}/policy/-query`, { kind: 'policy', spec: { match: 'all', terms: [{ property: 'targetKind', op: '=', value: findKind(args.kind as string)!.kind }] } });
+        return {
+          forbidden: true,
+          message,
+          permission: granted ? granted[1].split(' or ') : undefined,
+          target: granted ? granted[2] : path,
+          policies: policies.status === 200 ? ((policies.body as { items?: Array<{ name: string; bindings?: unknown }> }).items ?? []).map((p) => ({ name: p.name, bindings: p.bindings })) : `not readable: ${messageOf(policies)}`,
+        };
+      },
+      { readOnlyHint: true },
+    );
+  }
+
+  for (const def of KINDS) {
+    server.registerResource(`kind-${def.kind}`, `keel://kinds/${def.kind}`, { mimeType: 'application/json', description: `${def.summary} (${def.scope}-scoped): its JSON Schema.` }, async (uri) => ({
+      contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ kind: def.kind, scope: def.scope, summary: def.summary, schema: resourceSchema(def) }) }],
+    }));
+  }
+  server.registerPrompt(
+    'deploy_workload',
+    { description: 'Walks an agent through deploying a container image as a workload and checking it runs.', argsSchema: { image: z.string().max(1024), gvc: z.string().max(64).optional() } },
+    ({ image, gvc: place }) => ({
+      messages: [
+        {
+          role: 'user',
+          content: {
+            type: 'text',
+            text: `Deploy ${image} on Keel. 1. list_resources kind=gvc; if ${place ? `gvc '${place}'` : 'no gvc'} exists, create_gvc. 2. create_workload with the image and its port. 3. get_resource kind=workload until status.ready, and list_deployments. 4. get_workload_logs to see it started. On a tool error, read its message; on 'forbidden' call keel_explain_forbidden.`,
+          },
+        },
+      ],
+    }),
+  );
+  return server;
+}
+
+const INSTRUCTIONS =
+  "Keel: a local implementation of the Control Plane API. Every tool runs as this session's key or user; a refusal is a tool error carrying Keel's message. Tools follow the hosted Control Plane MCP server's names.";
+
+/** A refusal answered to the agent as a tool error (Keel's message verbatim, its error object as structuredContent). */
+export class ToolRefusal extends Error {
+  constructor(
+    message: string,
+    readonly detail: unknown,
+  ) {
+    super(message);
+  }
+}
+
+function resultOf(body: unknown): CallToolResult {
+  const structured = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : { value: body ?? null };
+  return { content: [{ type: 'text', text: JSON.stringify(body ?? null) }], structuredContent: structured };
+}
+
+function refusalOf(err: ToolRefusal): CallToolResult {
+  const detail = err.detail && typeof err.detail === 'object' && !Array.isArray(err.detail) ? (err.detail as Record<string, unknown>) : {};
+  return { isError: true, content: [{ type: 'text', text: err.message }], structuredContent: { message: err.message, ...detail } };
+}
+
+function messageOf(answer: ApiAnswer): string {
+  const body = answer.body as { message?: unknown } | undefined;
+  return typeof body?.message === 'string' ? body.message : `HTTP ${answer.status}`;
+}
+
+function patchOf(args: Args): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  if (args.description !== undefined) patch.description = args.description;
+  if (args.tags !== undefined) patch.tags = args.tags;
+  if (args.spec !== undefined) patch.spec = args.spec;
+  return patch;
+}
+
+function enc(part: string): string {
+  return encodeURIComponent(part);
+}
+
+function parseDuration(text: string): number {
+  const m = /^(\d{1,6})(s|m|h|d)$/.exec(text);
+  if (!m) throw new ToolRefusal(`since must be like 15m, 2h or 1d, not '${text}'`, { code: 'bad_request' });
+  return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's']!;
+}

@@ -1,0 +1,126 @@
+// Sandboxes: throw-away orgs through POST /-admin/sandboxes and the MCP create_sandbox tool.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { forEachBackend, startKeel, type Backend, type TestKeel } from '../support/keel.js';
+import { waitFor } from '../support/wait.js';
+
+forEachBackend('sandboxes', (backend: Backend) => {
+  let k: TestKeel;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { allowSandboxes: true, maxSandboxes: 25 });
+  });
+  after(async () => k.close());
+
+  const orgCount = async () => (await k.store.orgs()).length;
+
+  test('20 created in parallel: each its own, isolated from the others and the first org, the creator no member; gone after the TTL and the org count back', async () => {
+    const before = await orgCount();
+    const made = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => k.call('POST', '/-admin/sandboxes', { ttlSeconds: 10, seed: [{ kind: 'gvc', name: `g${i}`, tags: { n: String(i) } }] })),
+    );
+    for (const res of made) assert.equal(res.status, 201, res.raw);
+    const boxes = made.map((r) => r.body as { org: string; key: string; expiresAt: string });
+    assert.equal(new Set(boxes.map((b) => b.org)).size, 20);
+    assert.equal(await orgCount(), before + 20);
+    for (const [i, box] of boxes.entries()) {
+      assert.ok(Date.parse(box.expiresAt) > Date.now());
+      const own = await k.call('GET', `/org/${box.org}/gvc/g${i}`, undefined, { token: box.key });
+      assert.equal(own.status, 200, own.raw);
+      // Its key sees nothing of the first org nor of another sandbox.
+      assert.equal((await k.call('GET', '/org/acme/gvc', undefined, { token: box.key })).status, 403);
+      const other = boxes[(i + 1) % 20];
+      const peek = await k.call('GET', `/org/${other.org}/gvc`, undefined, { token: box.key });
+      assert.equal(peek.status, 403, peek.raw);
+      assert.equal((await k.call('POST', `/org/${other.org}/gvc`, { name: 'intruder' }, { token: box.key })).status, 403);
+      // The creator is not a member of it.
+      assert.equal((await k.call('GET', `/org/${box.org}/gvc`)).status, 403);
+    }
+    // Its own key cannot keep it alive: an org's status is not the client's to write (a PATCH of it is ignored).
+    const keep = await k.call('PATCH', `/org/${boxes[0].org}`, { status: { sandbox: { expiresAt: '2999-01-01T00:00:00Z' } } }, { token: boxes[0].key });
+    assert.equal(keep.status, 200, keep.raw);
+    assert.equal(keep.body.status.sandbox.expiresAt, boxes[0].expiresAt);
+    assert.equal((await k.call('GET', `/org/${boxes[0].org}`, undefined, { token: boxes[0].key })).body.status.sandbox.expiresAt, boxes[0].expiresAt);
+    const expiry = Math.max(...boxes.map((b) => Date.parse(b.expiresAt)));
+    await waitFor('every sandbox gone', orgCount, (n) => n === before, expiry - Date.now() + 10_000);
+    assert.deepEqual((await k.call('GET', '/-admin/sandboxes')).body.items, []);
+    for (const box of boxes) {
+      // As for any org that does not exist, whoever asks: no caller learns which names exist.
+      assert.equal((await k.call('GET', `/org/${box.org}`)).status, 403);
+      assert.equal((await k.call('GET', `/org/${box.org}/gvc`, undefined, { token: box.key })).status, 401);
+    }
+  });
+
+  test('refused: another key than the first org superuser, a TTL out of bounds, a bad seed (nothing made), past KEEL_MAX_SANDBOXES', async () => {
+    const before = await orgCount();
+    const box = (await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 })).body as { org: string; key: string };
+    assert.equal((await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { token: box.key })).status, 403);
+    for (const body of [{}, { ttlSeconds: 0 }, { ttlSeconds: 86_401 }, { ttlSeconds: 1.5 }, { ttlSeconds: 60, extra: 1 }, { ttlSeconds: 60, seed: 'x' }]) {
+      const res = await k.call('POST', '/-admin/sandboxes', body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+    }
+    const badSeed = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 60, seed: [{ kind: 'gvc', name: 'ok' }, { kind: 'workload', name: 'w', gvc: 'missing', spec: {} }] });
+    assert.equal(badSeed.status, 400, badSeed.raw);
+    assert.equal(await orgCount(), before + 1);
+    const many = await Promise.all(Array.from({ length: 30 }, () => k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 })));
+    assert.equal(many.filter((r) => r.status === 201).length, 24);
+    const over = many.find((r) => r.status !== 201)!;
+    assert.equal(over.status, 429);
+    assert.match(over.body.message, /KEEL_MAX_SANDBOXES/);
+    // Deleted on demand.
+    for (const r of [...many.filter((r) => r.status === 201), { body: box }]) assert.equal((await k.call('DELETE', `/-admin/sandboxes/${r.body.org}`)).status, 202);
+    assert.equal(await orgCount(), before);
+    assert.equal((await k.call('DELETE', '/-admin/sandboxes/acme')).status, 404);
+    assert.equal((await k.call('GET', '/org/acme')).status, 200);
+  });
+
+  test('the TTL survives a restart: another Keel on the same store removes it at its time', async () => {
+    const made = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 4 });
+    assert.equal(made.status, 201);
+    const { org, key } = made.body;
+    const second = await k.reopen();
+    // The first Keel forgets it, as a process that went away would.
+    await k.app.core.close();
+    await waitFor('the sandbox removed by the second Keel', async () => (await second.app.core.inject({ method: 'GET', url: `/org/${org}/gvc`, headers: { authorization: `Bearer ${key}` } })).statusCode, (s) => s === 401, 15_000);
+    assert.ok(!(await second.store.orgs()).includes(org));
+  });
+});
+
+forEachBackend('sandboxes through MCP', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { allowSandboxes: true });
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('create_sandbox, then a session with its key creates a workload there; off, the route is a 404 naming the setting', async () => {
+    const client = new Client({ name: 'agent', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${k.token}` } } }));
+    const made = await client.callTool({ name: 'create_sandbox', arguments: { ttlSeconds: 600, seed: [{ kind: 'gvc', name: 'play' }] } });
+    assert.equal(made.isError, undefined, JSON.stringify(made));
+    const { org, key } = made.structuredContent as { org: string; key: string };
+    const inside = new Client({ name: 'agent', version: '1' });
+    await inside.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+    const wl = await inside.callTool({ name: 'create_workload', arguments: { name: 'hello', gvc: 'play', image: 'nginx:1.27', port: 80 } });
+    assert.equal(wl.isError, undefined, JSON.stringify(wl));
+    assert.equal((await k.call('GET', `/org/${org}/gvc/play/workload/hello`, undefined, { token: key })).status, 200);
+    const refused = await inside.callTool({ name: 'create_sandbox', arguments: { ttlSeconds: 60 } });
+    assert.equal(refused.isError, true);
+    assert.equal((await client.callTool({ name: 'delete_sandbox', arguments: { org } })).isError, undefined);
+    assert.equal((await k.call('GET', `/org/${org}/gvc`, undefined, { token: key })).status, 401);
+    assert.ok(!(await k.store.orgs()).includes(org));
+    await inside.close();
+    await client.close();
+    const off = await startKeel(backend);
+    try {
+      const res = await off.call('POST', '/-admin/sandboxes', { ttlSeconds: 60 });
+      assert.equal(res.status, 404);
+      assert.match(res.body.message, /KEEL_ALLOW_SANDBOXES=on/);
+    } finally {
+      await off.close();
+    }
+  });
+});

@@ -1,0 +1,179 @@
+// The MCP server at /mcp, driven by the SDK's own client over streamable HTTP against a listening Keel.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { forEachBackend, startKeel, type Backend, type TestKeel } from '../support/keel.js';
+
+async function connect(base: string, token: string, query = ''): Promise<Client> {
+  const client = new Client({ name: 'test-agent', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp${query}`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  return client;
+}
+
+async function keyIn(k: TestKeel, name: string, group?: string): Promise<string> {
+  assert.equal((await k.call('POST', `/org/acme/serviceaccount`, { name })).status, 201);
+  if (group) assert.equal((await k.call('PATCH', `/org/acme/group/${group}`, { '$append/memberLinks': [`/org/acme/serviceaccount/${name}`] })).status, 200);
+  const res = await k.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, {});
+  assert.equal(res.status, 200, res.raw);
+  return res.body.key;
+}
+
+const HOSTED_CORE = ['list_resources', 'get_resource', 'delete_resource', 'get_resource_schema', 'get_permissions', 'create_gvc', 'update_gvc', 'create_workload', 'update_workload', 'list_deployments', 'get_workload_logs', 'create_policy', 'update_policy'];
+
+forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { allowSnapshots: true });
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('the tool list: the hosted core names that map, with their argument schemas; ?toolsets= narrows it', async () => {
+    const client = await connect(base, k.token);
+    const { tools } = await client.listTools();
+    const names = tools.map((t) => t.name);
+    for (const n of HOSTED_CORE) assert.ok(names.includes(n), `${n} in ${names}`);
+    for (const n of ['keel_reset', 'keel_snapshot_save', 'keel_snapshot_restore', 'keel_faults', 'keel_explain_forbidden', 'keel_apply']) assert.ok(names.includes(n), n);
+    const list = tools.find((t) => t.name === 'list_resources')!;
+    assert.deepEqual(list.inputSchema.required, ['kind']);
+    assert.ok(list.inputSchema.properties && 'tags' in list.inputSchema.properties && 'gvc' in list.inputSchema.properties && 'org' in list.inputSchema.properties);
+    const workload = tools.find((t) => t.name === 'create_workload')!;
+    assert.deepEqual([...(workload.inputSchema.required as string[])].sort(), ['gvc', 'image', 'name']);
+    await client.close();
+    const core = await connect(base, k.token, '?toolsets=core');
+    const coreNames = (await core.listTools()).tools.map((t) => t.name);
+    assert.ok(coreNames.includes('list_resources') && !coreNames.includes('keel_reset'));
+    await core.close();
+    const resources = await (await connect(base, k.token)).listResources();
+    assert.ok(resources.resources.some((r) => r.uri === 'keel://kinds/workload'));
+  });
+
+  test('without a valid credential: 401 before any MCP exchange; an unknown toolset is a 400', async () => {
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    for (const headers of [{}, { authorization: 'Bearer nonsense' }] as Array<Record<string, string>>) {
+      const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(init) });
+      assert.equal(res.status, 401);
+      assert.equal(((await res.json()) as { code: string }).code, 'unauthorized');
+    }
+    const res = await fetch(`${base}/mcp?toolsets=bogus`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${k.token}` }, body: JSON.stringify(init) });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { message: string }).message, /unknown toolset 'bogus'/);
+  });
+
+  test('a task done through tools only, cross-checked over REST, and audited under the caller', async () => {
+    const key = await keyIn(k, `agent-${backend}`, 'superusers');
+    const client = await connect(base, key);
+    const gvc = await client.callTool({ name: 'create_gvc', arguments: { name: 'shop', tags: { team: 'a', tier: 'web' }, locations: ['aws-us-west-2'] } });
+    assert.equal(gvc.isError, undefined, JSON.stringify(gvc));
+    assert.equal((gvc.structuredContent as { name: string }).name, 'shop');
+    const wl = await client.callTool({ name: 'create_workload', arguments: { name: 'web', gvc: 'shop', image: 'nginx:1.27', port: 80, env: { MODE: 'demo' } } });
+    assert.equal(wl.isError, undefined, JSON.stringify(wl));
+    const tagged = await client.callTool({ name: 'update_workload', arguments: { name: 'web', gvc: 'shop', tags: { owner: 'agent', gone: null } } });
+    assert.equal(tagged.isError, undefined, JSON.stringify(tagged));
+    // Over REST, as the superuser: what the tools made.
+    const rest = await k.call('GET', '/org/acme/gvc/shop/workload/web');
+    assert.equal(rest.status, 200);
+    assert.equal(rest.body.spec.containers[0].image, 'nginx:1.27');
+    assert.deepEqual(rest.body.spec.containers[0].env, [{ name: 'MODE', value: 'demo' }]);
+    assert.equal(rest.body.tags.owner, 'agent');
+    // list_resources with tags: all pairs must match.
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'other', tags: { team: 'a' } })).status, 201);
+    const both = await client.callTool({ name: 'list_resources', arguments: { kind: 'gvc', tags: { team: 'a', tier: 'web' } } });
+    assert.deepEqual((both.structuredContent as { items: Array<{ name: string }> }).items.map((i) => i.name), ['shop']);
+    const one = await client.callTool({ name: 'list_resources', arguments: { kind: 'gvc', tags: { team: 'a' } } });
+    assert.deepEqual((one.structuredContent as { items: Array<{ name: string }> }).items.map((i) => i.name).sort(), ['other', 'shop']);
+    const got = await client.callTool({ name: 'get_resource', arguments: { kind: 'workload', gvc: 'shop', name: 'web' } });
+    assert.equal(JSON.parse((got.content as Array<{ text: string }>)[0].text).name, 'web');
+    // The audit events of the session: each change under the agent's key.
+    const subject = `/org/acme/serviceaccount/agent-${backend}`;
+    const audit = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=workload', headers: { authorization: `Bearer ${k.token}` } });
+    const events = JSON.parse(audit.body).items.filter((e: { resource: { id?: string; link?: string }; }) => JSON.stringify(e.resource).includes('/gvc/shop/workload/web'));
+    assert.ok(events.length >= 2, audit.body.slice(0, 1000));
+    for (const e of events) assert.ok(JSON.stringify(e).includes(subject), JSON.stringify(e).slice(0, 600));
+    const del = await client.callTool({ name: 'delete_resource', arguments: { kind: 'workload', gvc: 'shop', name: 'web' } });
+    assert.equal(del.isError, undefined);
+    assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).status, 404);
+    await client.close();
+  });
+
+  test('as a view-only key: each write is a tool error with Keel\'s message, nothing is created, and the 403 is explained', async () => {
+    const key = await keyIn(k, `viewer-${backend}`, 'viewers');
+    const client = await connect(base, key);
+    const refused = await client.callTool({ name: 'create_gvc', arguments: { name: 'sneaky' } });
+    assert.equal(refused.isError, true);
+    const rest = await k.call('POST', '/org/acme/gvc', { name: 'sneaky' }, { token: key });
+    assert.equal(rest.status, 403);
+    assert.equal((refused.content as Array<{ text: string }>)[0].text, rest.body.message);
+    assert.equal((refused.structuredContent as { code: string }).code, 'forbidden');
+    assert.equal((await k.call('GET', '/org/acme/gvc/sneaky')).status, 404);
+    const admin = await client.callTool({ name: 'keel_snapshot_save', arguments: { name: 'mine' } });
+    assert.equal(admin.isError, true);
+    assert.match((admin.content as Array<{ text: string }>)[0].text, /only a superuser/);
+    const why = await client.callTool({ name: 'keel_explain_forbidden', arguments: { kind: 'gvc', name: 'sneaky', action: 'create' } });
+    assert.equal(why.isError, undefined, JSON.stringify(why));
+    const explained = why.structuredContent as { forbidden: boolean; permission: string[]; target: string; policies: Array<{ name: string }> };
+    assert.equal(explained.forbidden, true);
+    assert.deepEqual(explained.permission, ['create']);
+    assert.ok(explained.policies.some((p) => p.name === 'viewers-gvc'), JSON.stringify(explained));
+    await client.close();
+  });
+
+  test('arguments outside the schema and huge arguments are tool errors that change nothing', async () => {
+    const client = await connect(base, k.token);
+    const wrong = await client.callTool({ name: 'create_gvc', arguments: { name: 42 } });
+    assert.equal(wrong.isError, true);
+    assert.match((wrong.content as Array<{ text: string }>)[0].text, /name/);
+    const huge = await client.callTool({ name: 'create_gvc', arguments: { name: 'big', description: 'x'.repeat(100_000) } });
+    assert.equal(huge.isError, true);
+    assert.equal((await k.call('GET', '/org/acme/gvc/big')).status, 404);
+    const unknownKind = await client.callTool({ name: 'list_resources', arguments: { kind: 'nonsense' } });
+    assert.equal(unknownKind.isError, true);
+    assert.match((unknownKind.content as Array<{ text: string }>)[0].text, /unknown kind 'nonsense'/);
+    await client.close();
+  });
+
+  test('a key revoked mid-session: the next call is refused 401 and nothing is created', async () => {
+    const key = await keyIn(k, `doomed-${backend}`, 'superusers');
+    const client = await connect(base, key);
+    assert.equal((await client.callTool({ name: 'list_resources', arguments: { kind: 'gvc' } })).isError, undefined);
+    assert.equal((await k.call('DELETE', `/org/acme/serviceaccount/doomed-${backend}`)).status, 202);
+    await assert.rejects(client.callTool({ name: 'create_gvc', arguments: { name: 'after-revoke' } }), /401|unauthorized/i);
+    assert.equal((await k.call('GET', '/org/acme/gvc/after-revoke')).status, 404);
+  });
+});
+
+forEachBackend('MCP over streamable HTTP: a flood of calls from one key', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { maxInFlightPerPrincipal: 4, faults: true });
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('past its requests in flight, calls are refused with a clear error and nothing half-made; another caller is answered', async () => {
+    const key = await keyIn(k, `flood-${backend}`, 'superusers');
+    // Each create held a while, so the flood's calls are in flight together.
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'slow-creates', method: 'POST', kind: 'gvc', latencyMs: 300 }] })).status, 200);
+    const client = await connect(base, key);
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        client.callTool({ name: 'create_gvc', arguments: { name: `flood-${i}` } }).then(
+          (r) => (r.isError ? `tool error: ${(r.content as Array<{ text: string }>)[0].text}` : 'ok'),
+          (err: Error) => `refused: ${err.message}`,
+        ),
+      ),
+    );
+    const other = await k.call('GET', '/org/acme/gvc');
+    assert.equal(other.status, 200);
+    const refused = outcomes.filter((o) => o !== 'ok');
+    assert.ok(refused.length > 0, 'some calls refused');
+    for (const o of refused) assert.match(o, /in flight|too many|503|429/i, o);
+    // Exactly the calls that succeeded made their GVC.
+    const made = (other.body.items as Array<{ name: string }>).map((g) => g.name).filter((n) => n.startsWith('flood-'));
+    assert.equal(made.length, outcomes.filter((o) => o === 'ok').length);
+    await client.close();
+  });
+});
