@@ -256,8 +256,6 @@ export class KernelFirewall {
     ].join('\n');
     if (ruleset !== this.written) {
       writeFileSync(join(o.dir, 'firewall.nft'), ruleset);
-      // Frames between the bridge's ports go through the ip hooks above (this bridge only).
-      await command('ip', ['link', 'set', 'dev', o.bridge, 'type', 'bridge', 'nf_call_iptables', '1']);
       if (egress.length) writeFileSync('/proc/sys/net/ipv4/ip_forward', '1');
       await command('nft', ['-f', join(o.dir, 'firewall.nft')]);
       this.written = ruleset;

@@ -264,14 +264,17 @@ export class RuncRuntime implements Runtime {
   async start(): Promise<void> {
     // Said at start rather than on the first workload: network namespaces, mounts and runc need root.
     if (process.getuid?.() !== 0) throw new Error('KEEL_RUNTIME=runc needs root (network namespaces, overlay mounts and runc); run Keel as root or use KEEL_RUNTIME=simulated');
-    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ['mkfs.ext4', '-V'], ['mkfifo', '--version'], ...(this.front ? [['haproxy', '-v']] : [])]) {
+    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ['mkfs.ext4', '-V'], ['mkfifo', '--version'], ['nft', '--version'], ...(this.front ? [['haproxy', '-v']] : [])]) {
       await command(tool, [flag]).catch(() => {
-        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2 e2fsprogs coreutils${this.front ? ' haproxy' : ''})`);
+        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2 e2fsprogs coreutils nftables${this.front ? ' haproxy' : ''})`);
       });
     }
     mkdirSync(join(this.dir, 'replicas'), { recursive: true });
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
+    // Rules a killed Keel left name addresses new replicas may take: none holds until rewritten.
+    this.firewall.refresh([]);
+    await this.firewall.settled();
     if (this.front) {
       // Only HAProxy reaches Keel's ingress, on a socket in a directory only root and HAProxy's group may enter.
       const socket = this.front.fallback;

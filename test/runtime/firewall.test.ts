@@ -50,15 +50,20 @@ async function setup(rt: RuntimeKeel, work: string) {
     assert.equal(replicas.length, 1, `${org}/${gvc}/${name} runs ${replicas.length} replicas`);
     return replicas[0].address!;
   };
-  /** `wget` of `url` inside `from`'s replica through `cpln workload exec`: what it printed, and how long the wget itself took. */
-  const call = async (from: string, url: string, gvc = 'web', org = 'acme') => {
-    const r = await rt.cpln.run(['workload', 'exec', from, '--org', org, '--gvc', gvc, '--location', LOCATION, '--', 'sh', '-c', `read a _ < /proc/uptime; wget -q -T 10 -O - ${url}; echo "rc=$?"; read b _ < /proc/uptime; echo "uptime=$a..$b"`], { timeoutMs: 60_000 });
+  /**
+   * An HTTP GET of `path` at `address:port` from inside `from`'s replica, through `cpln workload
+   * exec` (busybox `nc`: the image's static busybox has no resolver libraries for `wget`): what it
+   * printed, and how long the call itself took.
+   */
+  const call = async (from: string, address: string, port: number, path: string, gvc = 'web', org = 'acme') => {
+    const get = `printf 'GET ${path} HTTP/1.0\\r\\n\\r\\n' | nc -w 10 ${address} ${port}`;
+    const r = await rt.cpln.run(['workload', 'exec', from, '--org', org, '--gvc', gvc, '--location', LOCATION, '--', 'sh', '-c', `read a _ < /proc/uptime; ${get}; echo "rc=$?"; read b _ < /proc/uptime; echo "uptime=$a..$b"`], { timeoutMs: 60_000 });
     const rc = Number(/rc=(\d+)/.exec(r.stdout)?.[1] ?? -1);
     // The wget's own duration, from the kernel's uptime (hundredths of a second) before and after it.
     const [a, b] = (/uptime=([\d.]+)\.\.([\d.]+)/.exec(r.stdout) ?? []).slice(1).map(Number);
     const ms = (b - a) * 1000;
     assert.ok(Number.isFinite(ms), `exec in ${from}: ${r.stdout} ${r.stderr}`);
-    return { ok: rc === 0, out: r.stdout, ms };
+    return { ok: rc === 0 && / 200 OK/.test(r.stdout), out: r.stdout, ms };
   };
   return { apply, ready, addressOf, call };
 }
@@ -121,12 +126,15 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
   const expectCall = async (from: string, to: string, allowed: boolean, fromGvc = 'web', fromOrg = 'acme', toGvc = 'web') => {
     const r = await waitFor(
       `${fromOrg}/${fromGvc}/${from} to be ${allowed ? 'let through' : 'refused'} to ${to}`,
-      () => h.call(from, `http://${h.addressOf(to, toGvc)}:8080/cgi-bin/who`, fromGvc, fromOrg),
+      () => h.call(from, h.addressOf(to, toGvc), 8080, '/cgi-bin/who', fromGvc, fromOrg),
       (x) => x.ok === allowed,
       30_000,
     );
     if (allowed) assert.match(r.out, new RegExp(`replica=${to}-`));
-    else assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
+    else {
+      assert.match(r.out, /can't connect to remote host/);
+      assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
+    }
   };
 
   test('inboundAllowType none (the default) refuses every other workload at once', async () => {
@@ -156,7 +164,6 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
   });
 
   test('outbound: refused by default, allowed by CIDR, refused by a blocked CIDR or another port', async () => {
-    const url = `http://${listener}:9090/index.html`;
     await waitFor('the listener in its namespace', async () => {
       try {
         return execFileSync('ip', ['netns', 'exec', netns, '/bin/busybox', 'wget', '-q', '-O', '-', `http://127.0.0.1:9090/index.html`], { encoding: 'utf8' });
@@ -165,9 +172,12 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
       }
     }, (out) => out === 'outside\n');
     const out = async (allowed: boolean) => {
-      const r = await waitFor(`client's call out to be ${allowed ? 'let through' : 'refused'}`, () => h.call('client', url), (x) => x.ok === allowed, 30_000);
+      const r = await waitFor(`client's call out to be ${allowed ? 'let through' : 'refused'}`, () => h.call('client', listener, 9090, '/index.html'), (x) => x.ok === allowed, 30_000);
       if (allowed) assert.match(r.out, /^outside$/m);
-      else assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
+      else {
+        assert.match(r.out, /can't connect to remote host/);
+        assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
+      }
     };
     await out(false);
     await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`] } }));
@@ -264,7 +274,7 @@ describe('KEEL_FIREWALL=open keeps every endpoint and replica of the org open', 
     const r = await rt.get('/-workload/acme/web/api/cgi-bin/who');
     assert.equal(r.status, 200, r.body);
     const h = await setup(rt, work);
-    const called = await waitFor('client to reach api', () => h.call('client', `http://${h.addressOf('api')}:8080/cgi-bin/who`), (x) => x.ok, 30_000);
+    const called = await waitFor('client to reach api', () => h.call('client', h.addressOf('api'), 8080, '/cgi-bin/who'), (x) => x.ok, 30_000);
     assert.match(called.out, /^replica=api-/m);
   });
 });
