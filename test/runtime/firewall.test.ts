@@ -22,6 +22,8 @@ const SERVE = ['/bin/sh', '-c', 'chmod +x /www/cgi-bin/*; exec httpd -f -p 8080 
 
 /** A call refused by the firewall fails within this long (a reset or ICMP refusal, not a timeout). */
 const REFUSED_WITHIN_MS = 2_000;
+/** What busybox nc says when its connection is refused (a reset or an ICMP refusal). */
+const REFUSED = /nc: can't connect to remote host/;
 
 /** The workload the test applies, with the firewall given. */
 const workload = (name: string, image: string, firewallConfig?: Record<string, unknown>, gvc = 'web') => ({
@@ -44,11 +46,10 @@ async function setup(rt: RuntimeKeel, work: string) {
   };
   const ready = (name: string, gvc = 'web', org = 'acme') =>
     waitFor(`${org}/${gvc}/${name} to be ready`, async () => (await rt.keel.call('GET', `/org/${org}/gvc/${gvc}/workload/${name}/deployment/${LOCATION}`)).body?.status, (s) => s?.ready === true, 90_000);
-  /** The address of the workload's one replica, as the runtime holds it. */
+  /** The address of the workload's one ready replica, as the runtime holds it (undefined while a new version replaces it). */
   const addressOf = (name: string, gvc = 'web', org = 'acme') => {
     const replicas = (rt.keel.app.core.runtime as unknown as RuncRuntime).replicasOf({ org, gvc, workload: name, location: LOCATION });
-    assert.equal(replicas.length, 1, `${org}/${gvc}/${name} runs ${replicas.length} replicas`);
-    return replicas[0].address!;
+    return replicas.length === 1 && replicas[0].ready ? replicas[0].address : undefined;
   };
   /**
    * An HTTP GET of `path` at `address:port` from inside `from`'s replica, through `cpln workload
@@ -104,7 +105,7 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
     ip('-n', netns, 'link', 'set', 'lo', 'up');
     mkdirSync(join(work, 'outside'));
     writeFileSync(join(work, 'outside', 'index.html'), 'outside\n');
-    listening = spawn('ip', ['netns', 'exec', netns, '/bin/busybox', 'httpd', '-f', '-p', '9090', '-h', join(work, 'outside')], { stdio: 'ignore' });
+    listening = spawn('ip', ['netns', 'exec', netns, '/bin/busybox', 'httpd', '-f', '-p', '9180', '-h', join(work, 'outside')], { stdio: 'ignore' });
   });
   after(async () => {
     listening?.kill('SIGKILL');
@@ -126,14 +127,17 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
   const expectCall = async (from: string, to: string, allowed: boolean, fromGvc = 'web', fromOrg = 'acme', toGvc = 'web') => {
     const r = await waitFor(
       `${fromOrg}/${fromGvc}/${from} to be ${allowed ? 'let through' : 'refused'} to ${to}`,
-      () => h.call(from, h.addressOf(to, toGvc), 8080, '/cgi-bin/who', fromGvc, fromOrg),
-      (x) => x.ok === allowed,
+      async () => {
+        const address = h.addressOf(to, toGvc);
+        return address ? h.call(from, address, 8080, '/cgi-bin/who', fromGvc, fromOrg) : undefined;
+      },
+      (x) => x !== undefined && (allowed ? x.ok : REFUSED.test(x.out)),
       30_000,
     );
-    if (allowed) assert.match(r.out, new RegExp(`replica=${to}-`));
+    if (allowed) assert.match(r!.out, new RegExp(`replica=${to}-`));
     else {
-      assert.match(r.out, /can't connect to remote host/);
-      assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
+      assert.match(r!.out, REFUSED);
+      assert.ok(r!.ms < REFUSED_WITHIN_MS, `refused after ${r!.ms} ms: ${r!.out}`);
     }
   };
 
@@ -166,16 +170,16 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
   test('outbound: refused by default, allowed by CIDR, refused by a blocked CIDR or another port', async () => {
     await waitFor('the listener in its namespace', async () => {
       try {
-        return execFileSync('ip', ['netns', 'exec', netns, '/bin/busybox', 'wget', '-q', '-O', '-', `http://127.0.0.1:9090/index.html`], { encoding: 'utf8' });
+        return execFileSync('ip', ['netns', 'exec', netns, '/bin/busybox', 'wget', '-q', '-O', '-', `http://127.0.0.1:9180/index.html`], { encoding: 'utf8' });
       } catch {
         return '';
       }
     }, (out) => out === 'outside\n');
     const out = async (allowed: boolean) => {
-      const r = await waitFor(`client's call out to be ${allowed ? 'let through' : 'refused'}`, () => h.call('client', listener, 9090, '/index.html'), (x) => x.ok === allowed, 30_000);
+      const r = await waitFor(`client's call out to be ${allowed ? 'let through' : 'refused'}`, () => h.call('client', listener, 9180, '/index.html'), (x) => (allowed ? x.ok : REFUSED.test(x.out)), 30_000);
       if (allowed) assert.match(r.out, /^outside$/m);
       else {
-        assert.match(r.out, /can't connect to remote host/);
+        assert.match(r.out, REFUSED);
         assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
       }
     };
@@ -184,9 +188,9 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
     await out(true);
     await h.apply(workload('client', image, { external: { outboundAllowCIDR: ['10.214.0.0/16'], outboundBlockedCIDR: [`${listener}/32`] } }));
     await out(false);
-    await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`], outboundAllowPort: [{ protocol: 'tcp', number: 9091 }] } }));
+    await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`], outboundAllowPort: [{ protocol: 'tcp', number: 9181 }] } }));
     await out(false);
-    await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`], outboundAllowPort: [{ protocol: 'http', number: 9090 }] } }));
+    await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`], outboundAllowPort: [{ protocol: 'http', number: 9180 }] } }));
     await out(true);
   });
 });
@@ -274,7 +278,7 @@ describe('KEEL_FIREWALL=open keeps every endpoint and replica of the org open', 
     const r = await rt.get('/-workload/acme/web/api/cgi-bin/who');
     assert.equal(r.status, 200, r.body);
     const h = await setup(rt, work);
-    const called = await waitFor('client to reach api', () => h.call('client', h.addressOf('api'), 8080, '/cgi-bin/who'), (x) => x.ok, 30_000);
+    const called = await waitFor('client to reach api', () => h.call('client', h.addressOf('api')!, 8080, '/cgi-bin/who'), (x) => x.ok, 30_000);
     assert.match(called.out, /^replica=api-/m);
   });
 });
