@@ -78,7 +78,10 @@ export class Network {
     const { netns, veth, peer } = this.names(id);
     await this.detach(id);
     await command('ip', ['netns', 'add', netns]);
-    await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer]);
+    // The address's own MAC: a neighbour that still holds the address in its ARP cache (from a
+    // replica that held it before) reaches this one, not a MAC that is gone.
+    const mac = `0a:6b:${address.split('.').map((o) => Number(o).toString(16).padStart(2, '0')).join(':')}`;
+    await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer, 'address', mac]);
     await command('ip', ['link', 'set', peer, 'netns', netns]);
     await command('ip', ['link', 'set', veth, 'master', this.bridge, 'up']);
     await command('ip', ['-n', netns, 'link', 'set', peer, 'name', 'eth0']);

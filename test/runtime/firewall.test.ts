@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { RuncRuntime } from '../../src/runtime/runc.js';
+import { scopeOf, type RuncRuntime } from '../../src/runtime/runc.js';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
 import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
@@ -57,7 +57,7 @@ async function setup(rt: RuntimeKeel, work: string) {
    * printed, and how long the call itself took.
    */
   const call = async (from: string, address: string, port: number, path: string, gvc = 'web', org = 'acme') => {
-    const get = `printf 'GET ${path} HTTP/1.0\\r\\n\\r\\n' | nc -w 10 ${address} ${port}`;
+    const get = `printf 'GET ${path} HTTP/1.0\\r\\n\\r\\n' | nc -w 5 ${address} ${port}`;
     const r = await rt.cpln.run(['workload', 'exec', from, '--org', org, '--gvc', gvc, '--location', LOCATION, '--', 'sh', '-c', `read a _ < /proc/uptime; ${get}; echo "rc=$?"; read b _ < /proc/uptime; echo "uptime=$a..$b"`], { timeoutMs: 60_000 });
     const rc = Number(/rc=(\d+)/.exec(r.stdout)?.[1] ?? -1);
     // The wget's own duration, from the kernel's uptime (hundredths of a second) before and after it.
@@ -126,18 +126,18 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
   /** Waits until `from` reaches (or is refused by) the server; a refusal must come within REFUSED_WITHIN_MS. */
   const expectCall = async (from: string, to: string, allowed: boolean, fromGvc = 'web', fromOrg = 'acme', toGvc = 'web') => {
     const r = await waitFor(
-      `${fromOrg}/${fromGvc}/${from} to be ${allowed ? 'let through' : 'refused'} to ${to}`,
+      `${fromOrg}/${fromGvc}/${from} (${h.addressOf(from, fromGvc, fromOrg)}) to be ${allowed ? 'let through' : 'refused'} to ${to} (${h.addressOf(to, toGvc)}) under ${(() => { try { return execFileSync('nft', ['list', 'set', 'ip', `keel-${scopeOf(rt.keel.config.dataDir)}`, 'inside'], { encoding: 'utf8' }).replace(/\s+/g, ' '); } catch (err) { return String(err); } })()}`,
       async () => {
         const address = h.addressOf(to, toGvc);
-        return address ? h.call(from, address, 8080, '/cgi-bin/who', fromGvc, fromOrg) : undefined;
+        return address ? h.call(from, address, 8080, '/cgi-bin/who', fromGvc, fromOrg) : { ok: false, out: `${to} has no single ready replica: ${JSON.stringify((rt.keel.app.core.runtime as unknown as RuncRuntime).replicasOf({ org: 'acme', gvc: toGvc, workload: to, location: LOCATION }))}`, ms: NaN };
       },
-      (x) => x !== undefined && (allowed ? x.ok : REFUSED.test(x.out)),
+      (x) => (allowed ? x.ok : REFUSED.test(x.out)),
       30_000,
     );
-    if (allowed) assert.match(r!.out, new RegExp(`replica=${to}-`));
+    if (allowed) assert.match(r.out, new RegExp(`replica=${to}-`));
     else {
-      assert.match(r!.out, REFUSED);
-      assert.ok(r!.ms < REFUSED_WITHIN_MS, `refused after ${r!.ms} ms: ${r!.out}`);
+      assert.match(r.out, REFUSED);
+      assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
     }
   };
 
