@@ -28,7 +28,12 @@ interface External {
   headers: Array<{ key: string; allowed?: RegExp[]; blocked?: RegExp[] }>;
   allowed: string[];
   blocked: string[];
+  /** Addresses already decided: undefined (admitted), or which list refuses them. Few clients make most requests. */
+  verdicts: Map<string, 'blocked' | 'not-allowed' | undefined>;
 }
+
+/** Addresses remembered per workload's rules; past it, the memory starts over. */
+const VERDICTS_MAX = 1024;
 
 /** Compiled external rules, by the firewallConfig object they came from (a spec is never changed in place). */
 const compiled = new WeakMap<object, External>();
@@ -85,7 +90,7 @@ function external(config: Record<string, any> | undefined): External {
       allowed: Array.isArray(f.allowedValues) && f.allowedValues.length ? f.allowedValues.map(String).map(pattern) : undefined,
       blocked: Array.isArray(f.blockedValues) && f.blockedValues.length ? f.blockedValues.map(String).map(pattern) : undefined,
     }));
-  rules = { allow: allow.list, block: block.list, headers, allowed: allow.kept, blocked: block.kept };
+  rules = { allow: allow.list, block: block.list, headers, allowed: allow.kept, blocked: block.kept, verdicts: new Map() };
   compiled.set(key, rules);
   return rules;
 }
@@ -105,8 +110,14 @@ export function externalRefusal(config: Record<string, any> | undefined, client:
   const { address, type } = plain(client);
   const open = `open it with spec.firewallConfig.external.inboundAllowCIDR (KEEL_FIREWALL=open opens every endpoint)`;
   if (!address) return `${workload}'s firewall admits no client whose address is unknown`;
-  if (rules.block.check(address, type)) return `${workload}'s firewall blocks ${address} (spec.firewallConfig.external.inboundBlockedCIDR)`;
-  if (!rules.allow.check(address, type)) return `${workload}'s firewall does not admit external traffic from ${address}: ${open}`;
+  let verdict = rules.verdicts.get(address);
+  if (verdict === undefined && !rules.verdicts.has(address)) {
+    verdict = rules.block.check(address, type) ? 'blocked' : rules.allow.check(address, type) ? undefined : 'not-allowed';
+    if (rules.verdicts.size >= VERDICTS_MAX) rules.verdicts.clear();
+    rules.verdicts.set(address, verdict);
+  }
+  if (verdict === 'blocked') return `${workload}'s firewall blocks ${address} (spec.firewallConfig.external.inboundBlockedCIDR)`;
+  if (verdict === 'not-allowed') return `${workload}'s firewall does not admit external traffic from ${address}: ${open}`;
   for (const filter of rules.headers) {
     const raw = headers[filter.key];
     const values = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
