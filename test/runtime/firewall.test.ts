@@ -241,6 +241,20 @@ for (const proxy of ['keel', 'haproxy'] as const) {
       await both(403, { 'x-forwarded-for': '10.1.2.3', 'x-keel-client': '10.1.2.3', 'x-real-ip': '10.1.2.3' });
     });
 
+    test("a custom domain routed to the workload gets the workload's firewall", async () => {
+      await h.apply(workload('api', image, { external: { inboundAllowCIDR: ['10.0.0.0/8'] } }));
+      await waitFor('the rule to hold', () => rt.get('/cgi-bin/who', host), (r) => r.status === 403, 30_000);
+      const file = join(work, 'domain.json');
+      writeFileSync(file, JSON.stringify({ kind: 'domain', name: 'fw.example.com', spec: { ports: [{ number: 443, routes: [{ prefix: '/', workloadLink: '//gvc/web/workload/api' }] }] } }));
+      await rt.run(['apply', '--file', file]);
+      const refused = await waitFor('the domain to be routed', () => rt.get('/cgi-bin/who', 'fw.example.com'), (r) => r.status !== 404, 30_000);
+      assert.equal(refused.status, 403, refused.body);
+      assert.match(JSON.parse(refused.body).message, /workload 'api' of GVC 'web'.s firewall does not admit external traffic from 127\.0\.0\.1/);
+      await h.apply(workload('api', image, { external: { inboundAllowCIDR: ['127.0.0.1'] } }));
+      const served = await waitFor('the domain to serve', () => rt.get('/cgi-bin/who', 'fw.example.com'), (r) => r.status === 200, 30_000);
+      assert.match(served.body, /^replica=api-/m);
+    });
+
     test('inboundBlockedCIDR wins over the allowed ones', async () => {
       await h.apply(workload('api', image, { external: { inboundAllowCIDR: ['0.0.0.0/0'], inboundBlockedCIDR: ['127.0.0.0/8'] } }));
       await both(403, {}, /firewall blocks .*inboundBlockedCIDR/);
