@@ -221,6 +221,8 @@ export async function benchRuntime(): Promise<Section> {
       type: 'standard',
       containers: [{ name: 'web', image, cpu, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 1 } }],
       defaultOptions: { autoscaling: { minScale, maxScale: minScale } },
+      // External inbound is closed by default, as hosted: the bench's client is admitted by its rule.
+      firewallConfig: { external: { inboundAllowCIDR: ['0.0.0.0/0'] } },
     });
     // Apply → first 200, one workload at a time.
     const firsts: number[] = [];
@@ -266,6 +268,7 @@ export async function benchRuntime(): Promise<Section> {
       type: 'standard',
       containers: [{ name: 'web', image: nodeImage, cpu: '2000m', memory: '512Mi', ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 1 } }],
       defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } },
+      firewallConfig: { external: { inboundAllowCIDR: ['0.0.0.0/0'] } },
     };
     await keel.call('POST', `/org/${org}/gvc/bench/workload`, { name: 'echo', spec: echo });
     let address = '';

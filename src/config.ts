@@ -98,6 +98,8 @@ export interface Config {
   ingressMaxConnections: number;
   /** What serves the ingress port (KEEL_INGRESS_PROXY): Keel's own ingress, or HAProxy in front of it. */
   ingressProxy: 'keel' | 'haproxy';
+  /** Whether workloads' firewallConfig is applied with KEEL_RUNTIME=runc (KEEL_FIREWALL): enforce, or open for demos. */
+  firewall: 'enforce' | 'open';
   /** The private IPv4 range replicas' network namespaces take addresses from (KEEL_RUNTIME_SUBNET). */
   runtimeSubnet: string;
   /** Terminal sessions (exec, connect, cp) one principal may have open at once on one process. */
@@ -288,6 +290,7 @@ export const OPTIONS: Option[] = [
   option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
   option('ingressMaxConnections', 'KEEL_INGRESS_MAX_CONNECTIONS', '--ingress-max-connections', whole(1, 1_000_000), "client connections the ingress keeps open at once with --runtime runc; more are closed as they come, so workload traffic cannot take the file descriptors Keel's API needs"),
   option('ingressProxy', 'KEEL_INGRESS_PROXY', '--ingress-proxy', oneOf(['keel', 'haproxy']) as Parser<Config['ingressProxy']>, "with --runtime runc: keel (Keel's own ingress serves every request) or haproxy (HAProxy, started by Keel, sends workload endpoints' traffic straight to ready replicas and the rest to Keel's ingress; see docs/runtime.md)"),
+  option('firewall', 'KEEL_FIREWALL', '--firewall', oneOf(['enforce', 'open']) as Parser<Config['firewall']>, "with --runtime runc: enforce (workloads' firewallConfig holds, as hosted: external inbound closed until inboundAllowCIDR opens it) or open (every endpoint open to every client and replica of the same org, for demos; another org's replicas stay unreachable; see docs/runtime.md)"),
   option('runtimeSubnet', 'KEEL_RUNTIME_SUBNET', '--runtime-subnet', subnet, "private IPv4 range for replicas' network namespaces with --runtime runc"),
   option('terminalSessionsPerPrincipal', 'KEEL_TERMINAL_SESSIONS_PER_PRINCIPAL', '--terminal-sessions-per-principal', whole(1, 100_000), 'open terminal sessions (exec, connect, cp) per principal with --runtime runc; more are refused'),
   option('maxTerminalSessions', 'KEEL_MAX_TERMINAL_SESSIONS', '--max-terminal-sessions', whole(1, 1_000_000), 'open terminal sessions (exec, connect, cp) of all principals together with --runtime runc; more are refused'),
@@ -359,6 +362,7 @@ export const DEFAULTS: Config = {
   ingressPort: 8082,
   ingressMaxConnections: 4096,
   ingressProxy: 'keel',
+  firewall: 'enforce',
   runtimeSubnet: '10.213.0.0/16',
   terminalSessionsPerPrincipal: 20,
   maxTerminalSessions: 200,

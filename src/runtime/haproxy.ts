@@ -19,6 +19,10 @@ export interface FrontRoute {
   host: string;
   targets: string[];
   port: number;
+  /** The clients the workload's external firewall admits (IPv4 CIDRs); undefined: every client. */
+  firewall?: { allow: string[]; block: string[] };
+  /** The workload, as the firewall's refusal names it. */
+  workload: string;
 }
 
 export interface HaproxyOptions {
@@ -190,6 +194,7 @@ export class HaproxyFront {
         [
           `backend ${name}`,
           '  balance roundrobin',
+          ...refusals(r),
           ...FORWARDED,
           ...r.targets.map((t, j) => `  server r${j} ${t}:${r.port}`),
         ].join('\n'),
@@ -273,6 +278,22 @@ const FORWARDED = [
   '  http-request set-header X-Forwarded-Host %[req.hdr(host)]',
   '  http-request set-header X-Forwarded-Proto http',
 ];
+
+/**
+ * The firewall's refusal, as Keel's ingress answers it (firewall.ts): a 403 unless the client's
+ * address is in the allowed CIDRs and not in the blocked ones.
+ */
+function refusals(r: FrontRoute): string[] {
+  if (!r.firewall) return [];
+  const { allow, block } = r.firewall;
+  const answer = (message: string) => `  http-request return status 403 content-type application/json lf-string "${JSON.stringify({ status: 403, message }).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/%/g, '%%')}"`;
+  const open = 'open it with spec.firewallConfig.external.inboundAllowCIDR (KEEL_FIREWALL=open opens every endpoint)';
+  const lines: string[] = [];
+  if (block.length) lines.push(`  acl blocked src ${block.join(' ')}`, `${answer(`${r.workload}'s firewall blocks this client (spec.firewallConfig.external.inboundBlockedCIDR)`)} if blocked`);
+  if (allow.length) lines.push(`  acl allowed src ${allow.join(' ')}`, `${answer(`${r.workload}'s firewall does not admit external traffic from this client: ${open}`)} if !allowed`);
+  else lines.push(answer(`${r.workload}'s firewall does not admit external traffic from this client: ${open}`));
+  return lines;
+}
 
 /**
  * HAProxy's own answers to requests it read (no replica answered, or not in time), as JSON error

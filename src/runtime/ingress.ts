@@ -6,10 +6,11 @@
 // an Upgrade (WebSocket) becomes a byte pipe to the replica. It measures each deployment's traffic
 // (requests in flight, requests a second) for autoscaling, and holds a request for a deployment
 // with no ready replica that may wake (one scaled to zero) until a replica is ready.
-import { Agent, createServer, request, type ClientRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Agent, STATUS_CODES, createServer, request, type ClientRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { externalRefusal, type FirewallMode } from './firewall.js';
 
 /** Where a request goes (and the headers its route sets), why it cannot go anywhere, or undefined: nothing is served at that host or path. */
 export type Route = (
@@ -25,6 +26,8 @@ export type Route = (
       headers?: Record<string, string>;
       /** How long a request may wait for a ready replica (0: a 503 at once). */
       holdMs: number;
+      /** The workload's firewallConfig, checked against the client (firewall.ts), and the workload's name for the refusal. */
+      firewall: { config?: Record<string, any>; workload: string };
     }
   | { status: number; message: string }
   | undefined;
@@ -42,6 +45,8 @@ export interface IngressBounds {
    * `x-keel-client` header HAProxy sets, not the socket's peer.
    */
   behindProxy?: boolean;
+  /** `open`: workloads' external firewalls are not applied (KEEL_FIREWALL). */
+  firewall?: FirewallMode;
 }
 
 /** The header HAProxy names the client's address in, to Keel's ingress behind it. */
@@ -172,6 +177,10 @@ export class Ingress {
     const route = this.route(host, req.url ?? '/', hostname);
     if (route && 'status' in route) return { status: route.status, message: route.message };
     if (!route) return { status: 404, message: `no workload is served at host '${req.headers.host ?? ''}' or path ${req.url}: use the workload's endpoint (Host WORKLOAD-GVCALIAS.localhost) or /-workload/ORG/GVC/WORKLOAD/…` };
+    if (this.bounds.firewall !== 'open') {
+      const refusal = externalRefusal(route.firewall.config, clientOf(req, this.bounds.behindProxy), req.headers, route.firewall.workload);
+      if (refusal) return { status: 403, message: refusal };
+    }
     if (route.targets.length === 0) return { key: route.key, status: 503, message: 'no replica of the workload is ready', hold: route.holdMs };
     const key = `${host}|${route.targets.join(',')}`;
     const turn = this.turns.get(key) ?? 0;
@@ -276,7 +285,7 @@ export class Ingress {
     socket.on('error', () => undefined);
     const target = this.pick(req);
     if ('status' in target) {
-      socket.end(`HTTP/1.1 ${target.status} ${target.status === 404 ? 'Not Found' : 'Service Unavailable'}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ status: target.status, message: target.message })}`);
+      socket.end(`HTTP/1.1 ${target.status} ${STATUS_CODES[target.status]}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ status: target.status, message: target.message })}`);
       return;
     }
     const upstream = connect({ host: target.address, port: target.port }, () => {
@@ -366,8 +375,13 @@ const PROXY_HEADERS = new Set(['x-forwarded-for', 'x-forwarded-host', 'x-forward
  * peer's address, never one the client made up.
  */
 function proxyHeaders(req: IncomingMessage, behindProxy = false): string[] {
-  const from = (behindProxy ? (req.headers[CLIENT_HEADER] as string | undefined) : req.socket.remoteAddress) ?? '';
+  const from = clientOf(req, behindProxy);
   return ['x-forwarded-for', from, 'x-forwarded-host', req.headers.host ?? '', 'x-forwarded-proto', 'http'];
+}
+
+/** The client's address: the connection's peer, or behind HAProxy the one it names (it drops any the client sent). */
+function clientOf(req: IncomingMessage, behindProxy = false): string {
+  return (behindProxy ? (req.headers[CLIENT_HEADER] as string | undefined) : req.socket.remoteAddress) ?? '';
 }
 
 /**

@@ -1,8 +1,7 @@
 // Replica networking: one Linux bridge per Keel data directory (`kb` and its scope), holding the first address of
 // KEEL_RUNTIME_SUBNET (the host's side: Keel's ingress and probes reach replicas through it), and
 // one network namespace per replica, joined to the bridge by a veth pair, with the next free
-// address. Nothing is routed or masqueraded beyond the bridge: replicas reach each other and this
-// host, not the outside world.
+// address. What replicas reach, of each other and beyond the bridge, is the firewall's (firewall.ts).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { command, quietly } from './command.js';
@@ -46,6 +45,8 @@ export class Network {
     this.ready ??= (async () => {
       if (!existsSync(`/sys/class/net/${this.bridge}`)) await command('ip', ['link', 'add', this.bridge, 'type', 'bridge']);
       await quietly('ip', ['addr', 'add', `${this.gateway}/${this.subnet.bits}`, 'dev', this.bridge]);
+      // Frames between replicas meet the ip hooks, where the firewall's rules are (firewall.ts).
+      await command('ip', ['link', 'set', 'dev', this.bridge, 'type', 'bridge', 'nf_call_iptables', '1']);
       await command('ip', ['link', 'set', this.bridge, 'up']);
     })();
     this.ready.catch(() => (this.ready = undefined));
@@ -77,7 +78,10 @@ export class Network {
     const { netns, veth, peer } = this.names(id);
     await this.detach(id);
     await command('ip', ['netns', 'add', netns]);
-    await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer]);
+    // The address's own MAC: a neighbour that still holds the address in its ARP cache (from a
+    // replica that held it before) reaches this one, not a MAC that is gone.
+    const mac = `0a:6b:${address.split('.').map((o) => Number(o).toString(16).padStart(2, '0')).join(':')}`;
+    await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer, 'address', mac]);
     await command('ip', ['link', 'set', peer, 'netns', netns]);
     await command('ip', ['link', 'set', veth, 'master', this.bridge, 'up']);
     await command('ip', ['-n', netns, 'link', 'set', peer, 'name', 'eth0']);

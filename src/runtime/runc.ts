@@ -25,10 +25,12 @@ import { command, CommandError, quietly, underUsualUmask } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
+import { KernelFirewall, frontRules, type FirewallMode } from './firewall.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
 import { Network, parseSubnet } from './network.js';
+import type { Peer } from './peers.js';
 import { Output } from './output.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import { prepareVolumes, VolumeError, volumeSetDir, volumeSetsIn } from './volumes.js';
@@ -42,6 +44,8 @@ export interface RuncOptions {
   ingressMaxConnections?: number;
   /** What serves the ingress port: Keel's own ingress, or HAProxy in front of it (haproxy.ts). */
   ingressProxy?: 'keel' | 'haproxy';
+  /** Whether workloads' firewallConfig is applied (firewall.ts); default enforce. */
+  firewall?: FirewallMode;
   store: Store;
   /** Decides, as for any request, whether a workload's identity may reveal a secret it mounts. */
   auth: Authorizer;
@@ -155,6 +159,7 @@ export class RuncRuntime implements Runtime {
   private readonly blobs: BlobStore;
   readonly ingress: Ingress;
   private readonly front?: HaproxyFront;
+  private readonly firewall: KernelFirewall;
   private readonly domains = new DomainRoutes();
   /** Replicas by deployment, then by name. */
   private readonly deployments = new Map<string, Map<string, Replica>>();
@@ -193,8 +198,16 @@ export class RuncRuntime implements Runtime {
         const ref = this.waking.get(id)?.ref;
         if (ref) for (const listener of this.listeners) listener(ref);
       },
-      { maxConnections: options.ingressMaxConnections, behindProxy: options.ingressProxy === 'haproxy' },
+      { maxConnections: options.ingressMaxConnections, behindProxy: options.ingressProxy === 'haproxy', firewall: options.firewall },
     );
+    this.firewall = new KernelFirewall({
+      scope: this.scope,
+      bridge: this.network.bridge,
+      subnet: options.subnet,
+      mode: options.firewall ?? 'enforce',
+      dir: this.dir,
+      onError: (err) => options.onError(err, 'the firewall (nftables)'),
+    });
     if (options.ingressProxy === 'haproxy') {
       const dir = join(this.dir, 'haproxy');
       this.front = new HaproxyFront({
@@ -253,14 +266,17 @@ export class RuncRuntime implements Runtime {
   async start(): Promise<void> {
     // Said at start rather than on the first workload: network namespaces, mounts and runc need root.
     if (process.getuid?.() !== 0) throw new Error('KEEL_RUNTIME=runc needs root (network namespaces, overlay mounts and runc); run Keel as root or use KEEL_RUNTIME=simulated');
-    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ['mkfs.ext4', '-V'], ['mkfifo', '--version'], ...(this.front ? [['haproxy', '-v']] : [])]) {
+    for (const [tool, flag] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ['mkfs.ext4', '-V'], ['mkfifo', '--version'], ['nft', '--version'], ...(this.front ? [['haproxy', '-v']] : [])]) {
       await command(tool, [flag]).catch(() => {
-        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2 e2fsprogs coreutils${this.front ? ' haproxy' : ''})`);
+        throw new Error(`KEEL_RUNTIME=runc needs ${tool} on the PATH (Debian: apt-get install runc umoci iproute2 e2fsprogs coreutils nftables${this.front ? ' haproxy' : ''})`);
       });
     }
     mkdirSync(join(this.dir, 'replicas'), { recursive: true });
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
+    // Rules a killed Keel left name addresses new replicas may take: none holds until rewritten.
+    this.firewall.refresh([]);
+    await this.firewall.settled();
     if (this.front) {
       // Only HAProxy reaches Keel's ingress, on a socket in a directory only root and HAProxy's group may enter.
       const socket = this.front.fallback;
@@ -282,6 +298,7 @@ export class RuncRuntime implements Runtime {
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
     for (const r of all) void this.remove(r);
     this.front?.changed();
+    this.firewall.refresh(this.peers());
     return Promise.all(this.removing);
   }
 
@@ -295,6 +312,7 @@ export class RuncRuntime implements Runtime {
     await this.output.stop();
     await this.front?.stop();
     await this.ingress.close();
+    await this.firewall.stop();
     if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
     await this.network.down();
     await this.lease.stop();
@@ -313,9 +331,11 @@ export class RuncRuntime implements Runtime {
       this.deployments.set(id, (replicas = new Map()));
     }
     const names = new Set(want.map((w) => w.name));
+    let touched = false;
     for (const [name, replica] of replicas) {
       if (names.has(name)) continue;
       replicas.delete(name);
+      touched = true;
       void this.remove(replica);
     }
     for (const w of want) {
@@ -328,9 +348,11 @@ export class RuncRuntime implements Runtime {
       if (current) void this.remove(current);
       const replica = this.create(deployment, w, current?.busy);
       replicas.set(w.name, replica);
+      touched = true;
     }
     if (replicas.size === 0) this.deployments.delete(id);
     this.front?.changed();
+    if (touched) this.firewall.refresh(this.peers());
     const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
     // A cron workload's runs come and go: they say nothing of whether the deployment is ready.
     const serving = states.filter((_, i) => !want[i].run);
@@ -709,12 +731,12 @@ export class RuncRuntime implements Runtime {
           return { status: 503, message: `domain '${domain.domain}' routes to workload '${workload}' of GVC '${gvc}', replica ${domain.replica} (${workload}-${domain.replica}), which is not running and ready` };
         }
         const port = domain.port ?? firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
-        return { key: id, targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers, holdMs };
+        return { key: id, targets: ready.map((r) => r.address!), port, path: domain.path, headers: domain.headers, holdMs, firewall: { config: spec.firewallConfig, workload: `workload '${workload}' of GVC '${gvc}'` } };
       }
       const ready = this.ready(replicas);
       const port = firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
       const rest = byPath ? m![4] || '/' : path;
-      return { key: id, targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}`, holdMs };
+      return { key: id, targets: ready.map((r) => r.address!), port, path: rest.startsWith('/') ? rest : `/${rest}`, holdMs, firewall: { config: spec.firewallConfig, workload: `workload '${ref.workload}' of GVC '${ref.gvc}'` } };
     }
     if (suspended) {
       const { workload, gvc } = suspended;
@@ -736,8 +758,12 @@ export class RuncRuntime implements Runtime {
       const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run && !r.removed);
       const targets = this.ready(replicas).map((r) => r.address!);
       if (targets.length === 0) continue;
-      const port = firstPort((replicas[0].want.spec.containers ?? []) as ContainerSpec[]) ?? 8080;
-      table.push({ key: id, host: `${ref.host}.localhost`, targets, port });
+      const spec = replicas[0].want.spec;
+      const port = firstPort((spec.containers ?? []) as ContainerSpec[]) ?? 8080;
+      // A workload whose firewall filters headers is served through Keel's ingress, which applies them.
+      const firewall = this.options.firewall === 'open' ? undefined : frontRules(spec.firewallConfig);
+      if (this.options.firewall !== 'open' && !firewall) continue;
+      table.push({ key: id, host: `${ref.host}.localhost`, targets, port, firewall, workload: `workload '${ref.workload}' of GVC '${ref.gvc}'` });
     }
     return table;
   }
@@ -765,7 +791,18 @@ export class RuncRuntime implements Runtime {
     // Requests held for the deployment go to the replica that became ready.
     this.ingress.retry(deploymentId(replica.ref));
     this.front?.changed();
+    this.firewall.refresh(this.peers());
     for (const listener of this.listeners) listener(replica.ref);
+  }
+
+  peers(): Peer[] {
+    const peers: Peer[] = [];
+    for (const replicas of this.deployments.values()) {
+      for (const r of replicas.values()) {
+        if (r.address && !r.removed) peers.push({ org: r.ref.org, gvc: r.ref.gvc, workload: r.ref.workload, replica: r.want.name, address: r.address, ready: this.stateOf(r).ready, spec: r.want.spec });
+      }
+    }
+    return peers;
   }
 
   /** A line of Keel's own about a replica, in its logs (after what `container` wrote before it). */

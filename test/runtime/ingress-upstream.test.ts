@@ -7,6 +7,9 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Ingress } from '../../src/runtime/ingress.js';
 
+/** The workload these suites send traffic to admits every client (the firewall is firewall.test.ts's). */
+const OPEN = { config: { external: { inboundAllowCIDR: ['0.0.0.0/0'] } }, workload: 'web' };
+
 describe("the ingress's connections to replicas", () => {
   let replica: Server;
   let ingress: Ingress;
@@ -38,7 +41,7 @@ describe("the ingress's connections to replicas", () => {
     });
     await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
     const port = (replica.address() as AddressInfo).port;
-    ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0 } : undefined));
+    ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0, firewall: OPEN } : undefined));
     await ingress.listen({ host: '127.0.0.1', port: 0 });
   });
   after(async () => {
@@ -132,7 +135,7 @@ describe('the ingress under many idle or slow clients', () => {
     replica = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('hello\n'));
     await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve));
     const port = (replica.address() as AddressInfo).port;
-    ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0 } : undefined), undefined, { maxConnections: 3, headersTimeoutMs: 300 });
+    ingress = new Ingress((host, path) => (host === 'web-gvc' ? { key: 'web', targets: ['127.0.0.1'], port, path, holdMs: 0, firewall: OPEN } : undefined), undefined, { maxConnections: 3, headersTimeoutMs: 300 });
     await ingress.listen({ host: '127.0.0.1', port: 0 });
   });
   after(async () => {

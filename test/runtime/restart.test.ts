@@ -26,7 +26,7 @@ for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with
 
   const start = async () => {
     const proc = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
-      env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: String(port), KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RUNTIME: 'runc', KEEL_INGRESS_PORT: String(ingressPort), KEEL_RUNTIME_SUBNET: subnet, KEEL_RECONCILE_SPEED: '100', KEEL_INGRESS_PROXY: proxy },
+      env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: String(port), KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RUNTIME: 'runc', KEEL_FIREWALL: 'open', KEEL_INGRESS_PORT: String(ingressPort), KEEL_RUNTIME_SUBNET: subnet, KEEL_RECONCILE_SPEED: '100', KEEL_INGRESS_PROXY: proxy },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     child = proc;

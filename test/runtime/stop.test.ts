@@ -74,7 +74,7 @@ describe('stopping Keel with replicas running under runc', { skip: runtimeMissin
       cwd: ROOT,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: String(port), KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RUNTIME: 'runc', KEEL_INGRESS_PORT: String(ingressPort), KEEL_INGRESS_PROXY: proxy, KEEL_RUNTIME_SUBNET: subnet, KEEL_RECONCILE_SPEED: '100', KEEL_DATABASE_URL: '' },
+      env: { ...process.env, KEEL_DATA_DIR: dataDir, KEEL_PORT: String(port), KEEL_AUDIT_PORT: '0', KEEL_HOST: '127.0.0.1', KEEL_LOG_LEVEL: 'info', KEEL_RUNTIME: 'runc', KEEL_FIREWALL: 'open', KEEL_INGRESS_PORT: String(ingressPort), KEEL_INGRESS_PROXY: proxy, KEEL_RUNTIME_SUBNET: subnet, KEEL_RECONCILE_SPEED: '100', KEEL_DATABASE_URL: '' },
     });
     started.push(child);
     let output = '';

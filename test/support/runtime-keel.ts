@@ -15,10 +15,11 @@ export const LOCATION = 'aws-us-east-2';
 /**
  * What the runtime suites run Keel with: replicas in runc, the ingress on a free port, this
  * process's own subnet. KEEL_TEST_INGRESS_PROXY=haproxy runs every suite with HAProxy in front of
- * the ingress (haproxy.test.ts always does).
+ * the ingress (haproxy.test.ts always does). The suites about something else than the firewall
+ * open it, as a demo would (KEEL_FIREWALL=open); Keel's default, enforce, is firewall.test.ts's.
  */
-export function runcSettings(ingressProxy: Config['ingressProxy'] = process.env.KEEL_TEST_INGRESS_PROXY === 'haproxy' ? 'haproxy' : 'keel'): Partial<Config> {
-  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, ingressProxy, runtimeSubnet: testSubnet() };
+export function runcSettings(ingressProxy: Config['ingressProxy'] = process.env.KEEL_TEST_INGRESS_PROXY === 'haproxy' ? 'haproxy' : 'keel', firewall: Config['firewall'] = 'open'): Partial<Config> {
+  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, ingressProxy, firewall, runtimeSubnet: testSubnet() };
 }
 
 export interface RuntimeKeel {

@@ -1,0 +1,4 @@
+// What the network modules (names, firewall) know of the replicas on the bridge.
+
+/** A replica as the network sees it: whose it is, where it is, whether it serves. */
+export interface Peer { org: string; gvc: string; workload: string; replica: string; address: string; ready: boolean; spec: Record<string, any> }
