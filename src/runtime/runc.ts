@@ -28,8 +28,10 @@ import { DomainRoutes } from './domains.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
+import { Names, resolvConf } from './names.js';
 import { Network, parseSubnet } from './network.js';
 import { Output } from './output.js';
+import type { Peer } from './peers.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import { prepareVolumes, VolumeError, volumeSetDir, volumeSetsIn } from './volumes.js';
 import type { Clock, Demand, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime, Wake } from './types.js';
@@ -147,6 +149,7 @@ export class RuncRuntime implements Runtime {
   private readonly dir: string;
   private readonly root: string;
   private readonly network: Network;
+  private readonly names: Names;
   /** What names this data directory's namespaces, cgroups and bridge on the host (scopeOf). */
   private readonly scope: string;
   private readonly images: Images;
@@ -178,6 +181,7 @@ export class RuncRuntime implements Runtime {
     this.root = join(this.dir, 'runc');
     this.scope = scopeOf(options.dataDir);
     this.network = new Network(parseSubnet(options.subnet), this.scope);
+    this.names = new Names(this.network.gateway, () => this.peers(), (err) => options.onError(err, 'the replicas\' DNS server'));
     this.blobs = options.blobs;
     this.output = new Output({
       bytesPerSecond: options.logBytesPerSecond,
@@ -279,6 +283,7 @@ export class RuncRuntime implements Runtime {
     this.suspended.clear();
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
     for (const r of all) void this.remove(r);
+    this.names.refresh();
     this.front?.changed();
     return Promise.all(this.removing);
   }
@@ -293,6 +298,7 @@ export class RuncRuntime implements Runtime {
     await this.output.stop();
     await this.front?.stop();
     await this.ingress.close();
+    await this.names.close();
     if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
     await this.network.down();
     await this.lease.stop();
@@ -328,6 +334,7 @@ export class RuncRuntime implements Runtime {
       replicas.set(w.name, replica);
     }
     if (replicas.size === 0) this.deployments.delete(id);
+    this.names.refresh();
     this.front?.changed();
     const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
     // A cron workload's runs come and go: they say nothing of whether the deployment is ready.
@@ -400,6 +407,11 @@ export class RuncRuntime implements Runtime {
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
+      await this.names.listen();
+      // Its queries are answered (by its org) from its first instant, before it is running or ready.
+      this.names.refresh();
+      const resolv = join(dir, 'resolv.conf');
+      writeFileSync(resolv, resolvConf(this.network.gateway, replica.ref.gvc));
       const port = firstPort(specs);
       for (const [i, c] of specs.entries()) {
         // Named by position, as runc's id: a container named `disk` or `volumes` must not meet the replica's own directories.
@@ -420,7 +432,7 @@ export class RuncRuntime implements Runtime {
           CPLN_REPLICA: replica.want.name,
           ...(port ? { PORT: String(port) } : {}),
         };
-        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name) })));
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name), resolvConf: resolv })));
         const output = join(bundle, 'output.fifo');
         await command('mkfifo', ['-m', '0600', output]);
         const container: Container = { name: c.name, spec: c, runcId, bundle, output, startedAt: Date.now(), exited: false, ready: false };
@@ -722,6 +734,17 @@ export class RuncRuntime implements Runtime {
     return undefined;
   }
 
+  /** Every replica with an address: whose it is, where, whether traffic may go to it (as the ingress decides). */
+  peers(): Peer[] {
+    const peers: Peer[] = [];
+    for (const replicas of this.deployments.values()) {
+      for (const r of replicas.values()) {
+        if (r.address) peers.push({ org: r.ref.org, gvc: r.ref.gvc, workload: r.ref.workload, replica: r.want.name, address: r.address, ready: this.stateOf(r).ready, spec: r.want.spec });
+      }
+    }
+    return peers;
+  }
+
   /** Of a deployment's replicas, those traffic may go to: ready, with an address. */
   private ready(replicas: Replica[]): Replica[] {
     return replicas.filter((r) => r.address && this.stateOf(r).ready);
@@ -762,6 +785,7 @@ export class RuncRuntime implements Runtime {
     replica.reported = now;
     // Requests held for the deployment go to the replica that became ready.
     this.ingress.retry(deploymentId(replica.ref));
+    this.names.refresh();
     this.front?.changed();
     for (const listener of this.listeners) listener(replica.ref);
   }
