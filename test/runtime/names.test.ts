@@ -112,8 +112,9 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
     assert.notEqual(across.code, 0);
     assert.match(across.stdout, /NXDOMAIN/);
     const wget = await fromWeb('wget', '-qO-', '-T', '5', 'http://secret.web.cpln.local:8080/');
+    // Busybox's static wget fails (with "bad address", or a crash in glibc's static resolver): no page either way.
     assert.notEqual(wget.code, 0);
-    assert.match(wget.stdout, /bad address/);
+    assert.doesNotMatch(wget.stdout, /secret/);
   });
 
   test('malformed, huge and flooding queries from a replica get FORMERR or nothing, and names keep resolving', async () => {
@@ -179,6 +180,7 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
     await rt.run(['workload', 'delete', 'api']);
     await waitFor('api.web.cpln.local to stop resolving', () => fromWeb('/bin/busybox', 'nslookup', 'api.web.cpln.local'), (r) => /NXDOMAIN/.test(r.stdout), 60_000);
     const gone = await fromWeb('wget', '-qO-', '-T', '5', 'http://api.web.cpln.local:8080/');
-    assert.match(gone.stdout, /bad address/);
+    assert.notEqual(gone.code, 0);
+    assert.doesNotMatch(gone.stdout, /api api-/);
   });
 });
