@@ -1,6 +1,7 @@
 // Name resolution inside a replica (KEEL_RUNTIME=runc): from a replica's network namespace,
 // sequential A queries for `WORKLOAD.GVC.cpln.local` to Keel's DNS server on the bridge's gateway
-// (p50/p99, one UDP socket, the host's node), and busybox nslookup run N times in one shell
+// (p50/p99, one UDP socket, the host's node, a query a millisecond after the last answer: under the
+// per-source rate), and busybox nslookup run N times in one shell
 // against the same loop running `true`, so that the difference is what a lookup costs a process
 // that resolves a name (start, query, answer). Needs root, runc, umoci and /bin/busybox.
 import { execFileSync } from 'node:child_process';
@@ -25,8 +26,10 @@ const q = Buffer.concat([Buffer.from([0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]), ...l
 const s = dgram.createSocket('udp4');
 const times = []; let i = 0, started = 0;
 s.on('message', (m) => { if ((m[3] & 15) !== 0 || m.readUInt16BE(6) < 1) { console.error('no answer'); process.exit(1); }
-  times.push(Number(process.hrtime.bigint() - started) / 1e3); next(); });
-function next() { if (i++ === count) { console.log(JSON.stringify(times)); process.exit(0); } started = process.hrtime.bigint(); s.send(q, 53, '${GATEWAY}'); }
+  clearTimeout(lost); times.push(Number(process.hrtime.bigint() - started) / 1e3); setTimeout(next, 1); });
+let lost;
+function next() { if (i++ === count) { console.log(JSON.stringify(times)); process.exit(0); } started = process.hrtime.bigint(); s.send(q, 53, '${GATEWAY}');
+  lost = setTimeout(() => { console.error('no answer within 2 s'); process.exit(1); }, 2000); }
 next();`;
 
 const quantile = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];

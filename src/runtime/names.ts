@@ -16,7 +16,7 @@ const TTL = 5;
 /** The largest query handled (a query is a few dozen bytes; EDNS ones a few more). */
 const MAX_PACKET = 4096;
 /** Queries one source may make in a second; past it they are dropped (the resolver retries). */
-const PER_SOURCE_PER_SECOND = 500;
+const PER_SOURCE_PER_SECOND = 1_000;
 /** Forwarded lookups under way at once, in all and per source; past it, SERVFAIL. */
 const FORWARDS_MAX = 64;
 const FORWARDS_PER_SOURCE = 8;

@@ -145,8 +145,8 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
       setTimeout(() => resolve(false), 5_000).unref();
     });
     assert.ok(closed, 'an oversized TCP query is cut off');
-    // A flood from a replica's own address (a script in its network namespace): 20 000 datagrams in a burst, garbage,
-    // oversized and real queries mixed, and 300 TCP connections left open. The replies are bounded by the per-source rate,
+    // A flood from a replica's own address (a script in its network namespace): 20 000 datagrams in a burst, mostly real
+    // queries with garbage and oversized ones mixed in, and 300 TCP connections left open. The replies are bounded by the per-source rate,
     // and another replica's lookups meanwhile still resolve.
     const namespaces = leftovers(rt.keel.config.dataDir).netns;
     assert.ok(namespaces.length > 0);
@@ -156,7 +156,7 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
       const q = Buffer.from('${query.toString('hex')}', 'hex'); const junk = Buffer.alloc(30, 0xee); const big = Buffer.alloc(9000, 1);
       const conns = []; for (let i = 0; i < 300; i++) { const c = net.connect(53, '${gateway()}'); c.on('error', () => {}); conns.push(c); }
       let sent = 0; const started = Date.now();
-      (function burst() { for (let i = 0; i < 500 && sent < 20000; i++, sent++) s.send(sent % 3 === 0 ? q : sent % 3 === 1 ? junk : big, 53, '${gateway()}');
+      (function burst() { for (let i = 0; i < 500 && sent < 20000; i++, sent++) s.send(sent % 100 === 99 ? big : sent % 4 === 3 ? junk : q, 53, '${gateway()}');
         if (sent < 20000) setImmediate(burst); else setTimeout(() => { console.log(JSON.stringify({ replies, ms: Date.now() - started })); process.exit(0); }, 1500); })();`;
     const flooding = new Promise<string>((resolve, reject) =>
       execFile('ip', ['netns', 'exec', namespaces[0], process.execPath, '-e', flood], { timeout: 60_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
@@ -165,7 +165,8 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
     assert.match(during.stdout, /^api api-/);
     const { replies: answered, ms } = JSON.parse(await flooding) as { replies: number; ms: number };
     console.log(`# flood: 20000 datagrams in ${ms} ms, ${answered} answered`);
-    assert.ok(answered <= 500 * (Math.ceil(ms / 1000) + 1), `replies ${answered} within the per-source rate`);
+    // About 15 000 of them are real queries; the rate lets at most 1 000 a second of them be answered.
+    assert.ok(answered <= 1_000 * (Math.ceil(ms / 1000) + 1), `replies ${answered} within the per-source rate`);
     assert.match((await fromWeb('wget', '-qO-', 'http://api.web.cpln.local:8080/')).stdout, /^api api-/);
   });
 
