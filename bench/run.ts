@@ -27,6 +27,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   registry: () => import('./registry.js').then((m) => m.benchRegistry()),
   runtime: () => import('./runtime.js').then((m) => m.benchRuntime()),
   firewall: () => import('./firewall.js').then((m) => m.benchFirewall()),
+  names: () => import('./names.js').then((m) => m.benchNames()),
   logflood: () => import('./logflood.js').then((m) => m.benchLogFlood()),
   startup: () => import('./startup.js').then((m) => m.benchStartup()),
   mcp: () => import('./mcp.js').then((m) => m.benchMcp()),

@@ -29,6 +29,7 @@ import { KernelFirewall, frontRules, type FirewallMode } from './firewall.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
+import { Names, resolvConf } from './names.js';
 import { Network, parseSubnet } from './network.js';
 import type { Peer } from './peers.js';
 import { Output } from './output.js';
@@ -153,6 +154,7 @@ export class RuncRuntime implements Runtime {
   private readonly dir: string;
   private readonly root: string;
   private readonly network: Network;
+  private readonly names: Names;
   /** What names this data directory's namespaces, cgroups and bridge on the host (scopeOf). */
   private readonly scope: string;
   private readonly images: Images;
@@ -185,6 +187,7 @@ export class RuncRuntime implements Runtime {
     this.root = join(this.dir, 'runc');
     this.scope = scopeOf(options.dataDir);
     this.network = new Network(parseSubnet(options.subnet), this.scope);
+    this.names = new Names(this.network.gateway, () => this.peers(), (err) => options.onError(err, 'the replicas\' DNS server'));
     this.blobs = options.blobs;
     this.output = new Output({
       bytesPerSecond: options.logBytesPerSecond,
@@ -297,6 +300,7 @@ export class RuncRuntime implements Runtime {
     this.suspended.clear();
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
     for (const r of all) void this.remove(r);
+    this.names.refresh();
     this.front?.changed();
     this.firewall.refresh(this.peers());
     return Promise.all(this.removing);
@@ -313,6 +317,7 @@ export class RuncRuntime implements Runtime {
     await this.front?.stop();
     await this.ingress.close();
     await this.firewall.stop();
+    await this.names.close();
     if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
     await this.network.down();
     await this.lease.stop();
@@ -351,6 +356,7 @@ export class RuncRuntime implements Runtime {
       touched = true;
     }
     if (replicas.size === 0) this.deployments.delete(id);
+    this.names.refresh();
     this.front?.changed();
     if (touched) this.firewall.refresh(this.peers());
     const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
@@ -424,6 +430,11 @@ export class RuncRuntime implements Runtime {
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
+      await this.names.listen();
+      // Its queries are answered (by its org) from its first instant, before it is running or ready.
+      this.names.refresh();
+      const resolv = join(dir, 'resolv.conf');
+      writeFileSync(resolv, resolvConf(this.network.gateway, replica.ref.gvc));
       const port = firstPort(specs);
       for (const [i, c] of specs.entries()) {
         // Named by position, as runc's id: a container named `disk` or `volumes` must not meet the replica's own directories.
@@ -444,7 +455,7 @@ export class RuncRuntime implements Runtime {
           CPLN_REPLICA: replica.want.name,
           ...(port ? { PORT: String(port) } : {}),
         };
-        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name) })));
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name), resolvConf: resolv })));
         const output = join(bundle, 'output.fifo');
         await command('mkfifo', ['-m', '0600', output]);
         const container: Container = { name: c.name, spec: c, runcId, bundle, output, startedAt: Date.now(), exited: false, ready: false };
@@ -790,11 +801,13 @@ export class RuncRuntime implements Runtime {
     replica.reported = now;
     // Requests held for the deployment go to the replica that became ready.
     this.ingress.retry(deploymentId(replica.ref));
+    this.names.refresh();
     this.front?.changed();
     this.firewall.refresh(this.peers());
     for (const listener of this.listeners) listener(replica.ref);
   }
 
+  /** Every replica with an address, not being removed: whose it is, where, whether traffic may go to it (as the ingress decides). */
   peers(): Peer[] {
     const peers: Peer[] = [];
     for (const replicas of this.deployments.values()) {

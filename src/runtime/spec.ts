@@ -49,6 +49,8 @@ export interface SpecInput {
   env: Record<string, string>;
   /** The container's volumes: host directories of the replica's, mounted last so that one under /tmp lands on its tmpfs. */
   mounts?: BindMount[];
+  /** The replica's /etc/resolv.conf on the host (names.ts), mounted read-only over the image's. */
+  resolvConf?: string;
 }
 
 /** The process a container runs: `command` replaces the image's entrypoint and `args` its cmd, as Kubernetes does. */
@@ -95,6 +97,7 @@ export function ociSpec(input: SpecInput): Record<string, unknown> {
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+      ...(input.resolvConf ? [{ destination: '/etc/resolv.conf', type: 'bind', source: input.resolvConf, options: ['rbind', 'rprivate', 'nosuid', 'nodev', 'noexec', 'ro'] }] : []),
       ...(input.mounts ?? []).map((m) => ({
         destination: m.destination,
         type: 'bind',
