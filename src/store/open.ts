@@ -17,7 +17,7 @@ export function describeStore(location: StoreLocation): string {
   return location.dialect === 'sqlite' ? `SQLite ${location.file}` : `PostgreSQL ${maskedUrl(location.url)}`;
 }
 
-export async function openStore(options: { databaseUrl?: string; dataDir: string }): Promise<Store> {
+export async function openStore(options: { databaseUrl?: string; dataDir: string; readCacheItems?: number }): Promise<Store> {
   const location = storeLocation(options);
-  return location.dialect === 'postgres' ? PostgresStore.open(location.url) : new SqliteStore(location.file);
+  return location.dialect === 'postgres' ? PostgresStore.open(location.url, { cacheItems: options.readCacheItems }) : new SqliteStore(location.file);
 }
