@@ -33,6 +33,9 @@ interface CatchUpRow {
   waiting: string;
 }
 
+/** The kinds the authorizer reads (auth/policies.ts), and the org item itself. */
+const AUTH_KINDS = new Set(['org', 'policy', 'group', 'user', 'serviceaccount']);
+
 const itemId = (k: { org: string; kind: string; gvc: string; name: string }) => `${k.org}\u0000${k.kind}\u0000${k.gvc}\u0000${k.name}`;
 
 /**
@@ -50,6 +53,11 @@ export class ReadCache {
   private readonly keys = new Map<string, KeyRecord | null>();
   /** The position whose state the entries are; -1 before the first catch-up and after a failed one. */
   private applied = -1;
+  /** Counts clears: a mark from before one never equals a mark from after. */
+  private resets = 0;
+  /** Changes applied to each org's authorization data (AUTH_KINDS), and to any key. */
+  private readonly orgChanges = new Map<string, number>();
+  private keyChanges = 0;
   private running = false;
   /** Reads waiting for the next catch-up. */
   private waiting: Array<(ok: boolean) => void> = [];
@@ -99,10 +107,21 @@ export class ReadCache {
     return record;
   }
 
+  /**
+   * Resolves once a catch-up sent after the call is applied: a mark of the org's authorization data
+   * (policies, groups, users, service accounts, the org) and of the keys at that position; two
+   * equal marks mean none of it changed between them. Undefined when the catch-up failed.
+   */
+  async accessMark(org: string): Promise<string | undefined> {
+    if (!(await this.current())) return undefined;
+    return `${this.resets}:${this.orgChanges.get(org) ?? 0}:${this.keyChanges}`;
+  }
+
   /** Drops everything (the stored state was replaced, or the cache can no longer prove what it holds). */
   clear(): void {
     this.items.clear();
     this.keys.clear();
+    this.resets++;
     this.applied = -1;
   }
 
@@ -156,11 +175,16 @@ export class ReadCache {
         return true;
       }
       for (const row of rows) {
-        if (row.org !== null) this.items.delete(itemId(row as { org: string; kind: string; gvc: string; name: string }));
-        else if (row.key_name !== null) this.keys.delete(row.key_name);
-        else if (row.change !== null) {
+        if (row.org !== null) {
+          this.items.delete(itemId(row as { org: string; kind: string; gvc: string; name: string }));
+          if (AUTH_KINDS.has(row.kind!)) this.orgChanges.set(row.org, (this.orgChanges.get(row.org) ?? 0) + 1);
+        } else if (row.key_name !== null) {
+          this.keys.delete(row.key_name);
+          this.keyChanges++;
+        } else if (row.change !== null) {
           this.items.clear();
           this.keys.clear();
+          this.resets++;
         }
       }
       this.applied = position;

@@ -238,6 +238,10 @@ export class PostgresStore implements Store {
     return this.cache.findKey(keyName, () => this.loadKey(keyName));
   }
 
+  accessMark(org: string): Promise<string | undefined> {
+    return this.cache.accessMark(org);
+  }
+
   private async loadKey(keyName: string): Promise<KeyRecord | undefined> {
     const { rows } = await this.reads.query(prepared('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]));
     const row = rows[0];
