@@ -1,10 +1,12 @@
 import type pg from 'pg';
 import { fromRow, RESOURCE_COLUMNS, type ResourceRow } from '../rows.js';
 import { prepared } from './statements.js';
-import type { ItemKey, KeyRecord, StoredItem } from '../types.js';
+import type { AtPosition, ItemKey, KeyRecord, StoredItem } from '../types.js';
 
 /** More changes than this since the cache's position: dropping everything is cheaper than applying them. */
 const CATCH_UP_LIMIT = 5000;
+/** Orgs whose chain position each catch-up reads at most. */
+const TRACKED_ORGS = 1000;
 /** Changes the feed table keeps behind the newest; a cache further behind starts again from nothing. */
 const KEEP_CHANGES = 100_000;
 const PRUNE_EVERY_MS = 10_000;
@@ -14,7 +16,9 @@ const PRUNE_EVERY_MS = 10_000;
  * they are applied the cache holds exactly what the database held at that position.
  */
 const CATCH_UP = `SELECT e.n, e.pruned, c.n AS change, c.org, c.kind, c.gvc, c.name, c.key_name,
-  (SELECT count(*) FROM keel_cache_changes WHERE n > $1) AS waiting
+  (SELECT count(*) FROM keel_cache_changes WHERE n > $1) AS waiting,
+  (SELECT json_object_agg(org, last_seq) FROM audit_heads WHERE org = ANY($2)) AS heads,
+  (SELECT array_agg(DISTINCT org) FROM audit_pending WHERE org = ANY($2)) AS busy
   FROM keel_cache_epoch e LEFT JOIN LATERAL (SELECT * FROM keel_cache_changes WHERE n > $1 ORDER BY n LIMIT ${CATCH_UP_LIMIT}) c ON true`;
 const LOAD_ITEM = `SELECT e.n AS keel_cache_n, ${RESOURCE_COLUMNS} FROM keel_cache_epoch e
   LEFT JOIN resources r ON r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4`;
@@ -31,6 +35,8 @@ interface CatchUpRow {
   name: string | null;
   key_name: string | null;
   waiting: string;
+  heads: Record<string, number | string> | null;
+  busy: string[] | null;
 }
 
 /** The kinds the authorizer reads (auth/policies.ts), and the org item itself. */
@@ -58,6 +64,10 @@ export class ReadCache {
   /** Changes applied to each org's authorization data (AUTH_KINDS), and to any key. */
   private readonly orgChanges = new Map<string, number>();
   private keyChanges = 0;
+  /** Orgs whose chain position catch-ups read (those getAt was asked about). */
+  private readonly tracked = new Set<string>();
+  /** Each tracked org's chain position at `applied`, unless events of it were still pending then. */
+  private heads = new Map<string, number>();
   private running = false;
   /** Reads waiting for the next catch-up. */
   private waiting: Array<(ok: boolean) => void> = [];
@@ -95,6 +105,32 @@ export class ReadCache {
     return item;
   }
 
+  /**
+   * get() with the org's chain position (Store.getAt): from memory when the last catch-up found
+   * no event of the org pending, so that the head it read names exactly the state held.
+   */
+  async getAt(key: ItemKey, load: () => Promise<AtPosition<StoredItem | undefined>>): Promise<AtPosition<StoredItem | undefined>> {
+    if (!this.tracked.has(key.org) && this.tracked.size < TRACKED_ORGS) this.tracked.add(key.org);
+    if (!(await this.current())) return load();
+    const seq = this.heads.get(key.org);
+    if (seq === undefined) return load();
+    const id = itemId(key);
+    const held = this.items.get(id);
+    if (held !== undefined) {
+      this.items.delete(id);
+      this.items.set(id, held);
+      return { value: held === null ? undefined : structuredClone(held), seq };
+    }
+    const applied = this.applied;
+    const { rows } = await this.pool.query(prepared(LOAD_ITEM, [key.org, key.kind, key.gvc, key.name]));
+    const row = rows[0] as ResourceRow & { keel_cache_n: string };
+    // Only a read at exactly the position whose head we know is named by that head.
+    if (Number(row.keel_cache_n) !== applied || this.applied !== applied) return load();
+    const item = row.id === null ? undefined : fromRow(row);
+    this.hold(this.items, id, item ? structuredClone(item) : null);
+    return { value: item, seq };
+  }
+
   async findKey(keyName: string, load: () => Promise<KeyRecord | undefined>): Promise<KeyRecord | undefined> {
     if (!(await this.current())) return load();
     const held = this.keys.get(keyName);
@@ -122,6 +158,7 @@ export class ReadCache {
     this.items.clear();
     this.keys.clear();
     this.resets++;
+    this.heads = new Map();
     this.applied = -1;
   }
 
@@ -166,12 +203,16 @@ export class ReadCache {
   private async catchUp(): Promise<boolean> {
     try {
       const from = this.applied;
-      const { rows } = await this.pool.query<CatchUpRow>(prepared(CATCH_UP, [from]));
+      const orgs = [...this.tracked];
+      const { rows } = await this.pool.query<CatchUpRow>(prepared(CATCH_UP, [from, orgs]));
+      const busy = new Set(rows[0].busy ?? []);
+      const heads = new Map(orgs.filter((org) => !busy.has(org)).map((org) => [org, Number(rows[0].heads?.[org] ?? 0)]));
       const position = Number(rows[0].n);
       // Behind what the table still holds, or too far behind to apply: start from nothing.
       if (from < 0 || from < Number(rows[0].pruned) || Number(rows[0].waiting) > CATCH_UP_LIMIT || position < from) {
         this.clear();
         this.applied = position;
+        this.heads = heads;
         return true;
       }
       for (const row of rows) {
@@ -188,6 +229,7 @@ export class ReadCache {
         }
       }
       this.applied = position;
+      this.heads = heads;
       return true;
     } catch {
       this.clear();

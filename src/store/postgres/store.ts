@@ -149,6 +149,10 @@ export class PostgresStore implements Store {
   }
 
   async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
+    return this.cache.getAt(key, () => this.loadAt(key));
+  }
+
+  private async loadAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
     const values = [key.org, key.kind, key.gvc, key.name];
     const rows = await this.readAt(key.org, async (db) => (await db.query<PositionedRow>(prepared(GET_ITEM_AT, values))).rows);
     return { value: rows.value[0].id === null ? undefined : fromRow(rows.value[0]), seq: rows.seq };
