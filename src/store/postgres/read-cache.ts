@@ -52,7 +52,8 @@ const itemId = (k: { org: string; kind: string; gvc: string; name: string }) => 
  * since the cache's, and applies them; then an entry still held is the database's state at that
  * position or later. Nothing depends on a notice arriving: a cut connection or a restarted
  * database only makes catch-ups fail, and a read whose catch-up failed goes to the database while
- * the cache starts again from nothing.
+ * the cache starts again from nothing. Held items are shared between reads, as the SQLite store's
+ * are: callers must not change them.
  */
 export class ReadCache {
   private readonly items = new Map<string, StoredItem | null>();
@@ -95,13 +96,13 @@ export class ReadCache {
       // Map order is insertion order: a hit moves the entry to the back, away from eviction.
       this.items.delete(id);
       this.items.set(id, held);
-      return held === null ? undefined : structuredClone(held);
+      return held === null ? undefined : held;
     }
     const { rows } = await this.pool.query(prepared(LOAD_ITEM, [key.org, key.kind, key.gvc, key.name]));
     const row = rows[0] as ResourceRow & { keel_cache_n: string };
     const item = row.id === null ? undefined : fromRow(row);
     // Read at a position the cache has not passed: no change it applied since can make it stale.
-    if (Number(row.keel_cache_n) >= this.applied && this.applied >= 0) this.hold(this.items, id, item ? structuredClone(item) : null);
+    if (Number(row.keel_cache_n) >= this.applied && this.applied >= 0) this.hold(this.items, id, item ?? null);
     return item;
   }
 
@@ -119,7 +120,7 @@ export class ReadCache {
     if (held !== undefined) {
       this.items.delete(id);
       this.items.set(id, held);
-      return { value: held === null ? undefined : structuredClone(held), seq };
+      return { value: held === null ? undefined : held, seq };
     }
     const applied = this.applied;
     const { rows } = await this.pool.query(prepared(LOAD_ITEM, [key.org, key.kind, key.gvc, key.name]));
@@ -127,7 +128,7 @@ export class ReadCache {
     // Only a read at exactly the position whose head we know is named by that head.
     if (Number(row.keel_cache_n) !== applied || this.applied !== applied) return load();
     const item = row.id === null ? undefined : fromRow(row);
-    this.hold(this.items, id, item ? structuredClone(item) : null);
+    this.hold(this.items, id, item ?? null);
     return { value: item, seq };
   }
 
