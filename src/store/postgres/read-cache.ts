@@ -89,7 +89,7 @@ export class ReadCache {
   }
 
   async get(key: ItemKey, load: () => Promise<StoredItem | undefined>): Promise<StoredItem | undefined> {
-    if (!(await this.current())) return load();
+    if (this.capacity <= 0 || !(await this.current())) return load();
     const id = itemId(key);
     const held = this.items.get(id);
     if (held !== undefined) {
@@ -111,6 +111,7 @@ export class ReadCache {
    * no event of the org pending, so that the head it read names exactly the state held.
    */
   async getAt(key: ItemKey, load: () => Promise<AtPosition<StoredItem | undefined>>): Promise<AtPosition<StoredItem | undefined>> {
+    if (this.capacity <= 0) return load();
     if (!this.tracked.has(key.org) && this.tracked.size < TRACKED_ORGS) this.tracked.add(key.org);
     if (!(await this.current())) return load();
     const seq = this.heads.get(key.org);
@@ -133,7 +134,7 @@ export class ReadCache {
   }
 
   async findKey(keyName: string, load: () => Promise<KeyRecord | undefined>): Promise<KeyRecord | undefined> {
-    if (!(await this.current())) return load();
+    if (this.capacity <= 0 || !(await this.current())) return load();
     const held = this.keys.get(keyName);
     if (held !== undefined) return held === null ? undefined : { ...held };
     const { rows } = await this.pool.query(prepared(LOAD_KEY, [keyName]));
