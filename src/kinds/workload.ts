@@ -2,6 +2,7 @@ import { ApiError, type FieldError } from '../errors.js';
 import { parseQuantity } from './formats.js';
 import { CLOUD_SCHEMES, parseVolumeUri, volumePathProblem } from './volumeuri.js';
 import { defineKind, standardPermissions } from './define.js';
+import { wholeValueMatch } from '../linear-regexp.js';
 import { registryImage } from './registryimage.js';
 import { linksAt } from './references.js';
 import type { Reference, ReferenceContext } from './types.js';
@@ -325,6 +326,7 @@ export default defineKind({
       ]);
     }
     checkResources(containers, spec.type, (item.tags ?? {}) as Record<string, unknown>);
+    checkHeaderFilters(spec);
     const scaling = ((spec.defaultOptions ?? {}) as Record<string, unknown>).autoscaling as Record<string, unknown> | undefined;
     if (scaling && typeof scaling.minScale === 'number' && typeof scaling.maxScale === 'number' && scaling.minScale > scaling.maxScale) {
       throw ApiError.badRequest('spec.defaultOptions.autoscaling.minScale must not exceed maxScale', [
@@ -421,6 +423,26 @@ function imagesOf(spec: Record<string, any>): Array<{ image: string; path: strin
   const boot = spec.vm?.bootDisk?.source?.oci?.image;
   if (typeof boot === 'string') out.push({ image: boot, path: 'spec.vm.bootDisk.source.oci.image' });
   return out;
+}
+
+/** Header filters' values are regular expressions Keel runs in linear time (see linear-regexp.ts): one it cannot is refused. */
+function checkHeaderFilters(spec: Record<string, any>): void {
+  const filters = spec.firewallConfig?.external?.http?.inboundHeaderFilter;
+  const errors: FieldError[] = [];
+  (Array.isArray(filters) ? filters : []).forEach((f: Record<string, unknown>, i: number) => {
+    for (const field of ['allowedValues', 'blockedValues']) {
+      const values = f?.[field];
+      (Array.isArray(values) ? values : []).forEach((value: unknown, j: number) => {
+        if (typeof value !== 'string') return;
+        try {
+          wholeValueMatch(value);
+        } catch {
+          errors.push({ path: `spec.firewallConfig.external.http.inboundHeaderFilter[${i}].${field}[${j}]`, message: 'must be a regular expression without backreferences or lookaround (Keel matches header values in linear time)' });
+        }
+      });
+    }
+  });
+  if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
 }
 
 /** A workload runs only images of its own org's registry: one that names another org's is refused, whether it exists or not. */

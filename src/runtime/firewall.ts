@@ -17,6 +17,7 @@ import { writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import { parseLink } from '../resources/links.js';
+import { wholeValueMatch } from '../linear-regexp.js';
 import { command, quietly } from './command.js';
 import type { Peer } from './peers.js';
 
@@ -67,12 +68,15 @@ function blockList(cidrs: unknown): { list: BlockList; kept: string[] } {
   return { list, kept };
 }
 
-/** A header filter's value pattern: a regular expression matched against the whole value (a literal when it is none). */
+/**
+ * A header filter's value pattern: a regular expression matched against the whole value, in linear
+ * time (a literal when it is none: one stored before patterns were checked on write).
+ */
 function pattern(text: string): RegExp {
   try {
-    return new RegExp(`^(?:${text})$`);
+    return wholeValueMatch(text);
   } catch {
-    return new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+    return wholeValueMatch(text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
   }
 }
 

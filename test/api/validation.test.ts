@@ -37,6 +37,16 @@ forEachBackend('validation as the hosted API does it', (backend) => {
   });
   after(() => k.close());
 
+  test('header filters: a pattern Keel cannot match in linear time (a backreference, a lookaround) is refused naming it; a nested quantifier is fine', async () => {
+    const filters = (values: string[]) => ({ firewallConfig: { external: { http: { inboundHeaderFilter: [{ key: 'x-team', allowedValues: ['ok', ...values] }] } } } });
+    for (const bad of ['(a)\\1', '(?=a)a', '(?<!b)a']) {
+      refusedAt(await k.call('POST', WORKLOADS, workload('filtered', {}, filters([bad]))), 'spec.firewallConfig.external.http.inboundHeaderFilter[0].allowedValues[1]', /linear time/);
+    }
+    assert.equal((await k.call('GET', `${WORKLOADS}/filtered`)).status, 404, 'nothing was stored');
+    const created = await k.call('POST', WORKLOADS, workload('filtered', {}, filters(['(a+)+', 'team-[0-9]+'])));
+    assert.equal(created.status, 201, created.raw);
+  });
+
   test('CPU and memory: Kubernetes quantities, positive, above the floors, memory at most 8Mi per millicore', async () => {
     const cases: Array<[Record<string, unknown>, string, RegExp]> = [
       [{ cpu: 'lots' }, 'spec.containers[0].cpu', /'lots' is not a quantity: must be a positive CPU quantity .*50m/],
