@@ -25,6 +25,7 @@ import { command, CommandError, quietly, underUsualUmask } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
+import { containerEnvs, EnvError, firstPort } from './env.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
@@ -120,6 +121,8 @@ interface Replica {
 const TICK_MS = 200;
 const BACKOFF_FIRST_MS = 1_000;
 const BACKOFF_MAX_MS = 300_000;
+/** The longest wait of a replica refused a secret or a volume before it tries again. */
+const GRANT_RETRY_MS = 5_000;
 /** A replica that ran this long before exiting starts its back-off over. */
 const BACKOFF_RESET_MS = 600_000;
 const STOP_GRACE_MS = 5_000;
@@ -396,11 +399,11 @@ export class RuncRuntime implements Runtime {
       const dir = join(this.dir, 'replicas', replica.id);
       mkdirSync(dir, { recursive: true });
       const disk = await mountDisk(dir, this.options.replicaDiskBytes);
+      const envs = await containerEnvs({ store: this.options.store, auth: this.options.auth, ref: replica.ref, replica: replica.want.name, version: replica.want.version, spec: replica.want.spec, globalEndpoint: this.endpoint(replica.ref.host) });
       const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, { disks: this.volumeDisks, acquired: replica.volumes }, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
-      const port = firstPort(specs);
       for (const [i, c] of specs.entries()) {
         // Named by position, as runc's id: a container named `disk` or `volumes` must not meet the replica's own directories.
         const bundle = join(dir, `c${i}`);
@@ -412,15 +415,8 @@ export class RuncRuntime implements Runtime {
         chmodSync(join(layer, 'upper'), 0o755);
         await command('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${images[i].rootfs},upperdir=${join(layer, 'upper')},workdir=${join(layer, 'work')}`, rootfs]);
         const runcId = `${replica.id}-${i}`;
-        const env: Record<string, string> = {
-          CPLN_ORG: replica.ref.org,
-          CPLN_GVC: replica.ref.gvc,
-          CPLN_WORKLOAD: replica.ref.workload,
-          CPLN_LOCATION: replica.ref.location,
-          CPLN_REPLICA: replica.want.name,
-          ...(port ? { PORT: String(port) } : {}),
-        };
-        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name) })));
+        const env = envs.get(c.name) ?? {};
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name) })), { mode: 0o600 });
         const output = join(bundle, 'output.fifo');
         await command('mkfifo', ['-m', '0600', output]);
         const container: Container = { name: c.name, spec: c, runcId, bundle, output, startedAt: Date.now(), exited: false, ready: false };
@@ -430,14 +426,15 @@ export class RuncRuntime implements Runtime {
         await this.launch(replica, container);
       }
     } catch (err) {
-      const told = err instanceof ImageError || err instanceof VolumeError;
+      const told = err instanceof ImageError || err instanceof VolumeError || err instanceof EnvError;
       const message = told ? err.message : `Failed to start replica ${replica.want.name}: ${(err as Error).message}`;
       if (!told) this.options.onError(err, `starting replica ${replica.want.name}`);
       this.log(replica, undefined, message);
       await this.teardown(replica);
       replica.message = message;
       if (replica.want.run) replica.finished = { exitCode: 1, at: Date.now(), message: `Failed: ${message}` };
-      else this.backOff(replica, message);
+      // A grant or a secret that appears later is picked up within GRANT_RETRY_MS, however many tries came before.
+      else this.backOff(replica, message, err instanceof EnvError || err instanceof VolumeError ? GRANT_RETRY_MS : BACKOFF_MAX_MS);
     }
     this.changed(replica);
   }
@@ -487,9 +484,9 @@ export class RuncRuntime implements Runtime {
     this.changed(replica);
   }
 
-  private backOff(replica: Replica, why: string): void {
+  private backOff(replica: Replica, why: string, maxMs = BACKOFF_MAX_MS): void {
     if (replica.removed || this.stopped) return;
-    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** Math.min(20, replica.restarts));
+    const delay = Math.min(maxMs, BACKOFF_FIRST_MS * 2 ** Math.min(20, replica.restarts));
     replica.restarts++;
     replica.waiting = `Back-off restarting replica ${replica.want.name} in ${Math.round(delay / 1000)}s (restart ${replica.restarts}): ${why}`;
     clearTimeout(replica.timer);
@@ -807,11 +804,6 @@ function probeState(probe: Probe | undefined): ProbeState | undefined {
 }
 
 /** The first port a container of the workload declares (the one its endpoint serves). */
-function firstPort(containers: ContainerSpec[]): number | undefined {
-  for (const c of containers) for (const p of c.ports ?? []) if (p.number) return Number(p.number);
-  return undefined;
-}
-
 /** Whether runc has started the container's process (its state file says running). */
 function runcStarted(root: string, id: string): boolean {
   return existsSync(join(root, id, 'state.json'));
