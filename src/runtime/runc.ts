@@ -25,6 +25,7 @@ import { command, CommandError, quietly, underUsualUmask } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
 import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
+import { ApiRelay } from './api-relay.js';
 import { containerEnvs, EnvError, firstPort } from './env.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
@@ -57,6 +58,8 @@ export interface RuncOptions {
   logBytesPerSecond: number;
   /** Bytes a replica may write into its root filesystem and scratch volumes (KEEL_REPLICA_DISK_BYTES). */
   replicaDiskBytes: number;
+  /** The Core API's port (KEEL_PORT): replicas reach it at the gateway's address (api-relay.ts). 0: they do not. */
+  apiPort?: number;
 }
 
 interface Probe {
@@ -175,8 +178,10 @@ export class RuncRuntime implements Runtime {
   /** The write of log lines under way, if one is. */
   private writingLogs: Promise<void> | false = false;
   private stopped = false;
+  private readonly relay: ApiRelay;
 
   constructor(private readonly options: RuncOptions) {
+    this.relay = new ApiRelay(options.host, options.apiPort ?? 0, (err) => options.onError(err, 'relaying replicas to the API'));
     this.dir = join(options.dataDir, 'runtime');
     this.root = join(this.dir, 'runc');
     this.scope = scopeOf(options.dataDir);
@@ -296,6 +301,7 @@ export class RuncRuntime implements Runtime {
     await this.output.stop();
     await this.front?.stop();
     await this.ingress.close();
+    await this.relay.close();
     if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
     await this.network.down();
     await this.lease.stop();
@@ -399,11 +405,21 @@ export class RuncRuntime implements Runtime {
       const dir = join(this.dir, 'replicas', replica.id);
       mkdirSync(dir, { recursive: true });
       const disk = await mountDisk(dir, this.options.replicaDiskBytes);
-      const envs = await containerEnvs({ store: this.options.store, auth: this.options.auth, ref: replica.ref, replica: replica.want.name, version: replica.want.version, spec: replica.want.spec, globalEndpoint: this.endpoint(replica.ref.host) });
+      const envs = await containerEnvs({
+        store: this.options.store,
+        auth: this.options.auth,
+        ref: replica.ref,
+        replica: replica.want.name,
+        version: replica.want.version,
+        spec: replica.want.spec,
+        globalEndpoint: this.endpoint(replica.ref.host),
+        apiEndpoint: this.relay.endpoint(this.network.gateway),
+      });
       const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, { disks: this.volumeDisks, acquired: replica.volumes }, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
       const netns = await this.network.attach(replica.id, replica.address);
+      await this.relay.listen(this.network.gateway);
       for (const [i, c] of specs.entries()) {
         // Named by position, as runc's id: a container named `disk` or `volumes` must not meet the replica's own directories.
         const bundle = join(dir, `c${i}`);

@@ -161,6 +161,21 @@ describe('the environment of replicas that really run (KEEL_RUNTIME=runc)', { sk
     await rt.run(['workload', 'delete', 'plain']);
   });
 
+  test('CPLN_ENDPOINT reaches Keel\'s API from inside the replica, which listens on loopback only', async () => {
+    assert.equal((await apply(workload('caller', {}))).code, 0);
+    const replica = await ready('caller');
+    const endpoint = await printenv('caller', replica, 'CPLN_ENDPOINT');
+    assert.match(endpoint ?? '', /^http:\/\/10\.\d+\.\d+\.1:\d+$/);
+    assert.equal(new URL(endpoint!).port, String(rt.port), "the API's own port, at the bridge's host address");
+    // The API answers through the relay as it answers anyone: an unauthenticated call is refused with 401.
+    const anonymous = await exec('caller', replica, 'sh', '-c', 'wget -S -q -O - "$CPLN_ENDPOINT/org/acme" 2>&1; true');
+    assert.match(anonymous.stdout, /401/);
+    const open = await exec('caller', replica, 'sh', '-c', 'wget -q -O - "$CPLN_ENDPOINT/discovery"');
+    assert.equal(open.code, 0, open.stdout);
+    assert.ok(JSON.parse(open.stdout), 'the API answered');
+    await rt.run(['workload', 'delete', 'caller']);
+  });
+
   test("misuse: a user's CPLN_ name, an identity without the grant, no identity, another org's secret", async () => {
     const refused = await apply(workload('shadow', { container: { env: [{ name: 'CPLN_TOKEN', value: 'forged' }] } }));
     assert.equal(refused.code, 1);
