@@ -73,8 +73,8 @@ describe('the environment of replicas that really run (KEEL_RUNTIME=runc)', { sk
     assert.equal(waiting.status.ready, false);
     assert.match(waiting.status.message, /Environment variable DB_PASSWORD of container main: identity app is not granted reveal on secret creds \(a policy must grant it\)/);
     // The CLI shows the same.
-    const shown = await rt.run(['workload', 'get-deployments', 'printer', '-o', 'json']).catch(() => undefined);
-    if (shown) assert.match(shown.stdout, /not granted reveal on secret creds/);
+    const shown = await rt.run(['workload', 'get-deployments', 'printer', '-o', 'json']);
+    assert.match(shown.stdout, /identity app is not granted reveal on secret creds/);
 
     assert.equal(
       (
