@@ -2,15 +2,16 @@ import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { parseKey, secretMatches } from './keys.js';
 import type { Principal } from './principal.js';
+import { isReplicaToken, replicaTokenHash } from './replica-tokens.js';
 
 /** A key id that exists, presented with the wrong secret: answered as any bad token is, counted per key id (see AuthFailures). */
 export class WrongSecret extends ApiError {}
 
-const FRESH_MS = 1000; // a key revoked by another process stops working within this time
+const FRESH_MS = 1000; // a key revoked (or a replica stopped) by another process stops working within this time
 const MAX_ENTRIES = 10_000;
 
 /**
- * Resolves service-account keys to principals. A verified token is remembered for FRESH_MS so the
+ * Resolves service-account keys and replica tokens (CPLN_TOKEN, acting as the workload's identity) to principals. A verified token is remembered for FRESH_MS so the
  * hot path skips the key lookup and the hash; a local revocation forgets the org's tokens at once.
  */
 export class KeyAuthenticator {
@@ -28,6 +29,7 @@ export class KeyAuthenticator {
     if (!token) throw new ApiError('unauthorized', 'credentials are required: send Authorization: Bearer <token>');
     const hit = this.recent(token);
     if (hit) return hit;
+    if (isReplicaToken(token)) return this.remember(token, await this.replicaPrincipal(token));
     const parsed = parseKey(token);
     const record = parsed && (await this.store.findKey(parsed.keyName));
     if (!parsed || !record || record.org !== parsed.org || record.serviceAccount !== parsed.serviceAccount || !secretMatches(parsed.secret, record.secretHash)) {
@@ -35,7 +37,20 @@ export class KeyAuthenticator {
       const Refusal = record ? WrongSecret : ApiError;
       throw new Refusal('unauthorized', 'the token is invalid, expired or revoked');
     }
-    const principal: Principal = { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` };
+    return this.remember(token, { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` });
+  }
+
+  /** The identity a running replica's token acts as; a token of no running replica is refused as any bad token is. */
+  private async replicaPrincipal(token: string): Promise<Principal> {
+    const record = await this.store.findReplicaToken(replicaTokenHash(token));
+    if (!record) {
+      this.verified.delete(token);
+      throw new ApiError('unauthorized', 'the token is invalid, expired or revoked');
+    }
+    return { org: record.org, kind: 'identity', name: record.identity, link: `/org/${record.org}/gvc/${record.gvc}/identity/${record.identity}` };
+  }
+
+  private remember(token: string, principal: Principal): Principal {
     if (this.verified.size >= MAX_ENTRIES) this.verified.clear();
     this.verified.set(token, { principal, at: Date.now() });
     return principal;

@@ -27,6 +27,7 @@ import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
 import { ApiRelay } from './api-relay.js';
 import { containerEnvs, EnvError, firstPort } from './env.js';
+import { issueReplicaToken } from './replica-token.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
@@ -267,6 +268,8 @@ export class RuncRuntime implements Runtime {
     mkdirSync(join(this.dir, 'replicas'), { recursive: true });
     mkdirSync(this.root, { recursive: true });
     await this.removeLeftovers();
+    // No replica of this data directory runs now: the tokens an earlier process gave its replicas die.
+    await this.options.store.deleteReplicaTokens(this.scope);
     if (this.front) {
       // Only HAProxy reaches Keel's ingress, on a socket in a directory only root and HAProxy's group may enter.
       const socket = this.front.fallback;
@@ -414,6 +417,7 @@ export class RuncRuntime implements Runtime {
         spec: replica.want.spec,
         globalEndpoint: this.endpoint(replica.ref.host),
         apiEndpoint: this.relay.endpoint(this.network.gateway),
+        token: await issueReplicaToken(this.options.store, this.scope, replica.id, replica.ref, replica.want.spec),
       });
       const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, { disks: this.volumeDisks, acquired: replica.volumes }, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
@@ -526,6 +530,8 @@ export class RuncRuntime implements Runtime {
 
   /** Stops a replica's containers and releases their mounts, cgroups, namespace and address. */
   private async teardown(replica: Replica): Promise<void> {
+    // Its CPLN_TOKEN dies first, before its processes do.
+    await this.options.store.deleteReplicaTokens(this.scope, replica.id).catch((err) => this.options.onError(err, `revoking the token of replica ${replica.want.name}`));
     const containers = replica.containers;
     for (const c of containers) {
       if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'TERM']);
