@@ -100,7 +100,7 @@ describe('CPLN_TOKEN: a replica acts as its workload identity, until it stops (K
     await rt.run(['workload', 'delete', 'caller']);
   });
 
-  test('the token dies with its replica: 401 within 2 s of replica stop, and of the workload delete; a new replica gets a new one', async () => {
+  test('the token dies with its replica: 401 within 2 s of replica stop, and of the workload delete; a new replica gets a new one', async (t) => {
     await apply(workload('mortal', { identityLink: '//gvc/web/identity/app' }));
     const first = await ready('mortal');
     const token = (await printenv('mortal', first, 'CPLN_TOKEN'))!;
@@ -109,17 +109,20 @@ describe('CPLN_TOKEN: a replica acts as its workload identity, until it stops (K
     const stopped = Date.now();
     await waitFor('the stopped replica\'s token to be refused', () => withToken(token, 'GET', '/org/acme/gvc/web'), (s) => s === 401, 5_000);
     const ms = Date.now() - stopped;
-    assert.ok(ms < 2_000 + 1_000, `refused ${ms} ms after the CLI's stop returned`);
+    t.diagnostic(`refused ${ms} ms after the CLI's stop returned`);
+    assert.ok(ms < 2_000, `refused ${ms} ms after the CLI's stop returned`);
 
     const again = await ready('mortal');
     const renewed = (await waitFor('the new replica to run', () => printenv('mortal', again, 'CPLN_TOKEN'), (t) => Boolean(t) && t !== token, 60_000))!;
     assert.equal(await withToken(renewed, 'GET', '/org/acme/gvc/web'), 200);
     assert.equal(await withToken(token, 'GET', '/org/acme/gvc/web'), 401, 'the old token stays dead');
     await rt.run(['workload', 'delete', 'mortal']);
+    const deleted = Date.now();
     await waitFor('the deleted workload\'s token to be refused', () => withToken(renewed, 'GET', '/org/acme/gvc/web'), (s) => s === 401, 10_000);
+    t.diagnostic(`refused ${Date.now() - deleted} ms after the CLI's delete returned`);
   });
 
-  test('misuse: a forged token of the right shape, a token on another org, no identity, a restart of Keel', async () => {
+  test('misuse: a forged token of the right shape, a token on another org, a workload without an identity', async () => {
     assert.equal(await withToken(mintReplicaToken().token, 'GET', '/org/acme/gvc/web'), 401, 'a token no replica holds');
     await apply(workload('nosy', { identityLink: '//gvc/web/identity/app' }));
     const replica = await ready('nosy');
