@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 import { mintReplicaToken } from '../../src/auth/replica-tokens.js';
 import type { App } from '../../src/server/app.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { openSse } from '../support/sse.js';
 
 forEachBackend('replica tokens (CPLN_TOKEN) across Keel processes', (backend) => {
   let k: TestKeel;
@@ -47,6 +48,21 @@ forEachBackend('replica tokens (CPLN_TOKEN) across Keel processes', (backend) =>
     }
     await k.store.deleteReplicaTokens('test', 'r1');
     await refusedSoon(token, Date.now());
+  });
+
+  test('a watch stream opened with the token ends once its replica stopped', async () => {
+    const base = await k.listen();
+    const { token, tokenHash } = mintReplicaToken();
+    await k.store.putReplicaToken({ tokenHash, org: 'acme', gvc: 'web', identity: 'app', scope: 'test', replica: 'r3', created: new Date().toISOString() });
+    const stream = await openSse(`${base}/org/acme/-watch?kind=gvc`, { authorization: `Bearer ${token}` });
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'seen' })).status, 201);
+    await stream.takeUntil((e) => e.data?.object?.name === 'seen');
+    await k.store.deleteReplicaTokens('test', 'r3');
+    const stopped = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the stream was still open 5 s after its replica stopped')), 5_000)));
+    await Promise.race([stream.rest(), late]).finally(() => clearTimeout(timer));
+    assert.ok(Date.now() - stopped < 3_000, `the stream ended ${Date.now() - stopped} ms after its replica stopped`);
   });
 
   test("misuse: a forged token, a token on another org's path, a deleted scope's tokens", async () => {
