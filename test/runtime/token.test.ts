@@ -74,6 +74,13 @@ describe('CPLN_TOKEN: a replica acts as its workload identity, until it stops (K
     await apply({ kind: 'policy', name: 'app-views-web', targetKind: 'gvc', targetLinks: ['//gvc/web'], bindings: [{ permissions: ['view'], principalLinks: ['//gvc/web/identity/app'] }] });
     await waitFor('the grant to apply', () => fromReplica('caller', replica, '/org/acme/gvc/web'), (s) => s === '200', 10_000);
     assert.equal(await fromReplica('caller', replica, '/org/acme/gvc/web/workload/caller'), '403', 'view on the GVC is not view on its workloads');
+    // The CLI takes the token as any other (CPLN_TOKEN over its profile's key), as a workload's own cpln would.
+    const viewed = await rt.cpln.run(['gvc', 'get', 'web', '-o', 'json'], { timeoutMs: 60_000, env: { CPLN_TOKEN: token! } });
+    assert.equal(viewed.code, 0, viewed.stderr);
+    assert.equal(JSON.parse(viewed.stdout).name, 'web');
+    const refused = await rt.cpln.run(['workload', 'get', 'caller', '-o', 'json'], { timeoutMs: 60_000, env: { CPLN_TOKEN: token! } });
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr + refused.stdout, /403|forbidden|not granted/i);
 
     // A write made with the token names the identity in the audit trail.
     await apply({ kind: 'policy', name: 'app-writes-secrets', targetKind: 'secret', target: 'all', bindings: [{ permissions: ['create', 'view'], principalLinks: ['//gvc/web/identity/app'] }] });
