@@ -2,15 +2,16 @@ import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
 import { parseKey, secretMatches } from './keys.js';
 import type { Principal } from './principal.js';
+import { isReplicaToken, replicaTokenHash } from './replica-tokens.js';
 
 /** A key id that exists, presented with the wrong secret: answered as any bad token is, counted per key id (see AuthFailures). */
 export class WrongSecret extends ApiError {}
 
-const FRESH_MS = 1000; // a key revoked by another process stops working within this time
+const FRESH_MS = 1000; // a key revoked (or a replica stopped) by another process stops working within this time
 const MAX_ENTRIES = 10_000;
 
 /**
- * Resolves service-account keys to principals. A verified token is remembered for FRESH_MS so the
+ * Resolves service-account keys and replica tokens (CPLN_TOKEN, acting as the workload's identity) to principals. A verified token is remembered for FRESH_MS so the
  * hot path skips the key lookup and the hash; a local revocation forgets the org's tokens at once.
  */
 export class KeyAuthenticator {
@@ -28,6 +29,12 @@ export class KeyAuthenticator {
 
   async authenticate(token: string | undefined): Promise<Principal> {
     if (!token) throw new ApiError('unauthorized', 'credentials are required: send Authorization: Bearer <token>');
+    // Replica tokens are outside the read cache's marks: one is trusted for FRESH_MS after its check (a stopped replica's dies within it).
+    if (isReplicaToken(token)) {
+      const seen = this.verified.get(token);
+      if (seen && Date.now() - seen.at < FRESH_MS) return seen.principal;
+      return this.remember(token, await this.replicaPrincipal(token));
+    }
     const parsed = parseKey(token);
     const mark = parsed && this.store.accessMark ? await this.store.accessMark(parsed.org) : undefined;
     if (this.store.accessMark) {
@@ -43,7 +50,20 @@ export class KeyAuthenticator {
       const Refusal = record ? WrongSecret : ApiError;
       throw new Refusal('unauthorized', 'the token is invalid, expired or revoked');
     }
-    const principal: Principal = { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` };
+    return this.remember(token, { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` }, mark);
+  }
+
+  /** The identity a running replica's token acts as; a token of no running replica is refused as any bad token is. */
+  private async replicaPrincipal(token: string): Promise<Principal> {
+    const record = await this.store.findReplicaToken(replicaTokenHash(token));
+    if (!record) {
+      this.verified.delete(token);
+      throw new ApiError('unauthorized', 'the token is invalid, expired or revoked');
+    }
+    return { org: record.org, kind: 'identity', name: record.identity, link: `/org/${record.org}/gvc/${record.gvc}/identity/${record.identity}` };
+  }
+
+  private remember(token: string, principal: Principal, mark?: string): Principal {
     if (this.verified.size >= MAX_ENTRIES) this.verified.clear();
     this.verified.set(token, { principal, at: Date.now(), mark });
     return principal;

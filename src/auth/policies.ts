@@ -110,8 +110,8 @@ export class PolicyAuthorizer implements Authorizer {
   }
 
   private requireMemberOf(principal: Principal, org: string, access: OrgAccess): void {
-    // A service account belongs to its org; a JWT user of the org must have been added to it.
-    const own = principal.org === org && (principal.kind === 'serviceaccount' || access.users.has(principal.link));
+    // A service account or a workload identity belongs to its org; a JWT user of the org must have been added to it.
+    const own = principal.org === org && (principal.kind !== 'user' || access.users.has(principal.link));
     if (access.exists && own) return;
     const mentioned = this.principalLinks(principal, access);
     const named =
@@ -146,9 +146,9 @@ export class PolicyAuthorizer implements Authorizer {
   private checkIn(access: OrgAccess, principal: Principal, permission: string, def: KindDef, target: Target): void {
     const wanted = requiredPermission(def, permission);
     const link = target.name ? (target.link ?? selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name)) : undefined;
-    // A service account's groups and the policies are fixed for this snapshot; without a targetQuery,
-    // so is the answer for one permission on one target.
-    const remembered = principal.kind === 'serviceaccount' && !access.queryTargeted.has(def.kind);
+    // A service account's (or identity's) groups and the policies are fixed for this snapshot; without
+    // a targetQuery, so is the answer for one permission on one target.
+    const remembered = principal.kind !== 'user' && !access.queryTargeted.has(def.kind);
     let granted = remembered ? access.decisions.get(link ?? def.kind, principal.link, wanted) : undefined;
     if (granted === undefined) {
       granted = this.decide(principal, access, def, wanted, link, target);

@@ -1,10 +1,11 @@
 /** Who is making a request, as policies and group members name it. */
 export interface Principal {
-  /** The org the principal belongs to (service accounts and users live in one org). */
+  /** The org the principal belongs to (service accounts, identities and users live in one org). */
   org: string;
-  kind: 'serviceaccount' | 'user';
+  /** `identity`: a workload's identity, calling with its replica's CPLN_TOKEN (replica-tokens.ts). */
+  kind: 'serviceaccount' | 'user' | 'identity';
   name: string;
-  /** Full link: `/org/o/serviceaccount/s` or `/org/o/user/email`. */
+  /** Full link: `/org/o/serviceaccount/s`, `/org/o/gvc/g/identity/i` or `/org/o/user/email`. */
   link: string;
   /** Token claims, for group identityMatcher expressions (JWT users). */
   claims?: Record<string, unknown>;

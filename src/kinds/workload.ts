@@ -387,6 +387,12 @@ function checkContainerShape(containers: Array<Record<string, unknown>>, vm: boo
   const errors: FieldError[] = [];
   containers.forEach((c, i) => {
     if (!vm && c.image === undefined) errors.push({ path: `spec.containers[${i}].image`, message: 'is required (only a vm workload may leave it out)' });
+    // The platform sets these itself (CPLN_TOKEN, CPLN_WORKLOAD, …): a workload may not shadow them.
+    (Array.isArray(c.env) ? (c.env as Array<Record<string, unknown>>) : []).forEach((e, j) => {
+      if (typeof e?.name === 'string' && e.name.toUpperCase().startsWith('CPLN_')) {
+        errors.push({ path: `spec.containers[${i}].env[${j}].name`, message: `'${e.name}' is reserved: names beginning with CPLN_ are set by the platform` });
+      }
+    });
     const volumes = Array.isArray(c.volumes) ? (c.volumes as Array<Record<string, unknown>>) : [];
     const paths = new Set<string>();
     volumes.forEach((v, j) => {

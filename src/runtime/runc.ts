@@ -26,6 +26,9 @@ import { Images, ImageError, type Unpacked } from './images.js';
 import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
 import { KernelFirewall, frontRules, type FirewallMode } from './firewall.js';
+import { ApiRelay } from './api-relay.js';
+import { containerEnvs, EnvError, firstPort } from './env.js';
+import { issueReplicaToken } from './replica-token.js';
 import { HaproxyFront, type FrontRoute } from './haproxy.js';
 import { DEFAULT_MAX_CONNECTIONS, HEADERS_TIMEOUT_MS, Ingress } from './ingress.js';
 import { Lease } from './lease.js';
@@ -63,6 +66,8 @@ export interface RuncOptions {
   logBytesPerSecond: number;
   /** Bytes a replica may write into its root filesystem and scratch volumes (KEEL_REPLICA_DISK_BYTES). */
   replicaDiskBytes: number;
+  /** The Core API's port (KEEL_PORT): replicas reach it at the gateway's address (api-relay.ts). 0: they do not. */
+  apiPort?: number;
 }
 
 interface Probe {
@@ -127,6 +132,8 @@ interface Replica {
 const TICK_MS = 200;
 const BACKOFF_FIRST_MS = 1_000;
 const BACKOFF_MAX_MS = 300_000;
+/** The longest wait of a replica refused a secret or a volume before it tries again. */
+const GRANT_RETRY_MS = 5_000;
 /** A replica that ran this long before exiting starts its back-off over. */
 const BACKOFF_RESET_MS = 600_000;
 const STOP_GRACE_MS = 5_000;
@@ -181,8 +188,10 @@ export class RuncRuntime implements Runtime {
   /** The write of log lines under way, if one is. */
   private writingLogs: Promise<void> | false = false;
   private stopped = false;
+  private readonly relay: ApiRelay;
 
   constructor(private readonly options: RuncOptions) {
+    this.relay = new ApiRelay(options.host, options.apiPort ?? 0, (err) => options.onError(err, 'relaying replicas to the API'));
     this.dir = join(options.dataDir, 'runtime');
     this.root = join(this.dir, 'runc');
     this.scope = scopeOf(options.dataDir);
@@ -280,6 +289,8 @@ export class RuncRuntime implements Runtime {
     // Rules a killed Keel left name addresses new replicas may take: none holds until rewritten.
     this.firewall.refresh([]);
     await this.firewall.settled();
+    // No replica of this data directory runs now: the tokens an earlier process gave its replicas die.
+    await this.options.store.deleteReplicaTokens(this.scope);
     if (this.front) {
       // Only HAProxy reaches Keel's ingress, on a socket in a directory only root and HAProxy's group may enter.
       const socket = this.front.fallback;
@@ -318,6 +329,7 @@ export class RuncRuntime implements Runtime {
     await this.ingress.close();
     await this.firewall.stop();
     await this.names.close();
+    await this.relay.close();
     if (this.front) rmSync(dirname(this.front.fallback), { recursive: true, force: true });
     await this.network.down();
     await this.lease.stop();
@@ -426,6 +438,17 @@ export class RuncRuntime implements Runtime {
       const dir = join(this.dir, 'replicas', replica.id);
       mkdirSync(dir, { recursive: true });
       const disk = await mountDisk(dir, this.options.replicaDiskBytes);
+      const envs = await containerEnvs({
+        store: this.options.store,
+        auth: this.options.auth,
+        ref: replica.ref,
+        replica: replica.want.name,
+        version: replica.want.version,
+        spec: replica.want.spec,
+        globalEndpoint: this.endpoint(replica.ref.host),
+        apiEndpoint: this.relay.endpoint(this.network.gateway),
+        token: await issueReplicaToken(this.options.store, this.scope, replica.id, replica.ref, replica.want.spec),
+      });
       const mounts = await prepareVolumes(this.options.store, this.options.auth, this.dir, dir, disk, { disks: this.volumeDisks, acquired: replica.volumes }, replica.ref, replica.want.name, replica.want.spec);
       if (replica.removed || this.stopped) return;
       replica.address ??= this.network.allocate();
@@ -436,6 +459,7 @@ export class RuncRuntime implements Runtime {
       const resolv = join(dir, 'resolv.conf');
       writeFileSync(resolv, resolvConf(this.network.gateway, replica.ref.gvc));
       const port = firstPort(specs);
+      await this.relay.listen(this.network.gateway);
       for (const [i, c] of specs.entries()) {
         // Named by position, as runc's id: a container named `disk` or `volumes` must not meet the replica's own directories.
         const bundle = join(dir, `c${i}`);
@@ -447,15 +471,8 @@ export class RuncRuntime implements Runtime {
         chmodSync(join(layer, 'upper'), 0o755);
         await command('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${images[i].rootfs},upperdir=${join(layer, 'upper')},workdir=${join(layer, 'work')}`, rootfs]);
         const runcId = `${replica.id}-${i}`;
-        const env: Record<string, string> = {
-          CPLN_ORG: replica.ref.org,
-          CPLN_GVC: replica.ref.gvc,
-          CPLN_WORKLOAD: replica.ref.workload,
-          CPLN_LOCATION: replica.ref.location,
-          CPLN_REPLICA: replica.want.name,
-          ...(port ? { PORT: String(port) } : {}),
-        };
-        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name), resolvConf: resolv })));
+        const env = envs.get(c.name) ?? {};
+        writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ container: c, image: images[i].config, rootfs, netns, hostname: replica.want.name, cgroup: `/keel-${this.scope}-${runcId}`, env, mounts: mounts.get(c.name), resolvConf: resolv })), { mode: 0o600 });
         const output = join(bundle, 'output.fifo');
         await command('mkfifo', ['-m', '0600', output]);
         const container: Container = { name: c.name, spec: c, runcId, bundle, output, startedAt: Date.now(), exited: false, ready: false };
@@ -465,14 +482,15 @@ export class RuncRuntime implements Runtime {
         await this.launch(replica, container);
       }
     } catch (err) {
-      const told = err instanceof ImageError || err instanceof VolumeError;
+      const told = err instanceof ImageError || err instanceof VolumeError || err instanceof EnvError;
       const message = told ? err.message : `Failed to start replica ${replica.want.name}: ${(err as Error).message}`;
       if (!told) this.options.onError(err, `starting replica ${replica.want.name}`);
       this.log(replica, undefined, message);
       await this.teardown(replica);
       replica.message = message;
       if (replica.want.run) replica.finished = { exitCode: 1, at: Date.now(), message: `Failed: ${message}` };
-      else this.backOff(replica, message);
+      // A grant or a secret that appears later is picked up within GRANT_RETRY_MS, however many tries came before.
+      else this.backOff(replica, message, err instanceof EnvError || err instanceof VolumeError ? GRANT_RETRY_MS : BACKOFF_MAX_MS);
     }
     this.changed(replica);
   }
@@ -522,9 +540,9 @@ export class RuncRuntime implements Runtime {
     this.changed(replica);
   }
 
-  private backOff(replica: Replica, why: string): void {
+  private backOff(replica: Replica, why: string, maxMs = BACKOFF_MAX_MS): void {
     if (replica.removed || this.stopped) return;
-    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** Math.min(20, replica.restarts));
+    const delay = Math.min(maxMs, BACKOFF_FIRST_MS * 2 ** Math.min(20, replica.restarts));
     replica.restarts++;
     replica.waiting = `Back-off restarting replica ${replica.want.name} in ${Math.round(delay / 1000)}s (restart ${replica.restarts}): ${why}`;
     clearTimeout(replica.timer);
@@ -548,6 +566,8 @@ export class RuncRuntime implements Runtime {
 
   /** Stops a replica's containers and releases their mounts, cgroups, namespace and address. */
   private async teardown(replica: Replica): Promise<void> {
+    // Its CPLN_TOKEN dies first, before its processes do.
+    await this.options.store.deleteReplicaTokens(this.scope, replica.id).catch((err) => this.options.onError(err, `revoking the token of replica ${replica.want.name}`));
     const containers = replica.containers;
     for (const c of containers) {
       if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'TERM']);
@@ -859,11 +879,6 @@ function probeState(probe: Probe | undefined): ProbeState | undefined {
 }
 
 /** The first port a container of the workload declares (the one its endpoint serves). */
-function firstPort(containers: ContainerSpec[]): number | undefined {
-  for (const c of containers) for (const p of c.ports ?? []) if (p.number) return Number(p.number);
-  return undefined;
-}
-
 /** Whether runc has started the container's process (its state file says running). */
 function runcStarted(root: string, id: string): boolean {
   return existsSync(join(root, id, 'state.json'));

@@ -45,7 +45,7 @@ export interface SpecInput {
   netns: string;
   hostname: string;
   cgroup: string;
-  /** Set for every container: CPLN_* and PORT, as the hosted platform sets them. */
+  /** The container's whole environment (env.ts): CPLN_* and PORT, the GVC's, its own, every reference resolved. Over the image's. */
   env: Record<string, string>;
   /** The container's volumes: host directories of the replica's, mounted last so that one under /tmp lands on its tmpfs. */
   mounts?: BindMount[];
@@ -71,7 +71,6 @@ export function ociSpec(input: SpecInput): Record<string, unknown> {
   }
   if (!env.has('PATH')) env.set('PATH', '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
   for (const [k, v] of Object.entries(input.env)) env.set(k, v);
-  for (const e of container.env ?? []) env.set(e.name, e.value ?? '');
   const [uid, gid] = userOf(image.User);
   const memory = bytes(container.memory ?? '128Mi');
   const millicores = cpu(container.cpu ?? '50m');

@@ -13,12 +13,10 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Authorizer } from '../auth/authorizer.js';
-import { findKind } from '../kinds/index.js';
 import { parseVolumeUri } from '../kinds/volumeuri.js';
-import { parseLink } from '../resources/links.js';
-import { targetOf } from '../resources/service.js';
 import type { Store } from '../store/types.js';
 import type { VolumeDisks } from './disk.js';
+import { revealedSecret, secretFiles } from './reveal.js';
 import type { DeploymentRef } from './types.js';
 
 /** A volume that cannot be given to the replica: the replica waits, with this as its message. */
@@ -97,20 +95,9 @@ export async function prepareVolumes(
         if (makeDir(dir)) chmodSync(dir, 0o777);
         list.push({ destination: path, source: dir, readonly: false });
       } else {
-        const secret = await store.get({ org: ref.org, kind: 'secret', gvc: '', name: source.name });
-        if (!secret) throw fail(`secret ${source.name} does not exist in org ${ref.org}`);
-        const identity = typeof spec.identityLink === 'string' ? parseLink(spec.identityLink) : undefined;
-        if (!identity || identity.kind !== 'identity' || identity.org !== ref.org || identity.gvc !== ref.gvc) {
-          throw fail(`the workload has no identity of GVC ${ref.gvc}: a secret is mounted for an identity granted reveal on it`);
-        }
-        if (!(await store.get({ org: ref.org, kind: 'identity', gvc: ref.gvc, name: identity.name }))) throw fail(`identity ${identity.name} does not exist in GVC ${ref.gvc}`);
-        // The org's policies as every request sees them (by link, `all` or targetQuery).
-        const report = await auth.accessReport(findKind('secret')!, targetOf(secret));
-        const identityLink = `/org/${ref.org}/gvc/${ref.gvc}/identity/${identity.name}`;
-        if (!(report.get('reveal') ?? []).some((entry) => entry.principalLink === identityLink || entry.principalLink === spec.identityLink)) {
-          throw fail(`identity ${identity.name} is not granted reveal on secret ${source.name} (a policy must grant it)`);
-        }
-        const files = secretFiles(secret.data, source.key);
+        const secret = await revealedSecret(store, auth, ref, spec, source.name);
+        if (typeof secret === 'string') throw fail(secret);
+        const files = secretFiles(secret, source.key);
         if (typeof files === 'string') throw fail(files);
         // Named by position: a container's name may be any string, not a file name.
         const dir = join(own, `secret-${i}-${j}`);
@@ -128,37 +115,6 @@ export async function prepareVolumes(
     }
   }
   return mounts;
-}
-
-const FILE_NAME = /^[-_.A-Za-z0-9]{1,253}$/;
-
-/**
- * The files a secret becomes: an opaque secret's payload as `payload` (values decoded when the
- * secret's encoding is base64), data given as a string (the JSON document types) as `payload`, and one file per field of the others (a
- * dictionary's keys, tls's key/cert/chain, …). With `key`, that one file. A string: why not.
- */
-function secretFiles(item: Record<string, unknown>, key: string | undefined): Record<string, string | Buffer> | string {
-  const data = item.data;
-  const files: Record<string, string | Buffer> = {};
-  if (typeof data === 'string') files.payload = data;
-  else if (data && typeof data === 'object') {
-    const record = data as Record<string, unknown>;
-    // A dictionary's `encoding` is a key like any other; elsewhere it says how the values are written.
-    const base64 = item.type !== 'dictionary' && record.encoding === 'base64';
-    for (const [name, value] of Object.entries(record)) {
-      if (name === 'encoding' && item.type !== 'dictionary') continue;
-      const text = typeof value === 'string' ? value : JSON.stringify(value);
-      files[name] = base64 && typeof value === 'string' ? Buffer.from(value, 'base64') : text;
-    }
-  }
-  if (item.type === 'opaque') files.payload ??= '';
-  if (key !== undefined) {
-    if (!Object.hasOwn(files, key)) return `secret has no key ${key}`;
-    return { [key]: files[key] };
-  }
-  const unsafe = Object.keys(files).find((name) => !FILE_NAME.test(name) || /^\.+$/.test(name));
-  if (unsafe !== undefined) return `the secret's key '${unsafe}' is not a file name (letters, digits, '-', '_' and '.')`;
-  return files;
 }
 
 /** A directory only root may enter: what is under it is reached by the containers' bind mounts alone. */

@@ -1,4 +1,4 @@
-import type { AuditFilter, ItemKey, ListRequest, LogFilter, LogLabel, NewAuditEvent, Store, Tx } from './types.js';
+import type { AuditFilter, ItemKey, ListRequest, LogFilter, LogLabel, NewAuditEvent, ReplicaTokenRecord, Store, Tx } from './types.js';
 
 /**
  * A store whose transactions are all one transaction already open: code written against Store
@@ -44,6 +44,15 @@ export class InTransaction implements Store {
   }
   findSignIn(what: string, key: string) {
     return this.base.findSignIn(what, key);
+  }
+  putReplicaToken(record: ReplicaTokenRecord) {
+    return this.base.putReplicaToken(record);
+  }
+  findReplicaToken(tokenHash: string) {
+    return this.base.findReplicaToken(tokenHash);
+  }
+  deleteReplicaTokens(scope: string, replica?: string) {
+    return this.base.deleteReplicaTokens(scope, replica);
   }
   orgs() {
     return this.base.orgs();

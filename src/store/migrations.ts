@@ -334,4 +334,25 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE TRIGGER keel_cache_keys_truncate AFTER TRUNCATE ON service_account_keys FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note();`,
     },
   },
+  {
+    version: 15,
+    name: 'replica tokens (CPLN_TOKEN)',
+    // A running replica's token, by the SHA-256 of the token (the token itself is never stored):
+    // whose identity it acts as, and which replica of which data directory (scope) holds it, so
+    // the replica's teardown, or the next start of that runtime, deletes it.
+    sql: {
+      sqlite: `
+        CREATE TABLE replica_tokens (
+          token_hash TEXT PRIMARY KEY, org TEXT NOT NULL, gvc TEXT NOT NULL, identity TEXT NOT NULL,
+          scope TEXT NOT NULL, replica TEXT NOT NULL, created TEXT NOT NULL
+        );
+        CREATE INDEX replica_tokens_replica ON replica_tokens (scope, replica);`,
+      postgres: `
+        CREATE TABLE replica_tokens (
+          token_hash TEXT PRIMARY KEY, org TEXT NOT NULL, gvc TEXT NOT NULL, identity TEXT NOT NULL,
+          scope TEXT NOT NULL, replica TEXT NOT NULL, created TEXT NOT NULL
+        );
+        CREATE INDEX replica_tokens_replica ON replica_tokens (scope, replica);`,
+    },
+  },
 ];

@@ -1,4 +1,4 @@
-import type { ItemKey, StoredItem } from './types.js';
+import type { ItemKey, ReplicaTokenRecord, StoredItem } from './types.js';
 
 /** The resource_tags rows of an item: one per tag, values as text (how query terms compare them). */
 export function tagRows(item: StoredItem): Array<[string, string]> {
@@ -71,4 +71,9 @@ export function itemsOf(rows: Array<ResourceRow & Record<string, unknown>>): Sto
   const items: StoredItem[] = [];
   for (const row of rows) if (row.id !== null) items.push(fromRow(row));
   return items;
+}
+
+/** A replica_tokens row as the store's record. */
+export function replicaToken(row: Record<string, string>): ReplicaTokenRecord {
+  return { tokenHash: row.token_hash, org: row.org, gvc: row.gvc, identity: row.identity, scope: row.scope, replica: row.replica, created: row.created };
 }

@@ -56,9 +56,12 @@ export interface RestoredOrg {
   earlierChain?: boolean;
 }
 
-/** Whether a restore rewinds a table: not the audit chains' nor the log lines, which record what happened. */
+/**
+ * Whether a restore rewinds a table: not the audit chains' nor the log lines, which record what
+ * happened, nor the tokens of replicas running now (a restore must neither revive nor drop them).
+ */
 export function isRewound(table: string): boolean {
-  return !table.startsWith('audit_') && !table.startsWith('log_lines') && !table.startsWith('keel_');
+  return !table.startsWith('audit_') && !table.startsWith('log_lines') && !table.startsWith('keel_') && table !== 'replica_tokens';
 }
 
 /** A service account's stored body without the keys that no longer exist (revoked after the snapshot). */

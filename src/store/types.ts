@@ -51,6 +51,18 @@ export interface KeyRecord {
   created: string;
 }
 
+/** A running replica's CPLN_TOKEN, as stored: only its hash, and whose identity it acts as. */
+export interface ReplicaTokenRecord {
+  tokenHash: string;
+  org: string;
+  gvc: string;
+  identity: string;
+  /** The data directory's runtime (scopeOf in runc.ts) and the replica there that holds it. */
+  scope: string;
+  replica: string;
+  created: string;
+}
+
 /** An audit event as the writer hands it over; the store assigns seq and hash. */
 export interface NewAuditEvent {
   org: string;
@@ -195,6 +207,10 @@ export interface Store {
    * where this process makes every change itself (SQLite), which then invalidates what it remembers.
    */
   accessMark?(org: string): Promise<string | undefined>;
+  /** Replica tokens (CPLN_TOKEN): added when a replica starts, found by hash, deleted when it stops (every replica of the scope without `replica`). */
+  putReplicaToken(record: ReplicaTokenRecord): Promise<void>;
+  findReplicaToken(tokenHash: string): Promise<ReplicaTokenRecord | undefined>;
+  deleteReplicaTokens(scope: string, replica?: string): Promise<void>;
   /** Every org's name, sorted. */
   orgs(): Promise<string[]>;
   /** Orgs whose groups or policies mention a principal link (the candidates for GET /org). */

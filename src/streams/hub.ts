@@ -1,6 +1,7 @@
 import { changes, type AppendedEvent } from '../audit/changes.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import { parseKey } from '../auth/keys.js';
+import { isReplicaToken, replicaTokenHash } from '../auth/replica-tokens.js';
 import { identity, type Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import type { Store } from '../store/types.js';
@@ -27,8 +28,8 @@ export interface HubLimits {
 
 interface Held {
   watcher: Watcher;
-  /** The key the stream was opened with (undefined for a JWT user). */
-  keyName?: string;
+  /** The key (`key NAME`) or replica token (`replica HASH`) the stream was opened with (undefined for a JWT user). */
+  credential?: string;
   /** What decides whether it may go on watching (see mayWatch): streams with the same one share the answer. */
   question: string;
 }
@@ -171,7 +172,7 @@ export class WatchHub {
     });
     this.held.set(watcher, {
       watcher,
-      keyName: token === undefined ? undefined : parseKey(token)?.keyName,
+      credential: credentialOf(token),
       question: `${link}\n${watcher.org}\n${watcher.kind ?? ''}\n${watcher.viewing}`,
     });
     count(this.streams, link, 1);
@@ -253,6 +254,17 @@ export class WatchHub {
    * not from the authenticator's cache) and its principal must still be a member of the org; the
    * others end. One lookup per distinct key and principal, however many streams share them.
    */
+  /** Whose the credential is now: a key's service account, a running replica's identity; undefined once revoked or stopped. */
+  private async ownerOf(credential: string): Promise<string | undefined> {
+    const [kind, id] = credential.split(' ');
+    if (kind === 'replica') {
+      const r = await this.store.findReplicaToken(id);
+      return r && `/org/${r.org}/gvc/${r.gvc}/identity/${r.identity}`;
+    }
+    const r = await this.store.findKey(id);
+    return r && `/org/${r.org}/serviceaccount/${r.serviceAccount}`;
+  }
+
   private async checkDirty(): Promise<void> {
     if (this.checking) return;
     this.checking = true;
@@ -263,14 +275,14 @@ export class WatchHub {
         // One question per distinct key and per distinct principal, org and kind; answered together.
         const keys = new Map<string, Promise<string | undefined>>();
         const members = new Map<string, Promise<boolean>>();
-        const asked: Array<{ watcher: Watcher; keyName?: string; member: string }> = [];
+        const asked: Array<{ watcher: Watcher; credential?: string; member: string }> = [];
         for (const watcher of watchers) {
           const held = this.held.get(watcher);
           if (!held) continue;
-          const { keyName, question: member } = held;
-          if (keyName !== undefined && !keys.has(keyName)) {
+          const { credential, question: member } = held;
+          if (credential !== undefined && !keys.has(credential)) {
             // A lookup that fails ends the stream rather than leaving it unchecked.
-            keys.set(keyName, this.store.findKey(keyName).then((r) => r && `/org/${r.org}/serviceaccount/${r.serviceAccount}`, (err) => void this.onError(err)));
+            keys.set(credential, this.ownerOf(credential).catch((err) => void this.onError(err)));
           }
           if (!members.has(member)) {
             members.set(
@@ -284,16 +296,16 @@ export class WatchHub {
               ),
             );
           }
-          asked.push({ watcher, keyName, member });
+          asked.push({ watcher, credential, member });
         }
         const keyOwners = new Map<string, string | undefined>();
         for (const [name, owner] of keys) keyOwners.set(name, await owner);
         const allowed = new Map<string, boolean>();
         for (const [member, may] of members) allowed.set(member, await may);
-        for (const { watcher, keyName, member } of asked) {
+        for (const { watcher, credential, member } of asked) {
           // Checked again meanwhile (or ended): its newest check decides.
           if (!watcher.open || this.dirty.has(watcher)) continue;
-          const keyValid = keyName === undefined || keyOwners.get(keyName) === watcher.principal.link;
+          const keyValid = credential === undefined || keyOwners.get(credential) === watcher.principal.link;
           if (keyValid && allowed.get(member)) {
             if (watcher.paused) watcher.resume();
           } else watcher.end();
@@ -315,4 +327,12 @@ function count(counts: Map<string, number>, key: string, by: number): void {
   const n = (counts.get(key) ?? 0) + by;
   if (n > 0) counts.set(key, n);
   else counts.delete(key);
+}
+
+/** What identifies a stream's credential for checking it again (see WatchHub.ownerOf); undefined for a JWT. */
+function credentialOf(token: string | undefined): string | undefined {
+  if (token === undefined) return undefined;
+  if (isReplicaToken(token)) return `replica ${replicaTokenHash(token)}`;
+  const key = parseKey(token)?.keyName;
+  return key && `key ${key}`;
 }

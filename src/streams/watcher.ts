@@ -337,7 +337,7 @@ export class Watcher implements FeedSubscriber {
     const f = this.o.filter;
     if (!this.passes(event.kind, event.name) || (f.gvc !== undefined && event.gvc !== f.gvc)) return false;
     const principal = this.o.principal;
-    if (principal.kind !== 'serviceaccount') return this.mayView(event).then((may) => may && this.matches(event));
+    if (principal.kind === 'user') return this.mayView(event).then((may) => may && this.matches(event));
     // The map is the event's at the time of asking: a decision made before an access change is not kept after it (see OrgFeed).
     const views: NonNullable<ChainEvent['views']> = (event.views ??= new Map());
     let may = views.get(principal.link);

@@ -192,6 +192,19 @@ forEachBackend('validation as the hosted API does it', (backend) => {
     assert.equal(ok.status, 201, JSON.stringify(ok.body));
   });
 
+  test('env: names beginning CPLN_ are the platform\'s and refused, on create and on patch; others pass', async () => {
+    for (const name of ['CPLN_TOKEN', 'CPLN_WORKLOAD', 'CPLN_ANYTHING', 'cpln_token']) {
+      refusedAt(await k.call('POST', WORKLOADS, workload('env', { env: [{ name: 'OK', value: '1' }, { name, value: 'mine' }] })), 'spec.containers[0].env[1].name', /reserved.*CPLN_/);
+    }
+    assert.equal((await k.call('GET', `${WORKLOADS}/env`)).status, 404, 'nothing was written');
+    const ok = await k.call('POST', WORKLOADS, workload('env', { env: [{ name: 'CPLNX', value: '1' }, { name: 'MY_CPLN_TOKEN', value: 'cpln://secret/s.key' }] }));
+    assert.equal(ok.status, 201, JSON.stringify(ok.body));
+    const patched = await k.call('PATCH', `${WORKLOADS}/env`, { spec: { containers: [container({ env: [{ name: 'CPLN_ENDPOINT', value: 'http://evil' }] })] } });
+    refusedAt(patched, 'spec.containers[0].env[0].name', /reserved/);
+    const kept = await k.call('GET', `${WORKLOADS}/env`);
+    assert.deepEqual(kept.body.spec.containers[0].env.map((e: { name: string }) => e.name).sort(), ['CPLNX', 'MY_CPLN_TOKEN']);
+  });
+
   test('cpln apply -f of a manifest Keel refuses prints the field and what is allowed', async () => {
     const endpoint = await k.listen();
     const cpln = new Cpln([endpoint.replace('http://', '')]);

@@ -2,13 +2,13 @@ import pg from 'pg';
 import { setTimeout as delay } from 'node:timers/promises';
 import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
-import { fromRow, itemKeyString, itemsOf, positionedList, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { fromRow, itemKeyString, itemsOf, positionedList, replicaToken, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
 import { AUDIT_LAYOUT, getOn, inTransaction, pendingInsert, prepared, updateCtes, type Queryable } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { enoughOf, fromLogRow, LINE_BYTES, INSERT_COLUMNS, labelValuesQuery, LOG_USAGE, logsQuery, logValues, oldestLogsQuery, pruneLogsQuery, usageOf, type LogRow } from '../logs-sql.js';
-import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
+import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, ReplicaTokenRecord, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { keelTables, PostgresSnapshots } from './snapshots.js';
@@ -260,6 +260,20 @@ export class PostgresStore implements Store {
   async findSignIn(what: string, key: string): Promise<string | undefined> {
     const { rows } = await this.reads.query(prepared('SELECT data FROM signin_records WHERE what = $1 AND key = $2 AND (expires = 0 OR expires > $3)', [what, key, Date.now()]));
     return rows[0]?.data as string | undefined;
+  }
+
+  async putReplicaToken(r: ReplicaTokenRecord): Promise<void> {
+    await this.pool.query('INSERT INTO replica_tokens VALUES ($1, $2, $3, $4, $5, $6, $7)', [r.tokenHash, r.org, r.gvc, r.identity, r.scope, r.replica, r.created]);
+  }
+
+  async findReplicaToken(tokenHash: string): Promise<ReplicaTokenRecord | undefined> {
+    const { rows } = await this.reads.query(prepared('SELECT token_hash, org, gvc, identity, scope, replica, created FROM replica_tokens WHERE token_hash = $1', [tokenHash]));
+    return rows[0] && replicaToken(rows[0]);
+  }
+
+  async deleteReplicaTokens(scope: string, replica?: string): Promise<void> {
+    if (replica === undefined) await this.pool.query('DELETE FROM replica_tokens WHERE scope = $1', [scope]);
+    else await this.pool.query('DELETE FROM replica_tokens WHERE scope = $1 AND replica = $2', [scope, replica]);
   }
 
   async orgs(): Promise<string[]> {

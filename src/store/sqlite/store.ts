@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
-import { fromRow, itemKeyString, itemsOf, Mutex, positionedList, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
+import { fromRow, itemKeyString, itemsOf, Mutex, positionedList, replicaToken, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { SqlParams } from '../sql.js';
 import { Housekeeper } from './housekeeper.js';
 import { ListWorkers } from './lists.js';
@@ -12,7 +12,7 @@ import { sealHashAt, sealNew } from './seals.js';
 import { chainHash } from '../../audit/chain.js';
 import { auditQuery, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { enoughOf, fromLogRow, INSERT_COLUMNS, labelValuesQuery, LOG_USAGE, logsQuery, logValues, oldestLogsQuery, pruneLogsQuery, usageOf, type LogRow } from '../logs-sql.js';
-import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
+import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequest, ReplicaTokenRecord, LogFilter, LogLabel, LogLine, NewAuditEvent, Store, StoredItem, Tx } from '../types.js';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { SqliteSnapshots } from './snapshots.js';
 
@@ -296,6 +296,22 @@ export class SqliteStore implements Store {
 
   async findSignIn(what: string, key: string): Promise<string | undefined> {
     return this.stmt(this.reader, 'SELECT data FROM signin_records WHERE what = ? AND key = ? AND (expires = 0 OR expires > ?)').pluck().get(what, key, Date.now()) as string | undefined;
+  }
+
+  async putReplicaToken(r: ReplicaTokenRecord): Promise<void> {
+    this.stmt(this.writer, 'INSERT INTO replica_tokens VALUES (?, ?, ?, ?, ?, ?, ?)').run(r.tokenHash, r.org, r.gvc, r.identity, r.scope, r.replica, r.created);
+  }
+
+  async findReplicaToken(tokenHash: string): Promise<ReplicaTokenRecord | undefined> {
+    const row = this.stmt(this.reader, 'SELECT token_hash, org, gvc, identity, scope, replica, created FROM replica_tokens WHERE token_hash = ?').get(tokenHash) as
+      | Record<string, string>
+      | undefined;
+    return row && replicaToken(row);
+  }
+
+  async deleteReplicaTokens(scope: string, replica?: string): Promise<void> {
+    if (replica === undefined) this.stmt(this.writer, 'DELETE FROM replica_tokens WHERE scope = ?').run(scope);
+    else this.stmt(this.writer, 'DELETE FROM replica_tokens WHERE scope = ? AND replica = ?').run(scope, replica);
   }
 
   async orgs(): Promise<string[]> {
