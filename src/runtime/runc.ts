@@ -14,7 +14,7 @@
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -449,7 +449,7 @@ export class RuncRuntime implements Runtime {
     await this.output.open(container.runcId, container.output, replica.id, replica.ref.org, labels, { ...labels, container: container.name });
     // The reader has it open: opening it to write does not wait, and the writes block (not fail) while the pipe is full.
     const fd = openSync(container.output, 'w');
-    const child = spawn(...underUsualUmask('runc', ['--root', this.root, 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
+    const child = spawn(...underUsualUmask('runc', ['--root', this.root, '--log', join(container.bundle, 'runc.log'), '--log-format', 'json', 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     container.child = child;
     child.on('error', (err) => this.exited(replica, container, null, String(err.message)));
@@ -470,7 +470,7 @@ export class RuncRuntime implements Runtime {
         ? `exit code 137: killed, most likely for exceeding its memory limit of ${memory} (${bytes(memory)} bytes; OOMKilled)`
         : signal
           ? `killed by ${signal}`
-          : `exit code ${exitCode}`;
+          : (runcFailure(container.bundle) ?? `exit code ${exitCode}`);
     replica.message = `Container ${container.name} of replica ${replica.want.name} exited (${why})`;
     this.log(replica, container, replica.message);
     const ran = Date.now() - container.startedAt;
@@ -831,4 +831,26 @@ function exitOf(c: Container, timeoutMs: number): Promise<void> {
 async function unmount(path: string): Promise<void> {
   if (!existsSync(path)) return;
   await quietly('umount', [path]);
+}
+
+/** runc's own reason when it could not start the process (a command missing from the image), from its log. */
+function runcFailure(bundle: string): string | undefined {
+  let text = '';
+  try {
+    text = readFileSync(join(bundle, 'runc.log'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  const errors = text
+    .split('\n')
+    .map((line) => {
+      try {
+        return JSON.parse(line) as { level?: string; msg?: string };
+      } catch {
+        return {};
+      }
+    })
+    .filter((e) => e.level === 'error' && typeof e.msg === 'string');
+  const last = errors.at(-1)?.msg;
+  return last?.replace(/^runc run failed: /, '');
 }
