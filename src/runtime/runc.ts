@@ -40,6 +40,8 @@ export interface RuncOptions {
   host: string;
   ingressPort: number;
   ingressMaxConnections?: number;
+  /** The least time between two HAProxy reloads (default 2 s). */
+  haproxyReloadMinMs?: number;
   /** What serves the ingress port: Keel's own ingress, or HAProxy in front of it (haproxy.ts). */
   ingressProxy?: 'keel' | 'haproxy';
   store: Store;
@@ -201,6 +203,7 @@ export class RuncRuntime implements Runtime {
         host: options.host,
         port: options.ingressPort,
         maxConnections: options.ingressMaxConnections ?? DEFAULT_MAX_CONNECTIONS,
+        reloadMinMs: options.haproxyReloadMinMs ?? 2000,
         headersTimeoutMs: HEADERS_TIMEOUT_MS,
         // Outside the data directory, which HAProxy's workers (not root) may not enter.
         fallback: join(existsSync('/run') ? join('/run', `keel-${this.scope}`) : dir, 'ingress.sock'),
@@ -665,7 +668,7 @@ export class RuncRuntime implements Runtime {
     return true;
   }
 
-  exec(target: ExecTarget, args: string[]): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
+  exec(target: ExecTarget, args: string[], tty = false): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
     for (const replicas of this.deployments.values()) {
       const replica = replicas.get(target.replica);
       if (!replica || replica.ref.org !== target.org || replica.ref.gvc !== target.gvc || replica.ref.location !== target.location) continue;
@@ -674,7 +677,10 @@ export class RuncRuntime implements Runtime {
       if (!c) return { workload, error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
       if (c.exited || !runcStarted(this.root, c.runcId)) return { workload, error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
       const root = this.root;
-      return { workload, start: () => spawn(...underUsualUmask('runc', ['--root', root, 'exec', c.runcId, ...args]), { stdio: ['pipe', 'pipe', 'pipe'] }) };
+      const runc = ['runc', '--root', root, 'exec', ...(tty ? ['--tty'] : []), c.runcId, ...args];
+      // runc's --tty wants a terminal of its own to copy the container's from: script(1) gives it one on our pipes.
+      const [file, argv] = tty ? ['script', ['--quiet', '--flush', '--return', '--command', runc.map(shellQuote).join(' '), '/dev/null']] : [runc[0], runc.slice(1)];
+      return { workload, start: () => spawn(...underUsualUmask(file, argv), { stdio: ['pipe', 'pipe', 'pipe'] }) };
     }
     return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }
@@ -853,4 +859,9 @@ function runcFailure(bundle: string): string | undefined {
     .filter((e) => e.level === 'error' && typeof e.msg === 'string');
   const last = errors.at(-1)?.msg;
   return last?.replace(/^runc run failed: /, '');
+}
+
+/** One word for sh, whatever it holds. */
+function shellQuote(word: string): string {
+  return `'${word.replace(/'/g, `'\\''`)}'`;
 }
