@@ -34,6 +34,8 @@ export interface HaproxyOptions {
   /** 0: a free port. */
   port: number;
   maxConnections: number;
+  /** The least time between two reloads: changes in between wait for the next. */
+  reloadMinMs: number;
   headersTimeoutMs: number;
   /** The Unix socket Keel's own ingress listens on (its directory is made HAProxy's group's). */
   fallback: string;
@@ -56,6 +58,9 @@ export class HaproxyFront {
   private process?: ChildProcess;
   private written = '';
   private timer?: NodeJS.Timeout;
+  private reloadedAt = 0;
+  /** Reloads sent to HAProxy since it started (the bench and tests read it). */
+  reloads = 0;
   /** Backend name → deployment, and the requests counted so far, of the configuration loaded last. */
   private backends = new Map<string, { key: string; counted: number }>();
   private polling = false;
@@ -126,15 +131,21 @@ export class HaproxyFront {
   /** The table may have changed: a reload follows shortly if it has. */
   changed(): void {
     if (this.timer || this.stopped) return;
+    // A flapping probe must not reload HAProxy at its own pace: each reload forks workers and leaves old ones draining.
+    const wait = Math.max(RELOAD_DELAY_MS, this.reloadedAt + this.options.reloadMinMs - Date.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this.stopped) return;
       try {
-        if (this.write()) this.process?.kill('SIGUSR2');
+        if (this.write() && this.process) {
+          this.process.kill('SIGUSR2');
+          this.reloadedAt = Date.now();
+          this.reloads++;
+        }
       } catch (err) {
         this.options.onError(err);
       }
-    }, RELOAD_DELAY_MS);
+    }, wait);
   }
 
   /** Reads what HAProxy forwarded since the last poll (and clears its peaks). */

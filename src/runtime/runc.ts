@@ -14,7 +14,7 @@
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -46,6 +46,8 @@ export interface RuncOptions {
   host: string;
   ingressPort: number;
   ingressMaxConnections?: number;
+  /** The least time between two HAProxy reloads (default 2 s). */
+  haproxyReloadMinMs?: number;
   /** What serves the ingress port: Keel's own ingress, or HAProxy in front of it (haproxy.ts). */
   ingressProxy?: 'keel' | 'haproxy';
   /** Whether workloads' firewallConfig is applied (firewall.ts); default enforce. */
@@ -228,6 +230,7 @@ export class RuncRuntime implements Runtime {
         host: options.host,
         port: options.ingressPort,
         maxConnections: options.ingressMaxConnections ?? DEFAULT_MAX_CONNECTIONS,
+        reloadMinMs: options.haproxyReloadMinMs ?? 2000,
         headersTimeoutMs: HEADERS_TIMEOUT_MS,
         // Outside the data directory, which HAProxy's workers (not root) may not enter.
         fallback: join(existsSync('/run') ? join('/run', `keel-${this.scope}`) : dir, 'ingress.sock'),
@@ -502,7 +505,7 @@ export class RuncRuntime implements Runtime {
     await this.output.open(container.runcId, container.output, replica.id, replica.ref.org, labels, { ...labels, container: container.name });
     // The reader has it open: opening it to write does not wait, and the writes block (not fail) while the pipe is full.
     const fd = openSync(container.output, 'w');
-    const child = spawn(...underUsualUmask('runc', ['--root', this.root, 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
+    const child = spawn(...underUsualUmask('runc', ['--root', this.root, '--log', join(container.bundle, 'runc.log'), '--log-format', 'json', 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     container.child = child;
     child.on('error', (err) => this.exited(replica, container, null, String(err.message)));
@@ -523,7 +526,7 @@ export class RuncRuntime implements Runtime {
         ? `exit code 137: killed, most likely for exceeding its memory limit of ${memory} (${bytes(memory)} bytes; OOMKilled)`
         : signal
           ? `killed by ${signal}`
-          : `exit code ${exitCode}`;
+          : (runcFailure(container.bundle) ?? `exit code ${exitCode}`);
     replica.message = `Container ${container.name} of replica ${replica.want.name} exited (${why})`;
     this.log(replica, container, replica.message);
     const ran = Date.now() - container.startedAt;
@@ -720,7 +723,7 @@ export class RuncRuntime implements Runtime {
     return true;
   }
 
-  exec(target: ExecTarget, args: string[]): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
+  exec(target: ExecTarget, args: string[], tty = false): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
     for (const replicas of this.deployments.values()) {
       const replica = replicas.get(target.replica);
       if (!replica || replica.ref.org !== target.org || replica.ref.gvc !== target.gvc || replica.ref.location !== target.location) continue;
@@ -729,7 +732,10 @@ export class RuncRuntime implements Runtime {
       if (!c) return { workload, error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
       if (c.exited || !runcStarted(this.root, c.runcId)) return { workload, error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
       const root = this.root;
-      return { workload, start: () => spawn(...underUsualUmask('runc', ['--root', root, 'exec', c.runcId, ...args]), { stdio: ['pipe', 'pipe', 'pipe'] }) };
+      const runc = ['runc', '--root', root, 'exec', ...(tty ? ['--tty'] : []), c.runcId, ...args];
+      // runc's --tty wants a terminal of its own to copy the container's from: script(1) gives it one on our pipes.
+      const [file, argv] = tty ? ['script', ['--quiet', '--flush', '--return', '--command', runc.map(shellQuote).join(' '), '/dev/null']] : [runc[0], runc.slice(1)];
+      return { workload, start: () => spawn(...underUsualUmask(file, argv), { stdio: ['pipe', 'pipe', 'pipe'] }) };
     }
     return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
   }
@@ -898,4 +904,31 @@ function exitOf(c: Container, timeoutMs: number): Promise<void> {
 async function unmount(path: string): Promise<void> {
   if (!existsSync(path)) return;
   await quietly('umount', [path]);
+}
+
+/** runc's own reason when it could not start the process (a command missing from the image), from its log. */
+function runcFailure(bundle: string): string | undefined {
+  let text = '';
+  try {
+    text = readFileSync(join(bundle, 'runc.log'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  const errors = text
+    .split('\n')
+    .map((line) => {
+      try {
+        return JSON.parse(line) as { level?: string; msg?: string };
+      } catch {
+        return {};
+      }
+    })
+    .filter((e) => e.level === 'error' && typeof e.msg === 'string');
+  const last = errors.at(-1)?.msg;
+  return last?.replace(/^runc run failed: /, '');
+}
+
+/** One word for sh, whatever it holds. */
+function shellQuote(word: string): string {
+  return `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -121,7 +121,8 @@ export interface Runtime {
    * why it cannot, with the replica's workload when the replica is there (its caller checks the
    * permission on that workload before it shows why).
    */
-  exec(target: ExecTarget, command: string[]): { workload: string; start: () => ChildProcess } | { workload?: string; error: string };
+  /** `tty`: the command runs on a pseudo-terminal (its stdout carries what the terminal shows). */
+  exec(target: ExecTarget, command: string[], tty?: boolean): { workload: string; start: () => ChildProcess } | { workload?: string; error: string };
   /**
    * Takes a domain's spec, for the ingress to route its host names by (undefined: the domain is
    * gone); `created` decides between orgs holding the same name. A runtime without an ingress has none.

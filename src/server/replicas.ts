@@ -188,7 +188,7 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
         if (tooMany) return limited(tooMany);
         return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
       }
-      const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command);
+      const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command, asked.tty === true);
       // `cpln workload connect` asks for a shell and no command; exec and cp name their command.
       const permission = Array.isArray(asked.command) ? 'exec' : 'connect';
       // The permission is checked before anything about the replica is told, and a refusal reads the

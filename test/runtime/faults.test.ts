@@ -76,9 +76,13 @@ describe('bad input to the runc runtime', { skip }, () => {
 
   test('a command the image does not have: the start fails, is retried with back-off, and says why', async () => {
     await apply('nocommand', { image, command: '/bin/no-such-program' });
-    const status = await deploymentSays('nocommand', /Back-off restarting replica .*exit code/);
+    // runc's own reason, not its exit code 1.
+    const status = await deploymentSays('nocommand', /Back-off restarting replica .*exited \(unable to start container process: exec: "\/bin\/no-such-program": .*no such file or directory\)/);
     assert.equal(status.ready, false);
+    assert.doesNotMatch(String(status.message), /exit code 1/);
     await logsSay('nocommand', /no-such-program/);
+    await apply('notinpath', { image, command: 'no-such-program' });
+    await deploymentSays('notinpath', /exec: "no-such-program": executable file not found in \$PATH/);
   });
 
   test('a process over its memory limit is killed and the status says OOMKilled', async () => {

@@ -94,6 +94,16 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
     assert.match(failed.stdout, /command terminated with exit code 4/);
   });
 
+  test('cpln workload connect gives the shell a pseudo-terminal', async () => {
+    const r = await rt.run(['workload', 'connect', 'web', '--location', LOCATION, '--shell', 'sh'], 0, 'tty\nexit\n');
+    assert.match(r.stdout, /^\/dev\/pts\/\d+\r?$/m);
+    assert.doesNotMatch(r.stdout, /not a tty/);
+    // exec without --tty stays on pipes (cp and scripts rely on bytes passing unchanged).
+    const piped = await rt.cpln.run(['workload', 'exec', 'web', '--location', LOCATION, '--', '/bin/busybox', 'tty']);
+    assert.notEqual(piped.code, 0);
+    assert.match(piped.stdout, /not a tty/);
+  });
+
   test('a revoked key and a view-only key get no terminal session', async () => {
     const temp = await account('temp', ['view', 'exec']);
     assert.equal((await rt.run(['workload', 'exec', 'web', '--profile', 'temp', '--location', LOCATION, '--', 'echo', 'allowed'])).stdout, 'allowed');
