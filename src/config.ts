@@ -100,6 +100,8 @@ export interface Config {
   ingressMaxConnections: number;
   /** The least time between two HAProxy reloads (KEEL_HAPROXY_RELOAD_MIN_MS); changes in between are gathered into the next. */
   haproxyReloadMinMs: number;
+  /** The longest grace period a stopping replica gets under the runc runtime, whatever its workload asks (KEEL_MAX_TERMINATION_GRACE_SECONDS). */
+  maxTerminationGraceSeconds: number;
   /** What serves the ingress port (KEEL_INGRESS_PROXY): Keel's own ingress, or HAProxy in front of it. */
   ingressProxy: 'keel' | 'haproxy';
   /** Whether workloads' firewallConfig is applied with KEEL_RUNTIME=runc (KEEL_FIREWALL): enforce, or open for demos. */
@@ -293,6 +295,7 @@ export const OPTIONS: Option[] = [
   option('watchBufferTotalBytes', 'KEEL_WATCH_BUFFER_TOTAL_BYTES', '--watch-buffer-total-bytes', whole(1024, 64 * 1024 * 1024 * 1024), 'bytes all watch streams together may hold for clients that do not read; over it the streams holding most are disconnected'),
   option('runtime', 'KEEL_RUNTIME', '--runtime', oneOf(['simulated', 'runc']) as Parser<Config['runtime']>, "what runs workloads: simulated (nothing runs) or runc (containers on this host, as root; see docs/runtime.md)"),
   option('ingressPort', 'KEEL_INGRESS_PORT', '--ingress-port', whole(0, 65535), 'port serving workload endpoints with --runtime runc'),
+  option('maxTerminationGraceSeconds', 'KEEL_MAX_TERMINATION_GRACE_SECONDS', '--max-termination-grace-seconds', whole(0, 86_400), "with --runtime runc, the longest time in seconds a stopping replica gets between preStop and SIGKILL, whatever its workload's terminationGracePeriodSeconds (default 90) asks: a tenant's setting holds the host's resources no longer"),
   option('haproxyReloadMinMs', 'KEEL_HAPROXY_RELOAD_MIN_MS', '--haproxy-reload-min-ms', whole(0, 600_000), 'with --ingress-proxy haproxy, the least time in ms between two reloads of HAProxy; the changes of a flapping readiness probe in between are gathered into one reload'),
   option('ingressMaxConnections', 'KEEL_INGRESS_MAX_CONNECTIONS', '--ingress-max-connections', whole(1, 1_000_000), "client connections the ingress keeps open at once with --runtime runc; more are closed as they come, so workload traffic cannot take the file descriptors Keel's API needs"),
   option('ingressProxy', 'KEEL_INGRESS_PROXY', '--ingress-proxy', oneOf(['keel', 'haproxy']) as Parser<Config['ingressProxy']>, "with --runtime runc: keel (Keel's own ingress serves every request) or haproxy (HAProxy, started by Keel, sends workload endpoints' traffic straight to ready replicas and the rest to Keel's ingress; see docs/runtime.md)"),
@@ -369,6 +372,7 @@ export const DEFAULTS: Config = {
   ingressPort: 8082,
   ingressMaxConnections: 4096,
   haproxyReloadMinMs: 2000,
+  maxTerminationGraceSeconds: 900,
   ingressProxy: 'keel',
   firewall: 'enforce',
   runtimeSubnet: '10.213.0.0/16',

@@ -9,5 +9,5 @@ import type { Runtime } from './types.js';
 
 export function openRuntime(config: Config, store: Store, auth: Authorizer, blobs: BlobStore, registryHosts: () => string[], onError: (err: unknown, what: string) => void): Runtime {
   if (config.runtime !== 'runc') return SIMULATED;
-  return new RuncRuntime({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, subnet: config.runtimeSubnet, host: config.host, ingressPort: config.ingressPort, apiPort: config.port, ingressMaxConnections: config.ingressMaxConnections, ingressProxy: config.ingressProxy, haproxyReloadMinMs: config.haproxyReloadMinMs, firewall: config.firewall, logBytesPerSecond: config.logBytesPerSecond, replicaDiskBytes: config.replicaDiskBytes, hostImagesOrg: config.org, store, auth, blobs, registryHosts, onError });
+  return new RuncRuntime({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, subnet: config.runtimeSubnet, host: config.host, ingressPort: config.ingressPort, apiPort: config.port, ingressMaxConnections: config.ingressMaxConnections, ingressProxy: config.ingressProxy, haproxyReloadMinMs: config.haproxyReloadMinMs, maxGraceSeconds: config.maxTerminationGraceSeconds, firewall: config.firewall, logBytesPerSecond: config.logBytesPerSecond, replicaDiskBytes: config.replicaDiskBytes, hostImagesOrg: config.org, store, auth, blobs, registryHosts, onError });
 }

@@ -36,6 +36,7 @@ import { Names, resolvConf } from './names.js';
 import { Network, parseSubnet } from './network.js';
 import type { Peer } from './peers.js';
 import { Output } from './output.js';
+import { plan, replaceAll, rolloutOf, within } from './rollouts.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import { prepareVolumes, VolumeError, volumeSetDir, volumeSetsIn } from './volumes.js';
 import type { Clock, Demand, DeploymentRef, ExecTarget, Observation, ReplicaState, ReplicaWant, Runtime, Wake } from './types.js';
@@ -52,6 +53,8 @@ export interface RuncOptions {
   ingressProxy?: 'keel' | 'haproxy';
   /** Whether workloads' firewallConfig is applied (firewall.ts); default enforce. */
   firewall?: FirewallMode;
+  /** The longest grace period any replica gets when it stops (KEEL_MAX_TERMINATION_GRACE_SECONDS): a tenant's setting holds the host no longer. */
+  maxGraceSeconds?: number;
   store: Store;
   /** Decides, as for any request, whether a workload's identity may reveal a secret it mounts. */
   auth: Authorizer;
@@ -129,6 +132,8 @@ interface Replica {
   timer?: NodeJS.Timeout;
   lastExit: number;
   reported: string;
+  /** Since when it has been ready, as observe last saw it (minReadySeconds counts from here). */
+  readySince?: number;
 }
 
 const TICK_MS = 200;
@@ -176,6 +181,8 @@ export class RuncRuntime implements Runtime {
   private readonly deployments = new Map<string, Map<string, Replica>>();
   /** Teardowns under way: replicas no deployment holds any more whose containers may still be stopping. */
   private readonly removing = new Set<Promise<void>>();
+  /** The teardown under way of a replica by name, which a replica of the same name waits for. */
+  private readonly leaving = new Map<string, Promise<void>>();
   private readonly listeners: Array<(d: DeploymentRef) => void> = [];
   /** Deployments that run nothing because their workload is suspended, by deployment: their endpoint says so. */
   private readonly suspended = new Map<string, DeploymentRef>();
@@ -191,6 +198,9 @@ export class RuncRuntime implements Runtime {
   private writingLogs: Promise<void> | false = false;
   private stopped = false;
   private readonly relay: ApiRelay;
+  /** Resolved when Keel stops: replicas still in their grace period get at most STOP_GRACE_MS more. */
+  private hurry!: () => void;
+  private readonly hurried = new Promise<void>((resolve) => (this.hurry = resolve));
 
   constructor(private readonly options: RuncOptions) {
     this.relay = new ApiRelay(options.host, options.apiPort ?? 0, (err) => options.onError(err, 'relaying replicas to the API'));
@@ -322,6 +332,7 @@ export class RuncRuntime implements Runtime {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.hurry();
     clearInterval(this.tick);
     await this.dropAll();
     await this.output.closeAll().catch((err) => this.options.onError(err, 'reading replica output'));
@@ -350,40 +361,50 @@ export class RuncRuntime implements Runtime {
       if (want.length === 0) return { replicas: [], ready: true };
       this.deployments.set(id, (replicas = new Map()));
     }
-    const names = new Set(want.map((w) => w.name));
+    const now = Date.now();
     let touched = false;
-    for (const [name, replica] of replicas) {
-      if (names.has(name)) continue;
+    const running = [...replicas.values()].map((r) => {
+      const ready = this.stateOf(r).ready;
+      r.readySince = ready ? (r.readySince ?? now) : undefined;
+      return { name: r.want.name, version: r.want.version, ready, readySince: r.readySince };
+    });
+    const rollout = rolloutOf(want[0]?.spec ?? {}, want.length);
+    // A cron workload's runs and a deployment that goes away are not rolled: they change at once.
+    const next = want.length === 0 || want.some((w) => w.run) ? replaceAll(running, want) : plan(running, want, rollout, now);
+    for (const name of next.stop) {
+      const replica = replicas.get(name)!;
       replicas.delete(name);
       touched = true;
-      void this.remove(replica);
+      void this.remove(replica, Math.min(rolloutOf(replica.want.spec, 0).graceMs, (this.options.maxGraceSeconds ?? Infinity) * 1000));
     }
-    for (const w of want) {
-      const current = replicas.get(w.name);
-      if (current && current.want.version === w.version) {
-        current.ref = deployment;
-        continue;
-      }
+    for (const w of next.start) {
       // A stateful replica keeps its name across versions: the old one goes before the new one starts.
-      if (current) void this.remove(current);
-      const replica = this.create(deployment, w, current?.busy);
+      const replica = this.create(deployment, w, this.leaving.get(w.name));
       replicas.set(w.name, replica);
       touched = true;
     }
+    for (const r of replicas.values()) r.ref = deployment;
     if (replicas.size === 0) this.deployments.delete(id);
     this.names.refresh();
     this.front?.changed();
     if (touched) this.firewall.refresh(this.peers());
-    const states = want.map((w) => this.stateOf(replicas.get(w.name)!));
+    const states = want.map((w) => {
+      const r = replicas.get(w.name);
+      return r && r.want.version === w.version ? this.stateOf(r) : { name: w.name, running: false, ready: false, restarts: 0, message: 'Pending: waiting for the rollout' };
+    });
+    const rolling = replicas.size > want.length || states.some((s) => !s.running && s.message.startsWith('Pending'));
     // A cron workload's runs come and go: they say nothing of whether the deployment is ready.
     const serving = states.filter((_, i) => !want[i].run);
-    const notReady = serving.find((s) => !s.ready && s.message !== 'Running' && s.message !== 'ContainerCreating');
+    const notReady = serving.find((s) => !s.ready && s.message !== 'Running' && s.message !== 'ContainerCreating' && !s.message.startsWith('Pending'));
+    const anyReady = [...replicas.values()].some((r) => !r.want.run && this.stateOf(r).ready);
     return {
       replicas: states,
-      ready: serving.every((s) => s.ready),
+      // A rollout is done once the older version's replicas are gone.
+      ready: serving.every((s) => s.ready) && !rolling,
       // One that wakes on a request serves while its replicas start, unless they fail to.
-      serving: wake && !notReady ? true : serving.length === 0 ? undefined : serving.some((s) => s.ready),
+      serving: wake && !notReady ? true : serving.length === 0 ? undefined : anyReady,
       message: notReady ? notReady.message : undefined,
+      ...(next.after !== undefined ? { after: next.after } : {}),
     };
   }
 
@@ -489,7 +510,7 @@ export class RuncRuntime implements Runtime {
       const message = told ? err.message : `Failed to start replica ${replica.want.name}: ${(err as Error).message}`;
       if (!told) this.options.onError(err, `starting replica ${replica.want.name}`);
       this.log(replica, undefined, message);
-      await this.teardown(replica);
+      await this.teardown(replica, STOP_GRACE_MS);
       replica.message = message;
       if (replica.want.run) replica.finished = { exitCode: 1, at: Date.now(), message: `Failed: ${message}` };
       // A grant or a secret that appears later is picked up within GRANT_RETRY_MS, however many tries came before.
@@ -536,7 +557,7 @@ export class RuncRuntime implements Runtime {
       replica.finished = { exitCode, at: replica.lastExit, message: exitCode === 0 ? 'Completed (exit code 0)' : `Failed: ${replica.message}` };
     }
     replica.busy = replica.busy.then(async () => {
-      await this.teardown(replica);
+      await this.teardown(replica, STOP_GRACE_MS);
       if (!replica.want.run) this.backOff(replica, replica.message);
       this.changed(replica);
     });
@@ -556,10 +577,15 @@ export class RuncRuntime implements Runtime {
   }
 
   /** Stops and forgets a replica. */
-  private remove(replica: Replica): Promise<void> {
+  private remove(replica: Replica, graceMs = STOP_GRACE_MS): Promise<void> {
     replica.removed = true;
     clearTimeout(replica.timer);
-    const done = (replica.busy = replica.busy.then(() => this.teardown(replica)).then(() => this.output.forget(replica.id)));
+    const key = replica.want.name;
+    const done = (replica.busy = replica.busy.then(() => this.teardown(replica, graceMs)).then(() => this.output.forget(replica.id)));
+    // A replica started again under this name (a stateful one's next version) waits for this one to go.
+    this.leaving.set(key, done);
+    const settled = () => void (this.leaving.get(key) === done && this.leaving.delete(key));
+    done.then(settled, settled);
     // Kept until done, so a shutdown right after a delete still waits for it.
     this.removing.add(done);
     const forget = () => void this.removing.delete(done);
@@ -568,14 +594,26 @@ export class RuncRuntime implements Runtime {
   }
 
   /** Stops a replica's containers and releases their mounts, cgroups, namespace and address. */
-  private async teardown(replica: Replica): Promise<void> {
+  private async teardown(replica: Replica, graceMs: number): Promise<void> {
     // Its CPLN_TOKEN dies first, before its processes do.
     await this.options.store.deleteReplicaTokens(this.scope, replica.id).catch((err) => this.options.onError(err, `revoking the token of replica ${replica.want.name}`));
     const containers = replica.containers;
+    // The grace period covers preStop and SIGTERM together (as Kubernetes counts it); a stopping
+    // Keel cuts it to STOP_GRACE_MS so that a clean stop never waits out 90 s per replica.
+    const deadline = Date.now() + graceMs;
+    const left = () => Math.max(0, deadline - Date.now());
+    const inTime = <T>(p: Promise<T>) => within(p, left(), this.hurried, STOP_GRACE_MS);
+    await Promise.all(
+      containers.map((c) => {
+        const preStop = c.spec.lifecycle?.preStop?.exec?.command;
+        if (c.exited || !preStop?.length) return undefined;
+        return inTime(quietly('runc', ['--root', this.root, 'exec', c.runcId, ...preStop]));
+      }),
+    );
     for (const c of containers) {
       if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'TERM']);
     }
-    await Promise.all(containers.map((c) => exitOf(c, STOP_GRACE_MS)));
+    await Promise.all(containers.map((c) => inTime(exitOf(c, left()))));
     for (const c of containers) {
       if (!c.exited) await quietly('runc', ['--root', this.root, 'kill', c.runcId, 'KILL']);
     }

@@ -36,6 +36,8 @@ export interface ContainerSpec {
   cpu?: string;
   memory?: string;
   ports?: Array<{ number?: number; protocol?: string }>;
+  /** Run in the container before it is sent SIGTERM (rollouts.ts: within the grace period). */
+  lifecycle?: { preStop?: { exec?: { command?: string[] } } };
 }
 
 export interface SpecInput {

@@ -41,6 +41,8 @@ describe('workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
           type: 'standard',
           containers: [{ name: 'httpd', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { httpGet: { path: '/index.html', port: 8080 }, periodSeconds: 1, failureThreshold: 1 } }],
           defaultOptions: { autoscaling: { minScale: 2, maxScale: 2 } },
+          // httpd as PID 1 ignores SIGTERM: a short grace period (the default is 90 s) lets the delete below end it soon.
+          rolloutOptions: { terminationGracePeriodSeconds: 5 },
         },
       }),
     );

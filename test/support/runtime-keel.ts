@@ -19,7 +19,9 @@ export const LOCATION = 'aws-us-east-2';
  * open it, as a demo would (KEEL_FIREWALL=open); Keel's default, enforce, is firewall.test.ts's.
  */
 export function runcSettings(ingressProxy: Config['ingressProxy'] = process.env.KEEL_TEST_INGRESS_PROXY === 'haproxy' ? 'haproxy' : 'keel', firewall: Config['firewall'] = 'open'): Partial<Config> {
-  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, ingressProxy, firewall, runtimeSubnet: testSubnet() };
+  // Busybox as PID 1 ignores SIGTERM: a stopped replica would wait out the hosted 90 s default;
+  // rollouts.test.ts, which is about grace periods, sets its own bound.
+  return { reconcile: true, reconcileStepMs: 100, runtime: 'runc', ingressPort: 0, ingressProxy, firewall, runtimeSubnet: testSubnet(), maxTerminationGraceSeconds: 2 };
 }
 
 export interface RuntimeKeel {
