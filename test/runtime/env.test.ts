@@ -9,19 +9,19 @@ import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, readFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { KEEL_ACTOR } from '../../src/audit/events.js';
-import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
+import { toolMissing } from '../support/registry-tools.js';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
-import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, secondOrg, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
-const skip = runtimeMissing();
+const skip = runtimeMissing() || toolMissing('skopeo');
 
 describe('the environment of replicas that really run (KEEL_RUNTIME=runc)', { skip }, () => {
   let rt: RuntimeKeel;
   let work: string;
   let image: string;
   let otherToken: string;
+  let otherImage: string;
   let files = 0;
   const apply = async (resource: Record<string, unknown>, ...extra: string[]) => {
     const file = join(work, `resource-${++files}.json`);
@@ -47,9 +47,7 @@ describe('the environment of replicas that really run (KEEL_RUNTIME=runc)', { sk
     work = mkdtempSync(join(tmpdir(), 'keel-env-'));
     image = busyboxImage(work, 'idle', ['/bin/sh', '-c', 'exec sleep 1000000']);
     rt = await startRuntimeKeel();
-    otherToken = (await createOrg(rt.keel.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('other'), adminServiceAccount: 'admin' })).token!;
-    await rt.run(['profile', 'update', 'other', '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', otherToken, '--org', 'other', '--gvc', 'web']);
-    await rt.run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', 'other']);
+    ({ token: otherToken, image: otherImage } = await secondOrg(rt, 'other', image) as { token: string; image: string });
   });
   after(async () => {
     await rt?.close();
@@ -186,7 +184,7 @@ describe('the environment of replicas that really run (KEEL_RUNTIME=runc)', { sk
     assert.equal((await apply({ kind: 'identity', name: 'nobody' })).code, 0);
     assert.equal((await apply(workload('ungranted', { identityLink: '//gvc/web/identity/nobody', container: { env: [{ name: 'P', value: 'cpln://secret/creds.password' }] } }))).code, 0);
     assert.equal((await apply(workload('anonymous', { container: { env: [{ name: 'P', value: 'cpln://secret/creds.password' }] } }))).code, 0);
-    assert.equal((await apply(workload('spy', { container: { env: [{ name: 'P', value: 'cpln://secret/creds.password' }] } }), '--profile', 'other')).code, 0);
+    assert.equal((await apply(workload('spy', { container: { image: otherImage, env: [{ name: 'P', value: 'cpln://secret/creds.password' }] } }), '--profile', 'other')).code, 0);
     for (const [name, org, why] of [
       ['ungranted', 'acme', /identity nobody is not granted reveal on secret creds/],
       ['anonymous', 'acme', /the workload has no identity of GVC web: secret creds is given only to an identity granted reveal on it/],

@@ -13,25 +13,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as packet from 'dns-packet';
-import { KEEL_ACTOR } from '../../src/audit/events.js';
-import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
+import { toolMissing } from '../support/registry-tools.js';
 import { busyboxImage, leftovers, runtimeMissing, testSubnet } from '../support/runtime.js';
-import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, secondOrg, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
-const skip = runtimeMissing();
+const skip = runtimeMissing() || toolMissing('skopeo');
 const gateway = () => testSubnet().replace(/\.0\/\d+$/, '.1');
 
 describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () => {
   let rt: RuntimeKeel;
   let work: string;
   let image: string;
+  let otherImage: string;
 
   const apply = async (profile: string, name: string, type: string, replicas: number) => {
     const file = join(work, `${profile}-${name}.json`);
     const spec = {
       type,
-      containers: [{ name: 'main', image, ports: [{ number: 8080, protocol: 'http' }] }],
+      containers: [{ name: 'main', image: profile === 'other' ? otherImage : image, ports: [{ number: 8080, protocol: 'http' }] }],
       defaultOptions: { autoscaling: { minScale: replicas, maxScale: replicas } },
     };
     writeFileSync(file, JSON.stringify({ kind: 'workload', name, spec }));
@@ -50,9 +50,9 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
     work = mkdtempSync(join(tmpdir(), 'keel-names-'));
     image = busyboxImage(work, 'serve', ['/bin/sh', '-c', 'mkdir -p /www && echo "$CPLN_WORKLOAD $CPLN_REPLICA" > /www/index.html && exec httpd -f -p 8080 -h /www']);
     rt = await startRuntimeKeel();
-    const otherToken = (await createOrg(rt.keel.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('other'), adminServiceAccount: 'admin' })).token!;
-    await rt.run(['profile', 'update', 'other', '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', otherToken, '--org', 'other', '--gvc', 'web']);
-    await rt.run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', 'other']);
+    const other = await secondOrg(rt, 'other', image);
+    const otherToken = other.token;
+    otherImage = other.image!;
     await apply('keel', 'api', 'standard', 2);
     await apply('keel', 'web', 'standard', 1);
     await apply('keel', 'db', 'stateful', 2);

@@ -10,19 +10,19 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { KEEL_ACTOR } from '../../src/audit/events.js';
-import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
+import { toolMissing } from '../support/registry-tools.js';
 import { busyboxImage, leftovers, NOTHING_LEFT, runtimeMissing } from '../support/runtime.js';
-import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, secondOrg, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
-const skip = runtimeMissing();
+const skip = runtimeMissing() || toolMissing('skopeo');
 
 describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, () => {
   let rt: RuntimeKeel;
   let work: string;
   let image: string;
   let otherToken: string;
+  let otherImage: string;
   let files = 0;
   const apply = async (resource: Record<string, unknown>, ...extra: string[]) => {
     const file = join(work, `resource-${++files}.json`);
@@ -44,9 +44,7 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
     work = mkdtempSync(join(tmpdir(), 'keel-volumes-'));
     image = busyboxImage(work, 'idle', ['/bin/sh', '-c', 'exec sleep 1000000']);
     rt = await startRuntimeKeel();
-    otherToken = (await createOrg(rt.keel.store, { name: 'other', actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf('other'), adminServiceAccount: 'admin' })).token!;
-    await rt.run(['profile', 'update', 'other', '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', otherToken, '--org', 'other', '--gvc', 'web']);
-    await rt.run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', 'other']);
+    ({ token: otherToken, image: otherImage } = await secondOrg(rt, 'other', image) as { token: string; image: string });
   });
   after(async () => {
     await rt?.close();
@@ -166,7 +164,7 @@ describe('volumes of workloads that really run (KEEL_RUNTIME=runc)', { skip }, (
   test("misuse: another org's volume set and secret, no grant, cloud storage, paths over /proc or with '..'", async () => {
     // Org "other" has a GVC of the same name, but not acme's volume set nor its secret: it gets nothing of them.
     const other = (name: string, volumes: unknown[], extra: Record<string, unknown> = {}) =>
-      apply(workload(name, { type: 'stateful', container: { volumes }, ...extra }), '--profile', 'other');
+      apply(workload(name, { type: 'stateful', container: { volumes, image: otherImage }, ...extra }), '--profile', 'other');
     await other('thief', [{ uri: 'cpln://volumeset/data', path: '/data' }]);
     await other('spy', [{ uri: 'cpln://secret/token', path: '/run/token' }]);
     const thief = await waitFor('the thief to say why it does not start', () => deployment('thief', 'other'), (d) => /volume set data does not exist in GVC web/.test(d.status?.message ?? ''), 30_000);

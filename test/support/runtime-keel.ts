@@ -4,10 +4,13 @@
 // wanting keel.ts (it probes PostgreSQL when loaded).
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
+import { KEEL_ACTOR } from '../../src/audit/events.js';
 import type { Config } from '../../src/config.js';
+import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
 import { Cpln, type CplnResult } from './cpln.js';
 import { startKeel, type TestKeel } from './keel.js';
 import { freePort } from './ports.js';
+import { runTool } from './registry-tools.js';
 import { testSubnet } from './runtime.js';
 
 export const LOCATION = 'aws-us-east-2';
@@ -92,4 +95,22 @@ export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; i
 export async function createGvc(keel: TestKeel): Promise<void> {
   const created = await keel.call('POST', '/org/acme/gvc', { name: 'web', spec: { staticPlacement: { locationLinks: [`//location/${LOCATION}`] } } });
   assert.equal(created.status, 201, JSON.stringify(created.body));
+}
+
+/**
+ * A second org, `name`, made by its own superuser: a key, a cpln profile of the org's name (GVC web
+ * its default) and GVC web in LOCATION. With `image` (an `oci:` reference from busyboxImage), the
+ * image is pushed into that org's registry, as only the first org runs the host's layouts, and
+ * `image` in the answer names it there.
+ */
+export async function secondOrg(rt: RuntimeKeel, name: string, image?: string): Promise<{ token: string; image?: string }> {
+  const token = (await createOrg(rt.keel.store, { name, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(name), adminServiceAccount: 'admin' })).token!;
+  await rt.run(['profile', 'update', name, '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', token, '--org', name, '--gvc', 'web']);
+  await rt.run(['gvc', 'create', '--name', 'web', '--location', LOCATION, '--profile', name]);
+  if (!image) return { token };
+  const layout = image.slice('oci:'.length, image.lastIndexOf(':'));
+  const tag = image.slice(image.lastIndexOf(':') + 1);
+  const pushed = await runTool('skopeo', ['copy', '--dest-tls-verify=false', '--dest-creds', `${name}:${token}`, `oci:${layout}:${tag}`, `docker://127.0.0.1:${rt.port}/${tag}:v1`]);
+  assert.equal(pushed.code, 0, pushed.stderr);
+  return { token, image: `//image/${tag}:v1` };
 }
