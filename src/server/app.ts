@@ -59,7 +59,7 @@ export interface AppOptions {
 }
 
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<App> {
-  const auth = new PolicyAuthorizer(store);
+  const auth = new PolicyAuthorizer(store, config.org);
   const keys = new KeyAuthenticator(store);
   const bearer = new BearerAuthenticator(keys, new JwtVerifier(config.jwtIssuers ?? []));
   const resources = new Resources(

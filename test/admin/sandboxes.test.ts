@@ -45,11 +45,26 @@ forEachBackend('sandboxes', (backend: Backend) => {
     const expiry = Math.max(...boxes.map((b) => Date.parse(b.expiresAt)));
     await waitFor('every sandbox gone', orgCount, (n) => n === before, expiry - Date.now() + 10_000);
     assert.deepEqual((await k.call('GET', '/-admin/sandboxes')).body.items, []);
+    // The first org's superusers (who may create orgs and sandboxes) are told it is gone; anyone
+    // else is refused it as any org they are no member of, learning nothing of which names exist.
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: `viewer-${backend}` })).status, 201);
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': [`/org/acme/serviceaccount/viewer-${backend}`] })).status, 200);
+    const viewer = (await k.call('POST', `/org/acme/serviceaccount/viewer-${backend}/-addKey`, {})).body.key as string;
+    const survivor = (await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 })).body as { org: string; key: string };
     for (const box of boxes) {
-      // As for any org that does not exist, whoever asks: no caller learns which names exist.
-      assert.equal((await k.call('GET', `/org/${box.org}`)).status, 403);
+      const gone = await k.call('GET', `/org/${box.org}`);
+      assert.equal(gone.status, 404, gone.raw);
+      assert.match(gone.body.message, new RegExp(`org '${box.org}' not found`));
+      assert.equal((await k.call('GET', `/org/${box.org}/gvc`)).status, 404);
+      for (const token of [viewer, survivor.key]) {
+        assert.equal((await k.call('GET', `/org/${box.org}`, undefined, { token })).status, 403);
+        assert.equal((await k.call('GET', `/org/${box.org}/gvc`, undefined, { token })).status, 403);
+      }
       assert.equal((await k.call('GET', `/org/${box.org}/gvc`, undefined, { token: box.key })).status, 401);
     }
+    // An org that exists but is not theirs stays 403 for them too.
+    assert.equal((await k.call('GET', `/org/${survivor.org}`, undefined, { token: viewer })).status, 403);
+    assert.equal((await k.call('DELETE', `/-admin/sandboxes/${survivor.org}`)).status, 202);
   });
 
   test('refused: another key than the first org superuser, a TTL out of bounds, a bad seed (nothing made), past KEEL_MAX_SANDBOXES', async () => {
