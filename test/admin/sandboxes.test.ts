@@ -102,6 +102,63 @@ forEachBackend('sandboxes', (backend: Backend) => {
   });
 });
 
+forEachBackend('sandboxes shared by two Keels on one store', (backend: Backend) => {
+  let k: TestKeel;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { allowSandboxes: true, maxSandboxes: 5 });
+  });
+  after(async () => k.close());
+
+  test('KEEL_MAX_SANDBOXES counts the store, not a process; each removal is an event in the first org\'s chain naming who removed it', async () => {
+    const second = await k.reopen({ allowSandboxes: true, maxSandboxes: 5 });
+    const apps = [k.app, second.app];
+    const sandboxesIn = async () => (await k.store.orgs()).filter((o) => o.startsWith('sandbox-'));
+    const short = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 3 });
+    assert.equal(short.status, 201, short.raw);
+    const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: apps[i % 2] })));
+    for (const res of burst) assert.ok(res.status === 201 || res.status === 429, res.raw);
+    const made = burst.filter((r) => r.status === 201).map((r) => r.body.org as string);
+    made.unshift(short.body.org);
+    assert.ok(made.length >= 2 && made.length <= 5, `${made.length} made`);
+    assert.deepEqual((await sandboxesIn()).sort(), [...made].sort());
+    // Filled one by one through either process: never more than 5 in the store.
+    for (let i = 0; made.length < 5; i++) {
+      const res = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: apps[i % 2] });
+      assert.equal(res.status, 201, res.raw);
+      made.push(res.body.org);
+    }
+    for (const app of apps) {
+      const over = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app });
+      assert.equal(over.status, 429, over.raw);
+      assert.match(over.body.message, /KEEL_MAX_SANDBOXES/);
+    }
+    assert.equal((await sandboxesIn()).length, 5);
+
+    // One removed on demand by the caller (through the other process), one at its TTL.
+    assert.equal((await k.call('DELETE', `/-admin/sandboxes/${made[made.length - 1]}`, undefined, { app: second.app })).status, 202);
+    const events = async () => {
+      const res = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=org&actionType=delete', headers: { authorization: `Bearer ${k.token}` } });
+      assert.equal(res.statusCode, 200, res.body);
+      return (JSON.parse(res.body).items as Array<{ subject: { name: string; data: { type: string; principalLink?: string } }; resource: { name: string; data: { sandbox: { removedBy: string } } } }>);
+    };
+    const byTtl = await waitFor('an event for the sandbox removed at its TTL', events, (items) => items.some((e) => e.resource.data.sandbox.removedBy === 'ttl'), 20_000);
+    const ttl = byTtl.find((e) => e.resource.data.sandbox.removedBy === 'ttl')!;
+    assert.equal(ttl.resource.name, short.body.org);
+    assert.equal(ttl.subject.name, 'keel');
+    assert.equal(ttl.subject.data.type, 'keel');
+    const asked = byTtl.find((e) => e.resource.name === made[made.length - 1])!;
+    assert.equal(asked.resource.data.sandbox.removedBy, 'request');
+    assert.equal(asked.subject.data.principalLink, '/org/acme/serviceaccount/admin');
+    // Exactly one event per removal, though both processes watch every TTL.
+    assert.equal(byTtl.filter((e) => e.resource.name === ttl.resource.name).length, 1);
+    assert.equal((await sandboxesIn()).length, 3);
+    // Room again: either process may make one.
+    assert.equal((await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: second.app })).status, 201);
+    for (const org of await sandboxesIn()) assert.equal((await k.call('DELETE', `/-admin/sandboxes/${org}`)).status, 202);
+    await second.app.core.close();
+  });
+});
+
 forEachBackend('sandboxes through MCP', (backend: Backend) => {
   let k: TestKeel;
   let base: string;
