@@ -128,7 +128,7 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults, sandbo
   app.post('/-admin/sandboxes', async (request, reply) => {
     const s = sandboxesOn();
     await superuser(request);
-    const made = await s.create(request.body);
+    const made = await s.create(request.body, actorOf(request.principal));
     request.log.info({ reqId: request.id, sandbox: made.org, expiresAt: made.expiresAt, by: request.principal.link }, 'sandbox created');
     return reply.code(201).header('location', `/org/${made.org}`).send(made);
   });
@@ -136,7 +136,7 @@ export function mountAdmin(app: FastifyInstance, { config, store, faults, sandbo
     const s = sandboxesOn();
     await superuser(request);
     const org = (request.params as { name: string }).name;
-    await s.delete(org);
+    await s.delete(org, actorOf(request.principal));
     request.log.info({ reqId: request.id, sandbox: org, by: request.principal.link }, 'sandbox deleted');
     return reply.code(202).send();
   });

@@ -153,6 +153,32 @@ export function restoreEvent(org: string, actor: Actor, snapshot: string, { posi
   return { org, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: org, resourceId: '', subjectName: actor.name, actionType: RESTORE_ACTION, body };
 }
 
+/** The action of the event a sandbox's removal appends to the first org's chain. */
+export const SANDBOX_REMOVED_ACTION = 'delete';
+
+/**
+ * The event the first org's chain gets when a sandbox is removed (its own chain goes with it): which
+ * sandbox, why (`ttl`, `request`, or `seed` when its seed was refused) and who removed it (Keel
+ * itself at the TTL, else the caller).
+ */
+export function sandboxRemovedEvent(firstOrg: string, actor: Actor, sandbox: string, reason: 'ttl' | 'request' | 'seed', expiresAt: string): NewAuditEvent {
+  const id = newEventId();
+  const now = isoNow();
+  const body = JSON.stringify({
+    id,
+    eventTime: now,
+    postedTime: now,
+    receivedTime: now,
+    requestId: actor.requestId ?? id,
+    context: { org: firstOrg, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
+    subject: subjectOf(actor),
+    action: { type: SANDBOX_REMOVED_ACTION },
+    result: { status: 'success' },
+    resource: { id: '', name: sandbox, type: 'org', link: `/org/${sandbox}`, data: { sandbox: { expiresAt, removedBy: reason } } },
+  });
+  return { org: firstOrg, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: sandbox, resourceId: '', subjectName: actor.name, actionType: SANDBOX_REMOVED_ACTION, body };
+}
+
 /** An event as the APIs return it: the recorded body plus its place in the org's chain. */
 export function eventView(record: AuditRecord): Record<string, unknown> {
   return { ...JSON.parse(record.body), seq: record.seq, hash: record.hash };

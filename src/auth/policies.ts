@@ -83,7 +83,11 @@ export class PolicyAuthorizer implements Authorizer {
   /** Counts each org's invalidations, so a load that raced a write is not kept. */
   private readonly generations = new Map<string, number>();
 
-  constructor(private readonly store: Store) {}
+  /** `firstOrg`: the org whose superusers may create orgs, and so are told when one does not exist. */
+  constructor(
+    private readonly store: Store,
+    private readonly firstOrg?: string,
+  ) {}
 
   invalidate(org: string): void {
     this.ready.delete(org);
@@ -98,8 +102,19 @@ export class PolicyAuthorizer implements Authorizer {
 
   requireMember(principal: Principal, org: string): void | Promise<void> {
     const access = this.access(org);
-    if (access instanceof Promise) return access.then((loaded) => this.requireMemberOf(principal, org, loaded));
-    this.requireMemberOf(principal, org, access);
+    if (access instanceof Promise) return access.then((loaded) => this.requireMemberIn(principal, org, loaded));
+    return this.requireMemberIn(principal, org, access);
+  }
+
+  /** Anyone else is refused an org that does not exist as one they may not enter (403), learning nothing. */
+  private requireMemberIn(principal: Principal, org: string, access: OrgAccess): void | Promise<void> {
+    if (access.exists || !this.firstOrg || principal.org !== this.firstOrg) return this.requireMemberOf(principal, org, access);
+    const superuser = this.inGroup(principal, this.firstOrg, 'superusers');
+    const decide = (yes: boolean) => {
+      if (yes) throw ApiError.notFound(`org '${org}' not found`);
+      this.requireMemberOf(principal, org, access);
+    };
+    return superuser instanceof Promise ? superuser.then(decide) : decide(superuser);
   }
 
   /** Whether the org's group `group` has the principal as a member (decided at once from what is loaded, as requireMember is). */

@@ -269,6 +269,32 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
     );
   }
 
+  if (want('core')) {
+    // Kinds whose create and update are the hosted server's tools too: the document as the REST API
+    // takes it, with the spec left to the kind's schema (resource keel://kinds/KIND).
+    const specified: Array<{ kind: string; what: string; inSpec: boolean }> = [
+      { kind: 'identity', what: 'an identity (a workload\'s cloud and network access, gvc-scoped)', inSpec: false },
+      { kind: 'volumeset', what: 'a volume set (persistent volumes a workload mounts, gvc-scoped)', inSpec: true },
+      { kind: 'domain', what: 'a domain (the name a workload is reached at, and its routes and ports)', inSpec: true },
+    ];
+    for (const { kind: k, what, inSpec } of specified) {
+      const scoped = findKind(k)!.scope === 'gvc';
+      const where: z.ZodRawShape = scoped ? { gvc } : {};
+      const pathOf = async (args: Args) => kindPath({ ...args, kind: k });
+      // An identity's fields (aws, gcp, azure, ngs, networkResources, …) are top-level, not a spec.
+      const field = inSpec ? 'spec' : 'fields';
+      const fields = document.optional().describe(inSpec ? `The spec as the REST API takes it (see get_resource_schema or keel://kinds/${k}).` : `The ${k}'s fields as the REST API takes them at the top level (see get_resource_schema or keel://kinds/${k}).`);
+      const bodyOf = (args: Args, base: Record<string, unknown>) => (inSpec ? (args.spec !== undefined ? { ...base, spec: args.spec } : base) : { ...(args.fields as Record<string, unknown> | undefined), ...base });
+      tool(`create_${k}`, `Creates ${what}.`, { name, org, ...where, description: text.optional(), tags: createTags.optional(), [field]: fields }, async (args) =>
+        call('POST', await pathOf(args), bodyOf(args, { name: args.name, description: args.description, tags: args.tags, ...(inSpec && args.spec === undefined ? { spec: {} } : {}) })),
+      );
+      tool(`update_${k}`, `Changes ${what}: description, tags (patch semantics) or ${inSpec ? 'spec fields (merged into the spec)' : 'its fields'}.`, { name, org, ...where, description: text.optional(), tags: tags.optional(), [field]: fields }, async (args) => {
+        const { spec: _spec, ...patch } = patchOf(args);
+        return call('PATCH', `${await pathOf(args)}/${enc(args.name as string)}`, bodyOf(args, patch));
+      });
+    }
+  }
+
   if (want('keel')) {
     tool(
       'keel_apply',
@@ -284,6 +310,13 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
         if (existing.status >= 400) throw new ToolRefusal(messageOf(existing), existing.body);
         return call('PUT', `${base}/${enc(itemName)}`, doc);
       },
+    );
+    tool(
+      'keel_reveal_secret',
+      "Reads a secret's value. Other tools never show secret values (get_resource leaves `data` out); this one needs the `reveal` permission on the secret and is audited as a reveal. Use it only when the value itself is needed.",
+      { name, org },
+      async (args) => call('GET', `/org/${enc(await orgOf(args))}/secret/${enc(args.name as string)}/-reveal`),
+      { readOnlyHint: true },
     );
     tool(
       'keel_reset',

@@ -65,7 +65,7 @@ export interface AppOptions {
 }
 
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<App> {
-  const auth = new PolicyAuthorizer(store);
+  const auth = new PolicyAuthorizer(store, config.org);
   const keys = new KeyAuthenticator(store);
   const userTokens = new UserTokens(store, config.userTokenTtlMs ?? DEFAULTS.userTokenTtlMs);
   const bearer = new BearerAuthenticator(keys, new JwtVerifier(config.jwtIssuers ?? []), userTokens);

@@ -45,11 +45,26 @@ forEachBackend('sandboxes', (backend: Backend) => {
     const expiry = Math.max(...boxes.map((b) => Date.parse(b.expiresAt)));
     await waitFor('every sandbox gone', orgCount, (n) => n === before, expiry - Date.now() + 10_000);
     assert.deepEqual((await k.call('GET', '/-admin/sandboxes')).body.items, []);
+    // The first org's superusers (who may create orgs and sandboxes) are told it is gone; anyone
+    // else is refused it as any org they are no member of, learning nothing of which names exist.
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: `viewer-${backend}` })).status, 201);
+    assert.equal((await k.call('PATCH', '/org/acme/group/viewers', { '$append/memberLinks': [`/org/acme/serviceaccount/viewer-${backend}`] })).status, 200);
+    const viewer = (await k.call('POST', `/org/acme/serviceaccount/viewer-${backend}/-addKey`, {})).body.key as string;
+    const survivor = (await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 })).body as { org: string; key: string };
     for (const box of boxes) {
-      // As for any org that does not exist, whoever asks: no caller learns which names exist.
-      assert.equal((await k.call('GET', `/org/${box.org}`)).status, 403);
+      const gone = await k.call('GET', `/org/${box.org}`);
+      assert.equal(gone.status, 404, gone.raw);
+      assert.match(gone.body.message, new RegExp(`org '${box.org}' not found`));
+      assert.equal((await k.call('GET', `/org/${box.org}/gvc`)).status, 404);
+      for (const token of [viewer, survivor.key]) {
+        assert.equal((await k.call('GET', `/org/${box.org}`, undefined, { token })).status, 403);
+        assert.equal((await k.call('GET', `/org/${box.org}/gvc`, undefined, { token })).status, 403);
+      }
       assert.equal((await k.call('GET', `/org/${box.org}/gvc`, undefined, { token: box.key })).status, 401);
     }
+    // An org that exists but is not theirs stays 403 for them too.
+    assert.equal((await k.call('GET', `/org/${survivor.org}`, undefined, { token: viewer })).status, 403);
+    assert.equal((await k.call('DELETE', `/-admin/sandboxes/${survivor.org}`)).status, 202);
   });
 
   test('refused: another key than the first org superuser, a TTL out of bounds, a bad seed (nothing made), past KEEL_MAX_SANDBOXES', async () => {
@@ -84,6 +99,63 @@ forEachBackend('sandboxes', (backend: Backend) => {
     await k.app.core.close();
     await waitFor('the sandbox removed by the second Keel', async () => (await second.app.core.inject({ method: 'GET', url: `/org/${org}/gvc`, headers: { authorization: `Bearer ${key}` } })).statusCode, (s) => s === 401, 15_000);
     assert.ok(!(await second.store.orgs()).includes(org));
+  });
+});
+
+forEachBackend('sandboxes shared by two Keels on one store', (backend: Backend) => {
+  let k: TestKeel;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { allowSandboxes: true, maxSandboxes: 5 });
+  });
+  after(async () => k.close());
+
+  test('KEEL_MAX_SANDBOXES counts the store, not a process; each removal is an event in the first org\'s chain naming who removed it', async () => {
+    const second = await k.reopen({ allowSandboxes: true, maxSandboxes: 5 });
+    const apps = [k.app, second.app];
+    const sandboxesIn = async () => (await k.store.orgs()).filter((o) => o.startsWith('sandbox-'));
+    const short = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 3 });
+    assert.equal(short.status, 201, short.raw);
+    const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: apps[i % 2] })));
+    for (const res of burst) assert.ok(res.status === 201 || res.status === 429, res.raw);
+    const made = burst.filter((r) => r.status === 201).map((r) => r.body.org as string);
+    made.unshift(short.body.org);
+    assert.ok(made.length >= 2 && made.length <= 5, `${made.length} made`);
+    assert.deepEqual((await sandboxesIn()).sort(), [...made].sort());
+    // Filled one by one through either process: never more than 5 in the store.
+    for (let i = 0; made.length < 5; i++) {
+      const res = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: apps[i % 2] });
+      assert.equal(res.status, 201, res.raw);
+      made.push(res.body.org);
+    }
+    for (const app of apps) {
+      const over = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app });
+      assert.equal(over.status, 429, over.raw);
+      assert.match(over.body.message, /KEEL_MAX_SANDBOXES/);
+    }
+    assert.equal((await sandboxesIn()).length, 5);
+
+    // One removed on demand by the caller (through the other process), one at its TTL.
+    assert.equal((await k.call('DELETE', `/-admin/sandboxes/${made[made.length - 1]}`, undefined, { app: second.app })).status, 202);
+    const events = async () => {
+      const res = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=org&actionType=delete', headers: { authorization: `Bearer ${k.token}` } });
+      assert.equal(res.statusCode, 200, res.body);
+      return (JSON.parse(res.body).items as Array<{ subject: { name: string; data: { type: string; principalLink?: string } }; resource: { name: string; data: { sandbox: { removedBy: string } } } }>);
+    };
+    const byTtl = await waitFor('an event for the sandbox removed at its TTL', events, (items) => items.some((e) => e.resource.data.sandbox.removedBy === 'ttl'), 20_000);
+    const ttl = byTtl.find((e) => e.resource.data.sandbox.removedBy === 'ttl')!;
+    assert.equal(ttl.resource.name, short.body.org);
+    assert.equal(ttl.subject.name, 'keel');
+    assert.equal(ttl.subject.data.type, 'keel');
+    const asked = byTtl.find((e) => e.resource.name === made[made.length - 1])!;
+    assert.equal(asked.resource.data.sandbox.removedBy, 'request');
+    assert.equal(asked.subject.data.principalLink, '/org/acme/serviceaccount/admin');
+    // Exactly one event per removal, though both processes watch every TTL.
+    assert.equal(byTtl.filter((e) => e.resource.name === ttl.resource.name).length, 1);
+    assert.equal((await sandboxesIn()).length, 3);
+    // Room again: either process may make one.
+    assert.equal((await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: second.app })).status, 201);
+    for (const org of await sandboxesIn()) assert.equal((await k.call('DELETE', `/-admin/sandboxes/${org}`)).status, 202);
+    await second.app.core.close();
   });
 });
 

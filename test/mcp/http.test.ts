@@ -19,7 +19,7 @@ async function keyIn(k: TestKeel, name: string, group?: string): Promise<string>
   return res.body.key;
 }
 
-const HOSTED_CORE = ['list_resources', 'get_resource', 'delete_resource', 'get_resource_schema', 'get_permissions', 'create_gvc', 'update_gvc', 'create_workload', 'update_workload', 'list_deployments', 'get_workload_logs', 'create_policy', 'update_policy'];
+const HOSTED_CORE = ['list_resources', 'get_resource', 'delete_resource', 'get_resource_schema', 'get_permissions', 'create_gvc', 'update_gvc', 'create_workload', 'update_workload', 'list_deployments', 'get_workload_logs', 'create_policy', 'update_policy', 'create_identity', 'update_identity', 'create_volumeset', 'update_volumeset', 'create_domain', 'update_domain'];
 
 forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
   let k: TestKeel;
@@ -35,7 +35,7 @@ forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
     for (const n of HOSTED_CORE) assert.ok(names.includes(n), `${n} in ${names}`);
-    for (const n of ['keel_reset', 'keel_snapshot_save', 'keel_snapshot_restore', 'keel_faults', 'keel_explain_forbidden', 'keel_apply']) assert.ok(names.includes(n), n);
+    for (const n of ['keel_reset', 'keel_snapshot_save', 'keel_snapshot_restore', 'keel_faults', 'keel_explain_forbidden', 'keel_apply', 'keel_reveal_secret']) assert.ok(names.includes(n), n);
     const list = tools.find((t) => t.name === 'list_resources')!;
     assert.deepEqual(list.inputSchema.required, ['kind']);
     assert.ok(list.inputSchema.properties && 'tags' in list.inputSchema.properties && 'gvc' in list.inputSchema.properties && 'org' in list.inputSchema.properties);
@@ -96,6 +96,46 @@ forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
     assert.equal(del.isError, undefined);
     assert.equal((await k.call('GET', '/org/acme/gvc/shop/workload/web')).status, 404);
     await client.close();
+  });
+
+  test('identities, volume sets and domains through their tools, cross-checked over REST; a secret\'s value only through keel_reveal_secret, and only with reveal', async () => {
+    const client = await connect(base, k.token);
+    const ok = (res: Awaited<ReturnType<Client['callTool']>>) => {
+      assert.equal(res.isError, undefined, JSON.stringify(res));
+      return res.structuredContent as Record<string, any>;
+    };
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'kinds' })).status, 201);
+    ok(await client.callTool({ name: 'create_identity', arguments: { name: 'app-id', gvc: 'kinds', description: 'for the app' } }));
+    ok(await client.callTool({ name: 'update_identity', arguments: { name: 'app-id', gvc: 'kinds', tags: { team: 'a' } } }));
+    const identity = await k.call('GET', '/org/acme/gvc/kinds/identity/app-id');
+    assert.equal(identity.status, 200);
+    assert.equal(identity.body.description, 'for the app');
+    assert.equal(identity.body.tags.team, 'a');
+    const vs = ok(await client.callTool({ name: 'create_volumeset', arguments: { name: 'data', gvc: 'kinds', spec: { initialCapacity: 10, performanceClass: 'general-purpose-ssd', fileSystemType: 'ext4' } } }));
+    assert.equal(vs.spec.initialCapacity, 10);
+    ok(await client.callTool({ name: 'update_volumeset', arguments: { name: 'data', gvc: 'kinds', spec: { initialCapacity: 20 } } }));
+    assert.equal((await k.call('GET', '/org/acme/gvc/kinds/volumeset/data')).body.spec.initialCapacity, 20);
+    const bad = await client.callTool({ name: 'create_volumeset', arguments: { name: 'bad', gvc: 'kinds', spec: { initialCapacity: 'lots' } } });
+    assert.equal(bad.isError, true);
+    assert.equal((await k.call('GET', '/org/acme/gvc/kinds/volumeset/bad')).status, 404);
+    ok(await client.callTool({ name: 'create_domain', arguments: { name: 'app.example.com', description: 'the app' } }));
+    ok(await client.callTool({ name: 'update_domain', arguments: { name: 'app.example.com', description: 'the shop' } }));
+    assert.equal((await k.call('GET', '/org/acme/domain/app.example.com')).body.description, 'the shop');
+
+    assert.equal((await k.call('POST', '/org/acme/secret', { name: `pw-${backend}`, type: 'opaque', data: { payload: 'hunter2', encoding: 'plain' } })).status, 201);
+    const read = ok(await client.callTool({ name: 'get_resource', arguments: { kind: 'secret', name: `pw-${backend}` } }));
+    assert.ok(!JSON.stringify(read).includes('hunter2'), JSON.stringify(read));
+    const revealed = ok(await client.callTool({ name: 'keel_reveal_secret', arguments: { name: `pw-${backend}` } }));
+    assert.equal(revealed.data.payload, 'hunter2');
+    await client.close();
+    const viewer = await connect(base, await keyIn(k, `secret-viewer-${backend}`, 'viewers'));
+    const seen = ok(await viewer.callTool({ name: 'get_resource', arguments: { kind: 'secret', name: `pw-${backend}` } }));
+    assert.ok(!JSON.stringify(seen).includes('hunter2'));
+    const refused = await viewer.callTool({ name: 'keel_reveal_secret', arguments: { name: `pw-${backend}` } });
+    assert.equal(refused.isError, true);
+    assert.ok(!JSON.stringify(refused).includes('hunter2'));
+    assert.equal((refused.structuredContent as { code: string }).code, 'forbidden');
+    await viewer.close();
   });
 
   test('as a view-only key: each write is a tool error with Keel\'s message, nothing is created, and the 403 is explained', async () => {
