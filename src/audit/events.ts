@@ -135,22 +135,26 @@ export function isKeelRestore(record: Pick<AuditRecord, 'context' | 'actionType'
  * position of the chain the reset replaced: `earlierChain` says so, as no event of this one matches.
  */
 export function restoreEvent(org: string, actor: Actor, snapshot: string, { position, earlierChain }: { position: number; earlierChain?: boolean }): NewAuditEvent {
+  return orgEvent(org, actor, RESTORE_ACTION, org, { snapshot, position, ...(earlierChain ? { earlierChain } : {}) });
+}
+
+/** An event Keel writes in `chainOrg`'s chain about the org `about` (itself, or a sandbox it removed). */
+function orgEvent(chainOrg: string, actor: Actor, action: string, about: string, data: Record<string, unknown>): NewAuditEvent {
   const id = newEventId();
   const now = isoNow();
-  const link = `/org/${org}`;
   const body = JSON.stringify({
     id,
     eventTime: now,
     postedTime: now,
     receivedTime: now,
     requestId: actor.requestId ?? id,
-    context: { org, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
+    context: { org: chainOrg, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
     subject: subjectOf(actor),
-    action: { type: RESTORE_ACTION },
+    action: { type: action },
     result: { status: 'success' },
-    resource: { id: '', name: org, type: 'org', link, data: { snapshot, position, ...(earlierChain ? { earlierChain } : {}) } },
+    resource: { id: '', name: about, type: 'org', link: `/org/${about}`, data },
   });
-  return { org, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: org, resourceId: '', subjectName: actor.name, actionType: RESTORE_ACTION, body };
+  return { org: chainOrg, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: about, resourceId: '', subjectName: actor.name, actionType: action, body };
 }
 
 /** The action of the event a sandbox's removal appends to the first org's chain. */
@@ -162,21 +166,7 @@ export const SANDBOX_REMOVED_ACTION = 'delete';
  * itself at the TTL, else the caller).
  */
 export function sandboxRemovedEvent(firstOrg: string, actor: Actor, sandbox: string, reason: 'ttl' | 'request' | 'seed', expiresAt: string): NewAuditEvent {
-  const id = newEventId();
-  const now = isoNow();
-  const body = JSON.stringify({
-    id,
-    eventTime: now,
-    postedTime: now,
-    receivedTime: now,
-    requestId: actor.requestId ?? id,
-    context: { org: firstOrg, name: PLATFORM_CONTEXT, eventSource: 'keel', ...(actor.remoteIp ? { remoteIp: actor.remoteIp } : {}) },
-    subject: subjectOf(actor),
-    action: { type: SANDBOX_REMOVED_ACTION },
-    result: { status: 'success' },
-    resource: { id: '', name: sandbox, type: 'org', link: `/org/${sandbox}`, data: { sandbox: { expiresAt, removedBy: reason } } },
-  });
-  return { org: firstOrg, id, context: PLATFORM_CONTEXT, eventTime: now, resourceType: 'org', resourceName: sandbox, resourceId: '', subjectName: actor.name, actionType: SANDBOX_REMOVED_ACTION, body };
+  return orgEvent(firstOrg, actor, SANDBOX_REMOVED_ACTION, sandbox, { sandbox: { expiresAt, removedBy: reason } });
 }
 
 /** An event as the APIs return it: the recorded body plus its place in the org's chain. */
