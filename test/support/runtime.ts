@@ -13,7 +13,7 @@ export const BUSYBOX = '/bin/busybox';
 export function runtimeMissing(options: { haproxy?: boolean } = {}): string | false {
   const missing: string[] = [];
   if (process.getuid?.() !== 0) missing.push('root');
-  for (const [tool, version] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ...(options.haproxy ? [['haproxy', '-v']] : [])]) {
+  for (const [tool, version] of [['runc', '--version'], ['umoci', '--version'], ['ip', '-V'], ['nft', '--version'], ...(options.haproxy ? [['haproxy', '-v']] : [])]) {
     try {
       execFileSync(tool, [version], { stdio: 'ignore' });
     } catch {
