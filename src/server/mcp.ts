@@ -21,7 +21,13 @@ import { createMcpServer, toolsetsIn, TOOLSETS, type Api } from '../mcp/tools.js
 export function mountMcp(app: FastifyInstance): void {
   // Counted against its caller's requests in flight and timed as any request; each tool call is then
   // admitted on its own, and the exchange that carries it holds no seat the call would wait on.
-  const options = { config: { seatless: true } };
+  const options = {
+    config: { seatless: true },
+    schema: {
+      summary: 'The MCP server (streamable HTTP, JSON answers): tools over the API, run as the caller',
+      querystring: { type: 'object', properties: { toolsets: { type: 'string', description: `Comma-separated tool sets to offer: ${TOOLSETS.join(', ')}` } } },
+    },
+  };
   // Building a server (its tools' schemas) costs more than a call: servers are kept, by tool set,
   // each connected once to its own in-process transport, and lent to one exchange at a time, each
   // time calling as that exchange's caller. A POST is answered here as the SDK's stateless transport

@@ -395,7 +395,7 @@ forEachBackend('org creation is the operator\'s decision', (backend: Backend) =>
       const refused = await call(app, nobody, 'POST', '/org', { name: 'squatted' });
       assertError(refused, 403, 'forbidden');
       assert.match(refused.body.message, /orgCreators/);
-      assert.equal((await call(app, k.token, 'GET', '/org/squatted')).status, 403, 'nothing was created');
+      assert.equal((await call(app, k.token, 'GET', '/org/squatted')).status, 404, 'nothing was created');
       // The admin is superuser of acme; two more bring it to the limit of three.
       assert.equal((await call(app, k.token, 'POST', '/org', { name: 'second' })).status, 201);
       assert.equal((await call(app, k.token, 'POST', '/org', { name: 'third' })).status, 201);
