@@ -15,42 +15,29 @@ const MAX_ENTRIES = 10_000;
  * hot path skips the key lookup and the hash; a local revocation forgets the org's tokens at once.
  */
 export class KeyAuthenticator {
-  private readonly verified = new Map<string, { principal: Principal; at: number; mark?: string }>();
+  private readonly verified = new Map<string, { principal: Principal; at: number }>();
 
   constructor(private readonly store: Store) {}
 
   /** The principal of a token verified less than FRESH_MS ago, if any (no parsing, no hashing). */
   recent(token: string): Principal | undefined {
-    // Shared with other processes: only a mark taken now tells whether the key still stands.
-    if (this.store.accessMark) return undefined;
     const hit = this.verified.get(token);
     return hit && Date.now() - hit.at < FRESH_MS ? hit.principal : undefined;
   }
 
   async authenticate(token: string | undefined): Promise<Principal> {
     if (!token) throw new ApiError('unauthorized', 'credentials are required: send Authorization: Bearer <token>');
-    // Replica tokens are outside the read cache's marks: one is trusted for FRESH_MS after its check (a stopped replica's dies within it).
-    if (isReplicaToken(token)) {
-      const seen = this.verified.get(token);
-      if (seen && Date.now() - seen.at < FRESH_MS) return seen.principal;
-      return this.remember(token, await this.replicaPrincipal(token));
-    }
+    const hit = this.recent(token);
+    if (hit) return hit;
+    if (isReplicaToken(token)) return this.remember(token, await this.replicaPrincipal(token));
     const parsed = parseKey(token);
-    const mark = parsed && this.store.accessMark ? await this.store.accessMark(parsed.org) : undefined;
-    if (this.store.accessMark) {
-      const seen = this.verified.get(token);
-      if (seen && mark !== undefined && seen.mark === mark) return seen.principal;
-    } else {
-      const hit = this.recent(token);
-      if (hit) return hit;
-    }
     const record = parsed && (await this.store.findKey(parsed.keyName));
     if (!parsed || !record || record.org !== parsed.org || record.serviceAccount !== parsed.serviceAccount || !secretMatches(parsed.secret, record.secretHash)) {
       this.verified.delete(token);
       const Refusal = record ? WrongSecret : ApiError;
       throw new Refusal('unauthorized', 'the token is invalid, expired or revoked');
     }
-    return this.remember(token, { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` }, mark);
+    return this.remember(token, { org: record.org, kind: 'serviceaccount', name: record.serviceAccount, link: `/org/${record.org}/serviceaccount/${record.serviceAccount}` });
   }
 
   /** The identity a running replica's token acts as; a token of no running replica is refused as any bad token is. */
@@ -63,9 +50,9 @@ export class KeyAuthenticator {
     return { org: record.org, kind: 'identity', name: record.identity, link: `/org/${record.org}/gvc/${record.gvc}/identity/${record.identity}` };
   }
 
-  private remember(token: string, principal: Principal, mark?: string): Principal {
+  private remember(token: string, principal: Principal): Principal {
     if (this.verified.size >= MAX_ENTRIES) this.verified.clear();
-    this.verified.set(token, { principal, at: Date.now(), mark });
+    this.verified.set(token, { principal, at: Date.now() });
     return principal;
   }
 

@@ -37,8 +37,6 @@ interface OrgAccess {
   /** Service accounts' decisions on other kinds, by target, principal and permission (see check). */
   decisions: Decisions;
   loadedAt: number;
-  /** The store's accessMark taken before loading (see marked). */
-  mark?: string;
 }
 
 const DECISIONS = 10_000;
@@ -272,7 +270,6 @@ export class PolicyAuthorizer implements Authorizer {
 
   /** The org's snapshot: the fresh one at hand, or one being loaded (a write since the load began makes it reload). */
   private access(org: string): OrgAccess | Promise<OrgAccess> {
-    if (this.store.accessMark) return this.marked(org, this.store.accessMark.bind(this.store));
     const ready = this.ready.get(org);
     if (ready && Date.now() - ready.loadedAt < FRESH_MS) return ready;
     const pending = this.loading.get(org);
@@ -291,21 +288,6 @@ export class PolicyAuthorizer implements Authorizer {
     );
     this.loading.set(org, loading);
     return loading;
-  }
-
-  /**
-   * Where other processes change the store too: the org's snapshot is used only while the store's
-   * mark, taken after the request arrived, is the one taken before it was loaded.
-   */
-  private async marked(org: string, accessMark: (org: string) => Promise<string | undefined>): Promise<OrgAccess> {
-    const mark = await accessMark(org);
-    const ready = this.ready.get(org);
-    if (mark !== undefined && ready?.mark === mark) return ready;
-    const generation = this.generations.get(org) ?? 0;
-    const snapshot = await this.load(org);
-    snapshot.mark = mark;
-    if (mark !== undefined && (this.generations.get(org) ?? 0) === generation) this.ready.set(org, snapshot);
-    return snapshot;
   }
 
   private async load(org: string): Promise<OrgAccess> {

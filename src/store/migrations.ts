@@ -299,43 +299,6 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
   },
   {
     version: 14,
-    name: 'change feed of the read cache',
-    // PostgreSQL only: every committed change to an item or a key gets a place in one total order
-    // (keel_cache_epoch.n, taken at commit by a deferred trigger, so a writer holds that row only
-    // while it commits and never waits on it while holding an item's lock), with the keys it
-    // touched. A process's read cache catches up by reading the rows after its position in the
-    // same statement as the position itself (postgres/read-cache.ts). A row without a key (a
-    // TRUNCATE) tells every cache to drop everything.
-    sql: {
-      sqlite: `SELECT 1;`,
-      postgres: `
-        CREATE TABLE keel_cache_epoch (one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one), n BIGINT NOT NULL, pruned BIGINT NOT NULL);
-        INSERT INTO keel_cache_epoch VALUES (true, 0, 0);
-        CREATE TABLE keel_cache_changes (n BIGINT NOT NULL, org TEXT, kind TEXT, gvc TEXT, name TEXT, key_name TEXT);
-        CREATE INDEX keel_cache_changes_n ON keel_cache_changes (n);
-        CREATE FUNCTION keel_cache_note() RETURNS trigger LANGUAGE plpgsql AS $$
-        DECLARE pos BIGINT;
-        BEGIN
-          UPDATE keel_cache_epoch SET n = n + 1 RETURNING n INTO pos;
-          IF TG_OP = 'TRUNCATE' THEN
-            INSERT INTO keel_cache_changes (n) VALUES (pos);
-          ELSIF TG_TABLE_NAME = 'resources' THEN
-            IF TG_OP <> 'INSERT' THEN INSERT INTO keel_cache_changes (n, org, kind, gvc, name) VALUES (pos, OLD.org, OLD.kind, OLD.gvc, OLD.name); END IF;
-            IF TG_OP <> 'DELETE' THEN INSERT INTO keel_cache_changes (n, org, kind, gvc, name) VALUES (pos, NEW.org, NEW.kind, NEW.gvc, NEW.name); END IF;
-          ELSE
-            IF TG_OP <> 'INSERT' THEN INSERT INTO keel_cache_changes (n, key_name) VALUES (pos, OLD.key_name); END IF;
-            IF TG_OP <> 'DELETE' THEN INSERT INTO keel_cache_changes (n, key_name) VALUES (pos, NEW.key_name); END IF;
-          END IF;
-          RETURN NULL;
-        END $$;
-        CREATE CONSTRAINT TRIGGER keel_cache_resources AFTER INSERT OR UPDATE OR DELETE ON resources DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note();
-        CREATE CONSTRAINT TRIGGER keel_cache_keys AFTER INSERT OR UPDATE OR DELETE ON service_account_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note();
-        CREATE TRIGGER keel_cache_resources_truncate AFTER TRUNCATE ON resources FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note();
-        CREATE TRIGGER keel_cache_keys_truncate AFTER TRUNCATE ON service_account_keys FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note();`,
-    },
-  },
-  {
-    version: 15,
     name: 'replica tokens (CPLN_TOKEN)',
     // A running replica's token, by the SHA-256 of the token (the token itself is never stored):
     // whose identity it acts as, and which replica of which data directory (scope) holds it, so

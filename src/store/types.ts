@@ -199,14 +199,6 @@ export interface Store {
   findKey(keyName: string): Promise<KeyRecord | undefined>;
   /** A sign-in record's data, unless absent or expired. */
   findSignIn(what: string, key: string): Promise<string | undefined>;
-  /**
-   * Where several processes share the store (PostgreSQL): resolves once this process has caught up
-   * with the store's position at the call, with a mark of the org's authorization data (policies,
-   * groups, users, service accounts, the org item) and of every key there; equal marks mean none of
-   * it changed between them, undefined that it cannot be told (read it from the store). Absent
-   * where this process makes every change itself (SQLite), which then invalidates what it remembers.
-   */
-  accessMark?(org: string): Promise<string | undefined>;
   /** Replica tokens (CPLN_TOKEN): added when a replica starts, found by hash, deleted when it stops (every replica of the scope without `replica`). */
   putReplicaToken(record: ReplicaTokenRecord): Promise<void>;
   findReplicaToken(tokenHash: string): Promise<ReplicaTokenRecord | undefined>;

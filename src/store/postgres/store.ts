@@ -12,7 +12,6 @@ import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequ
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { keelTables, PostgresSnapshots } from './snapshots.js';
-import { ReadCache } from './read-cache.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
 // the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
@@ -31,8 +30,6 @@ const OPTIMISTIC_ATTEMPTS = 3;
 const RECENT_ITEMS = 10_000;
 /** SQLSTATE of a statement cancelled by statement_timeout. */
 const QUERY_CANCELED = '57014';
-/** Entries of the read cache when the setting leaves it out. */
-export const DEFAULT_CACHE_ITEMS = 100_000;
 
 /**
  * The org's chain position as a statement's snapshot has it: the head's seq, and the pending_ids of
@@ -74,15 +71,12 @@ export class PostgresStore implements Store {
   private listener?: pg.Client;
   private readonly instance = randomUUID();
   private schema = '';
-  /** Items and keys served from memory at the database's current position (read-cache.ts). */
-  private readonly cache: ReadCache;
 
-  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool, pages: pg.Pool, cacheItems: number) {
+  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool, pages: pg.Pool) {
     this.pool = pool;
     this.reads = reads;
     this.lists = lists;
     this.pages = pages;
-    this.cache = new ReadCache(reads, cacheItems);
     this.snapshots = new PostgresSnapshots(pool, { replaced: () => this.replaced(), chain: async (orgs) => void (await Promise.all(orgs.map((org) => this.sealer.seal(org)))) });
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
@@ -91,15 +85,14 @@ export class PostgresStore implements Store {
   }
 
   /** `say`: told what a slow start is doing (migrations, waiting for another process's), for a person watching. */
-  static async open(url: string, options: { poolSize?: number; cacheItems?: number; say?: (line: string) => void } = {}): Promise<PostgresStore> {
-    const poolSize = options.poolSize ?? 10;
+  static async open(url: string, poolSize = 10, say?: (line: string) => void): Promise<PostgresStore> {
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
     const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const lists = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const pages = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     for (const p of [pool, reads, lists, pages]) p.on('error', () => {}); // an idle client's error is reported on its next use
-    const store = new PostgresStore(pool, reads, lists, pages, options.cacheItems ?? DEFAULT_CACHE_ITEMS);
-    await store.migrate(options.say);
+    const store = new PostgresStore(pool, reads, lists, pages);
+    await store.migrate(say);
     await store.listen(url);
     return store;
   }
@@ -119,7 +112,6 @@ export class PostgresStore implements Store {
 
   private forget(): void {
     this.recent.clear();
-    this.cache.clear();
     replacements.emit('replaced', this);
   }
 
@@ -150,14 +142,10 @@ export class PostgresStore implements Store {
   }
 
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    return this.cache.get(key, () => getOn(this.reads, key));
+    return getOn(this.reads, key);
   }
 
   async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
-    return this.cache.getAt(key, () => this.loadAt(key));
-  }
-
-  private async loadAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
     const values = [key.org, key.kind, key.gvc, key.name];
     const rows = await this.readAt(key.org, async (db) => (await db.query<PositionedRow>(prepared(GET_ITEM_AT, values))).rows);
     return { value: rows.value[0].id === null ? undefined : fromRow(rows.value[0]), seq: rows.seq };
@@ -244,14 +232,6 @@ export class PostgresStore implements Store {
   }
 
   async findKey(keyName: string): Promise<KeyRecord | undefined> {
-    return this.cache.findKey(keyName, () => this.loadKey(keyName));
-  }
-
-  accessMark(org: string): Promise<string | undefined> {
-    return this.cache.accessMark(org);
-  }
-
-  private async loadKey(keyName: string): Promise<KeyRecord | undefined> {
     const { rows } = await this.reads.query(prepared('SELECT key_name, org, service_account, secret_hash, created FROM service_account_keys WHERE key_name = $1', [keyName]));
     const row = rows[0];
     return row && { keyName: row.key_name, org: row.org, serviceAccount: row.service_account, secretHash: row.secret_hash, created: row.created };
@@ -481,7 +461,6 @@ export class PostgresStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    this.cache.close();
     await this.listener?.end().catch(() => {});
     await this.sealer.idle();
     await Promise.all([this.pool.end(), this.reads.end(), this.lists.end(), this.pages.end()]);
