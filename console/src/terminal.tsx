@@ -37,7 +37,9 @@ export function TerminalView(props: { org: string; gvc: string; path: string; wo
     ws.binaryType = 'arraybuffer';
     ws.onopen = () => {
       // The shell's permission is exec (a named command), which the server checks before anything else.
-      ws.send(JSON.stringify({ token: session.key(), org, gvc, pod: replica, container, command: ['sh', '-i'], tty: true }));
+      // No terminal of its own: a shell's line editing would query the cursor, and xterm's answers
+      // would arrive as typed input.
+      ws.send(JSON.stringify({ token: session.key(), org, gvc, pod: replica, container, command: ['sh', '-i'], tty: false }));
       setState('open');
       term.writeln('Connected. The shell runs without a terminal of its own: type a command and press Enter.');
     };
