@@ -48,7 +48,7 @@ describe('names of workloads inside replicas (KEEL_RUNTIME=runc)', { skip }, () 
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-names-'));
-    image = busyboxImage(work, 'serve', ['/bin/sh', '-c', 'mkdir -p /www && echo "$CPLN_WORKLOAD $CPLN_REPLICA" > /www/index.html && exec httpd -f -p 8080 -h /www']);
+    image = busyboxImage(work, 'serve', ['/bin/sh', '-c', 'mkdir -p /www && echo "$CPLN_NAME $CPLN_REPLICA" > /www/index.html && exec httpd -f -p 8080 -h /www']);
     rt = await startRuntimeKeel();
     const other = await secondOrg(rt, 'other', image);
     const otherToken = other.token;
