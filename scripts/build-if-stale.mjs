@@ -3,7 +3,7 @@
 // otherwise, so an install without changes costs nothing and `npm start` never builds.
 // In an installed package (no sources beside dist/) there is nothing to do.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
@@ -28,4 +28,6 @@ if (existsSync(STAMP) && statSync(STAMP).mtimeMs >= Math.max(...SOURCES.map((s) 
 console.error('keel: building dist/ (npm run build)');
 const build = spawnSync('npm', ['run', 'build'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
 if (build.status !== 0) process.exit(build.status ?? 1);
+// The bin npx links to must stay executable, though tsc writes it anew.
+chmodSync(join(root, 'dist', 'src', 'cli.js'), 0o755);
 writeFileSync(STAMP, `${new Date().toISOString()}\n`);
