@@ -45,6 +45,11 @@ export class Network {
     this.ready ??= (async () => {
       if (!existsSync(`/sys/class/net/${this.bridge}`)) await command('ip', ['link', 'add', this.bridge, 'type', 'bridge']);
       await quietly('ip', ['addr', 'add', `${this.gateway}/${this.subnet.bits}`, 'dev', this.bridge]);
+      // A bridge left to itself takes the lowest hardware address of its ports, so it would change
+      // whenever that replica goes: the others' ARP caches would then send the gateway's traffic
+      // (names, the API) to a port that is gone, and the forward chain would refuse it. Its own
+      // fixed address keeps the gateway where replicas learned it.
+      await command('ip', ['link', 'set', 'dev', this.bridge, 'address', macOf(this.gateway)]);
       // Frames between replicas meet the ip hooks, where the firewall's rules are (firewall.ts).
       await command('ip', ['link', 'set', 'dev', this.bridge, 'type', 'bridge', 'nf_call_iptables', '1']);
       await command('ip', ['link', 'set', this.bridge, 'up']);
@@ -80,8 +85,7 @@ export class Network {
     await command('ip', ['netns', 'add', netns]);
     // The address's own MAC: a neighbour that still holds the address in its ARP cache (from a
     // replica that held it before) reaches this one, not a MAC that is gone.
-    const mac = `0a:6b:${address.split('.').map((o) => Number(o).toString(16).padStart(2, '0')).join(':')}`;
-    await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer, 'address', mac]);
+    await command('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer, 'address', macOf(address)]);
     await command('ip', ['link', 'set', peer, 'netns', netns]);
     await command('ip', ['link', 'set', veth, 'master', this.bridge, 'up']);
     await command('ip', ['-n', netns, 'link', 'set', peer, 'name', 'eth0']);
@@ -104,4 +108,9 @@ export class Network {
     this.ready = undefined;
     if (existsSync(`/sys/class/net/${this.bridge}`)) await quietly('ip', ['link', 'del', this.bridge]);
   }
+}
+
+/** A locally administered hardware address made of an IPv4 address on the bridge (one per address). */
+function macOf(address: string): string {
+  return `0a:6b:${address.split('.').map((o) => Number(o).toString(16).padStart(2, '0')).join(':')}`;
 }
