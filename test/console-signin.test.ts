@@ -47,6 +47,29 @@ describe('console sign-in for people', { skip: available ? false : 'Chromium is 
     assert.deepEqual(c.refused, []);
   });
 
+  test('the sign-in page opened by hand leads to the console; reloaded, it still signs in; the console reloaded stays signed in', async () => {
+    const { page, base } = c;
+    await page.goto(`${base}/login/authorize`);
+    await page.getByRole('button', { name: 'Sign in with your account' }).click();
+    await page.waitForURL(/\/login\/authorize\?/, { timeout: WAIT });
+    await page.reload();
+    await page.getByLabel('Email').fill('ada@example.com');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByTestId('who').filter({ hasText: 'ada@example.com' }).waitFor({ timeout: WAIT });
+    await page.reload();
+    await page.getByTestId('who').filter({ hasText: 'ada@example.com' }).waitFor({ timeout: WAIT });
+    await page.getByRole('navigation', { name: 'Kinds' }).waitFor({ timeout: WAIT });
+    // Back to the sign-in page and forward again: the used code is not offered twice, and the console still works.
+    await page.goBack();
+    await page.goForward();
+    await page.getByTestId('who').filter({ hasText: 'ada@example.com' }).waitFor({ timeout: WAIT });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in with your account' }).waitFor({ timeout: WAIT });
+    assert.deepEqual(c.external, []);
+    assert.deepEqual(c.refused, []);
+  });
+
   test('a code that comes back with another state is refused', async () => {
     const { page, base } = c;
     await page.goto(`${base}/console/`);
