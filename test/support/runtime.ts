@@ -75,7 +75,9 @@ export function leftovers(dataDir: string): { containers: string[]; netns: strin
   const root = join(dataDir, 'runtime', 'runc');
   const ports = `/sys/class/net/kb${scope}/brif`;
   return {
-    containers: existsSync(root) ? execFileSync('runc', ['--root', root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean) : [],
+    // runc's own state directories, read directly: `runc list` fails outright when a container it
+    // has just listed is deleted before it reads its state.
+    containers: existsSync(root) ? readdirSync(root).filter((id) => existsSync(join(root, id, 'state.json'))) : [],
     netns: (existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : []).filter((n) => n.startsWith(`keel-${scope}-`)),
     veth: existsSync(ports) ? readdirSync(ports) : [],
     mounts: readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(dataDir)),
