@@ -66,7 +66,9 @@ export async function startRuntimeKeel(options: { cliReachesIngress?: boolean; i
   const send = (method: string, path: string, host?: string, headers: Record<string, string> = {}, body?: string) =>
     new Promise<{ status: number; body: string; ms: number }>((resolve, reject) => {
       const started = Date.now();
-      const req = httpRequest(`${ingress}${path}`, { method, headers: host ? { ...headers, host } : headers }, (res) => {
+      // A connection of its own: a kept-alive one may meet an HAProxy that a reload is retiring,
+      // which closes it unanswered, as any HTTP client may see and retry.
+      const req = httpRequest(`${ingress}${path}`, { method, agent: false, headers: host ? { ...headers, host } : headers }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (chunk) => (text += chunk));
