@@ -49,11 +49,10 @@ describe('HAProxy reloads have a minimum gap (KEEL_HAPROXY_RELOAD_MIN_MS)', { sk
       const ready = (await rt.deployment('flap'))?.status?.ready === true;
       if (ready !== last) flips++;
       last = ready;
-      return Date.now() - began;
-    }, (ms) => ms >= 12_000, 30_000);
+      return flips;
+    }, (n) => n >= 6, 120_000);
     const reloads = front().reloads - start;
     const seconds = (Date.now() - began) / 1000;
-    assert.ok(flips >= 4, `the probe flapped (${flips} flips in ${seconds} s)`);
     assert.ok(reloads <= Math.ceil((seconds * 1000) / GAP_MS) + 1, `${reloads} reloads in ${seconds} s with a gap of ${GAP_MS} ms`);
     assert.ok(reloads >= 1, "the table's changes still reach HAProxy");
   });
