@@ -61,7 +61,8 @@ export interface Ticket {
   chosen: boolean;
 }
 
-interface Held extends Ticket {
+interface Held {
+  ticket: Ticket;
   issued: number;
   used: number;
 }
@@ -77,7 +78,7 @@ export class Tickets {
     const mine: string[] = [];
     for (const [id, t] of this.held) {
       if (this.expired(t, now)) this.held.delete(id);
-      else if (t.who === ticket.who) mine.push(id);
+      else if (t.ticket.who === ticket.who) mine.push(id);
     }
     // Held in the order they were issued: the first are the oldest.
     for (const id of mine.slice(0, Math.max(0, mine.length - TICKETS_PER_CALLER + 1))) this.held.delete(id);
@@ -86,21 +87,21 @@ export class Tickets {
       this.held.delete(id);
     }
     const id = randomBytes(32).toString('base64url');
-    this.held.set(id, { ...ticket, issued: now, used: now });
+    this.held.set(id, { ticket, issued: now, used: now });
     return id;
   }
 
   /** The ticket named `id`, counted as used now; undefined when there is none (never issued, expired or dropped). */
   use(id: unknown): Ticket | undefined {
-    const t = typeof id === 'string' ? this.held.get(id) : undefined;
-    if (!t) return undefined;
+    const held = typeof id === 'string' ? this.held.get(id) : undefined;
+    if (!held) return undefined;
     const now = this.now();
-    if (this.expired(t, now)) {
+    if (this.expired(held, now)) {
       this.held.delete(id as string);
       return undefined;
     }
-    t.used = now;
-    return t;
+    held.used = now;
+    return held.ticket;
   }
 
   drop(id: string): void {
