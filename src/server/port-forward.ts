@@ -17,6 +17,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import { tokenOf } from '../auth/credentials.js';
 import { identity, type Principal } from '../auth/principal.js';
 import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
@@ -169,9 +170,6 @@ export function mountPortForward(app: FastifyInstance, store: Store, access: Ter
     async (request, reply) => {
       const runtime = app.runtime;
       if (!runtime || runtime.kind === 'simulated') return sendError(reply, request, ApiError.badRequest(refusal));
-      // Public so that the simulation's refusal reaches any caller; here a key is needed.
-      const principal = request.principal;
-      if (!principal) throw new ApiError('unauthorized', 'port-forward needs a key: send it as Authorization: Bearer KEY');
       const { location } = request.params as { location: string };
       const body = (request.body ?? {}) as Record<string, unknown>;
       const errors = [
@@ -183,6 +181,10 @@ export function mountPortForward(app: FastifyInstance, store: Store, access: Ter
       const [org, gvc, workload] = [body.org, body.gvc, body.workload] as string[];
       const port = body.port as number;
       const pod = typeof body.pod === 'string' && body.pod !== '' ? body.pod : undefined;
+      // The route is public, so that the simulation's refusal reaches any caller. The key is checked
+      // here, for the org the body names: a JWT user is a user of the org it addresses.
+      const principal = await streamPrincipal(access, request.ip, tokenOf(request), org);
+      if (principal instanceof Error) throw principal;
       // The permission comes first, so that a key without it learns nothing of what runs.
       await mayConnect(principal, org, gvc, workload);
       const candidates = pod ? [pod] : replicasOf((await store.get(deploymentKey(org, gvc, workload, location)))?.data);
@@ -214,10 +216,16 @@ export function mountPortForward(app: FastifyInstance, store: Store, access: Ter
     ws.on('close', () => upstream?.destroy());
     const unsignedFor = setTimeout(() => fail(`the request did not arrive within ${firstMessageMs} ms (bodyTimeoutMs)`), firstMessageMs);
     ws.once('close', () => clearTimeout(unsignedFor));
+    let draining = false;
     const toUpstream = (message: Buffer) => {
-      if (upstream!.write(message)) return;
+      if (upstream!.write(message) || draining) return;
+      // The replica reads slower than the CLI sends: the CLI's side waits until it has caught up.
+      draining = true;
       ws.pause();
-      upstream!.once('drain', () => ws.resume());
+      upstream!.once('drain', () => {
+        draining = false;
+        ws.resume();
+      });
     };
     ws.once('message', (first: RawData) => {
       clearTimeout(unsignedFor);
