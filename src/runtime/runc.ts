@@ -36,6 +36,7 @@ import { Names, resolvConf } from './names.js';
 import { Network, parseSubnet } from './network.js';
 import type { Peer } from './peers.js';
 import { Output } from './output.js';
+import { forwardTo, type Forward } from './port-forward.js';
 import { plan, replaceAll, rolloutOf, within } from './rollouts.js';
 import { bytes, ociSpec, type ContainerSpec } from './spec.js';
 import { prepareVolumes, VolumeError, volumeSetDir, volumeSetsIn } from './volumes.js';
@@ -761,21 +762,32 @@ export class RuncRuntime implements Runtime {
     return true;
   }
 
-  exec(target: ExecTarget, args: string[], tty = false): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
+  /** The replica a terminal or port-forward request names, if it is one of this process's. */
+  private replicaAt(target: ExecTarget): Replica | undefined {
     for (const replicas of this.deployments.values()) {
       const replica = replicas.get(target.replica);
-      if (!replica || replica.ref.org !== target.org || replica.ref.gvc !== target.gvc || replica.ref.location !== target.location) continue;
-      const c = replica.containers.find((x) => target.container === undefined || x.name === target.container);
-      const workload = replica.ref.workload;
-      if (!c) return { workload, error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
-      if (c.exited || !runcStarted(this.root, c.runcId)) return { workload, error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
-      const root = this.root;
-      const runc = ['runc', '--root', root, 'exec', ...(tty ? ['--tty'] : []), c.runcId, ...args];
-      // runc's --tty wants a terminal of its own to copy the container's from: script(1) gives it one on our pipes.
-      const [file, argv] = tty ? ['script', ['--quiet', '--flush', '--return', '--command', runc.map(shellQuote).join(' '), '/dev/null']] : [runc[0], runc.slice(1)];
-      return { workload, start: () => spawn(...underUsualUmask(file, argv), { stdio: ['pipe', 'pipe', 'pipe'] }) };
+      if (replica && replica.ref.org === target.org && replica.ref.gvc === target.gvc && replica.ref.location === target.location) return replica;
     }
-    return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
+    return undefined;
+  }
+
+  portForward(target: ExecTarget, port: number): Forward {
+    const replica = this.replicaAt(target);
+    if (!replica) return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
+    return forwardTo(replica.ref.workload, target.replica, replica.address, this.stateOf(replica).running, port);
+  }
+
+  exec(target: ExecTarget, args: string[], tty = false): { workload: string; start: () => ChildProcess } | { workload?: string; error: string } {
+    const replica = this.replicaAt(target);
+    if (!replica) return { error: `no replica ${target.replica} runs in location ${target.location} of GVC ${target.gvc}` };
+    const c = replica.containers.find((x) => target.container === undefined || x.name === target.container);
+    const workload = replica.ref.workload;
+    if (!c) return { workload, error: `replica ${target.replica} has no running container ${target.container ?? ''} (${this.stateOf(replica).message})` };
+    if (c.exited || !runcStarted(this.root, c.runcId)) return { workload, error: `container ${c.name} of replica ${target.replica} is not running (${this.stateOf(replica).message})` };
+    const runc = ['runc', '--root', this.root, 'exec', ...(tty ? ['--tty'] : []), c.runcId, ...args];
+    // runc's --tty wants a terminal of its own to copy the container's from: script(1) gives it one on our pipes.
+    const [file, argv] = tty ? ['script', ['--quiet', '--flush', '--return', '--command', runc.map(shellQuote).join(' '), '/dev/null']] : [runc[0], runc.slice(1)];
+    return { workload, start: () => spawn(...underUsualUmask(file, argv), { stdio: ['pipe', 'pipe', 'pipe'] }) };
   }
 
   /**

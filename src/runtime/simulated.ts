@@ -38,6 +38,10 @@ export class SimulatedRuntime implements Runtime {
     return { error: 'Keel simulates replicas and runs no containers (KEEL_RUNTIME=simulated), so there is no process to run a command in' };
   }
 
+  portForward(): { error: string } {
+    return { error: 'Keel simulates replicas and runs no containers (KEEL_RUNTIME=simulated), so there is no port to forward to' };
+  }
+
   onChange(): void {}
 
   async start(): Promise<void> {}

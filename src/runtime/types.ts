@@ -4,6 +4,7 @@
 // that runs processes does its work on its own clock and calls the change listener when what it
 // reports has changed, so the reconciler looks again. See docs/runtime.md.
 import type { ChildProcess } from 'node:child_process';
+import type { Forward } from './port-forward.js';
 
 /** The deployment (a workload in one location) whose replicas are meant. */
 export interface DeploymentRef {
@@ -123,6 +124,11 @@ export interface Runtime {
    */
   /** `tty`: the command runs on a pseudo-terminal (its stdout carries what the terminal shows). */
   exec(target: ExecTarget, command: string[], tty?: boolean): { workload: string; start: () => ChildProcess } | { workload?: string; error: string };
+  /**
+   * Connections to TCP `port` of a running replica (port-forward), each opened when `connect` is
+   * called; or why there are none, with the replica's workload when it is there (as exec).
+   */
+  portForward(target: ExecTarget, port: number): Forward;
   /**
    * Takes a domain's spec, for the ingress to route its host names by (undefined: the domain is
    * gone); `created` decides between orgs holding the same name. A runtime without an ingress has none.

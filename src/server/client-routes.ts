@@ -14,7 +14,8 @@ import { mountBilling } from './billing.js';
 import { mountExporters } from './exporters.js';
 import { refusedRoute } from './docs.js';
 import { notServed } from './errors.js';
-import { mountReplicas, type TerminalAccess } from './replicas.js';
+import { mountReplicas } from './replicas.js';
+import type { TerminalAccess } from './stream-sign-in.js';
 
 type Params = Record<string, string>;
 

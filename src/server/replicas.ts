@@ -6,8 +6,8 @@
 // stdin follows (one binary message, or `{type:'data'}` JSON messages with a TTY); the command's
 // output comes back as messages, and a failure, or a non-zero exit, ends with the line
 // `Failed to create terminal session: command terminated with exit code N` (the CLI exits with N).
-// The simulation runs no containers, so there these calls (and port-forward, under either
-// runtime) answer a clear error.
+// port-forward asks {remote}/portforward-ticket and streams each connection on {remote}/portforward
+// (port-forward.ts). The simulation runs no containers, so there these calls answer a clear error.
 import { LOGS_PREFIX } from './logs-api.js';
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -15,9 +15,7 @@ import type { Duplex } from 'node:stream';
 import type { ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Authorizer } from '../auth/authorizer.js';
 import { identity } from '../auth/principal.js';
-import type { BearerAuthenticator } from '../auth/bearer.js';
 import type { Runtime } from '../runtime/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ApiError } from '../errors.js';
@@ -28,18 +26,11 @@ import type { Store } from '../store/types.js';
 import type { Config } from '../config.js';
 import { refusedRoute } from './docs.js';
 import { sendError } from './errors.js';
-import type { AuthFailures } from '../auth/failures.js';
 import { coreBase } from '../public-url.js';
+import { rateLimited, streamPrincipal, type TerminalAccess } from './stream-sign-in.js';
+import { mountPortForward } from './port-forward.js';
 
 const METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-
-/** How a terminal session's key is checked: who it is, and whether it may exec on the workload. */
-export interface TerminalAccess {
-  bearer: Pick<BearerAuthenticator, 'authenticate'>;
-  auth: Pick<Authorizer, 'check'>;
-  /** Failed sign-ins, shared with the rest of the API: a key sent in the stream is guessed like any other. */
-  failures: Pick<AuthFailures, 'refusal' | 'failed'>;
-}
 
 /** The largest stdin a terminal session takes in one message (cp uploads come as one). */
 const TERMINAL_MAX_PAYLOAD = 256 * 1024 * 1024;
@@ -74,13 +65,15 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   });
 
   // exec/connect open a WebSocket to {remote}/exec (credentials travel inside the stream, so these
-  // routes take none), port-forward asks {remote}/portforward-ticket and streams on {remote}/portforward.
+  // routes take none), port-forward asks {remote}/portforward-ticket (port-forward.ts) and streams on {remote}/portforward.
   const refusal = (what: string) =>
     `${what} ${what === 'port-forward' ? 'is' : 'are'} not available: Keel simulates replicas and runs no containers, so there is no process to ${what === 'port-forward' ? 'forward a port to' : 'run a command in'}`;
-  const refuse = (what: string) => async (request: FastifyRequest, reply: FastifyReply) => sendError(reply, request, ApiError.badRequest(refusal(what)));
-  for (const [path, what] of [['exec', 'exec, connect and cp'], ['portforward-ticket', 'port-forward'], ['portforward', 'port-forward']]) {
-    app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/${path}`, config: { public: true }, schema: refusedRoute(refusal(what)), handler: refuse(what) });
+  const refuse = (path: string, what: string) => async (request: FastifyRequest, reply: FastifyReply) =>
+    sendError(reply, request, ApiError.badRequest(app.runtime?.kind === 'runc' ? `${REMOTE_PREFIX}/LOCATION/${path} is a WebSocket (the CLI's ${what}): open it with an upgrade` : refusal(what)));
+  for (const [path, what] of [['exec', 'exec, connect and cp'], ['portforward', 'port-forward']]) {
+    app.route({ method: METHODS, url: `${REMOTE_PREFIX}/:location/${path}`, config: { public: true }, schema: refusedRoute(refusal(what)), handler: refuse(path, what) });
   }
+  const forwards = mountPortForward(app, store, access, config.bodyTimeoutMs, refusal('port-forward'));
 
   // `cpln workload run` creates a workload (its first container's env names who ran it), waits for
   // its replica, sleeps a minute and only then opens the terminal the simulation refuses: refused
@@ -114,12 +107,12 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
     const key = request.headers['sec-websocket-key'];
     if (typeof key !== 'string') return void socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
     const runtime = app.runtime;
-    if (what === 'exec' && runtime && runtime.kind !== 'simulated') {
+    if (runtime && runtime.kind !== 'simulated') {
       const location = decodeURIComponent(/^\/-remote\/([^/?]+)\//.exec(request.url ?? '')![1]);
       const ip = request.socket.remoteAddress ?? '';
       const waiting = unsigned.get(ip) ?? 0;
       if (waiting >= config.maxBodiesPerAddress) {
-        const body = JSON.stringify({ status: 429, message: `this address already has ${waiting} terminal streams that have not sent their key (maxBodiesPerAddress: ${config.maxBodiesPerAddress}); retry after 1 s`, code: 'rate_limited', details: { retryAfter: 1 }, id: randomUUID() });
+        const body = JSON.stringify({ status: 429, message: `this address already has ${waiting} terminal and port-forward streams that have not sent their key (maxBodiesPerAddress: ${config.maxBodiesPerAddress}); retry after 1 s`, code: 'rate_limited', details: { retryAfter: 1 }, id: randomUUID() });
         return void socket.end(`HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
       }
       unsigned.set(ip, waiting + 1);
@@ -132,6 +125,7 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
         else unsigned.delete(ip);
       };
       socket.once('close', sign);
+      if (what === 'portforward') return forwards.upgrade(request, socket, head, runtime, location, ip, sign);
       terminals.handleUpgrade(request, socket, head, (ws) => terminal(ws, runtime, access, location, sessions, ip, config.bodyTimeoutMs, sign));
       return;
     }
@@ -176,17 +170,10 @@ function terminal(ws: WebSocket, runtime: Runtime, access: TerminalAccess, locat
       const command = Array.isArray(asked.command) ? asked.command.map(String) : [String(asked.shell ?? 'sh')];
       if (command.length === 0 || command[0] === '') return fail(`${FAILED}no command to run; command terminated with exit code 1`);
       // Counted like a failed sign-in over HTTP: past the limit the answer is 429's, whatever the key.
-      const token = typeof asked.token === 'string' ? asked.token : undefined;
-      const limited = (err: ApiError) => fail(`Rate limited (${err.status} ${err.code}, Retry-After: ${String(err.details.retryAfter)}): ${err.message}; exit code 1`);
-      const throttled = access.failures.refusal(ip, token);
-      if (throttled) return limited(throttled);
-      let principal;
-      try {
-        principal = await access.bearer.authenticate(token, org);
-      } catch (err) {
-        const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? access.failures.failed(ip, token, err) : undefined;
-        if (tooMany) return limited(tooMany);
-        return fail(`Unauthorized: ${(err as Error).message}; exit code 1`);
+      const principal = await streamPrincipal(access, ip, asked.token, org);
+      if (principal instanceof Error) {
+        if (rateLimited(principal)) return fail(`Rate limited (${principal.status} ${principal.code}, Retry-After: ${String(principal.details.retryAfter)}): ${principal.message}; exit code 1`);
+        return fail(`Unauthorized: ${principal.message}; exit code 1`);
       }
       const found = runtime.exec({ org, gvc, location, replica: pod, container: asked.container }, command, asked.tty === true);
       // `cpln workload connect` asks for a shell and no command; exec and cp name their command.

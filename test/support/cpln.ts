@@ -26,6 +26,8 @@ export interface CplnOptions {
   env?: Record<string, string>;
   /** Called with the output so far whenever the process writes to stdout (to act on what it serves, e.g. a port-forward). */
   onStdout?: (stdout: string) => void;
+  /** Ends the process (SIGTERM) when aborted: for a command that runs until stopped, such as port-forward. */
+  signal?: AbortSignal;
 }
 
 export class Cpln {
@@ -70,6 +72,15 @@ export class Cpln {
         timedOut = true;
         stop();
       }, timeoutMs);
+      const end = () => {
+        try {
+          process.kill(-child.pid!, 'SIGTERM');
+        } catch {
+          // already gone
+        }
+      };
+      if (options.signal?.aborted) end();
+      options.signal?.addEventListener('abort', end, { once: true });
       child.stdout.on('data', (chunk) => {
         stdout += chunk;
         options.onStdout?.(stdout);
@@ -81,6 +92,7 @@ export class Cpln {
       });
       child.on('close', (code) => {
         clearTimeout(timer);
+        options.signal?.removeEventListener('abort', end);
         const seen = existsSync(guardLog) ? readFileSync(guardLog, 'utf8').split('\n').filter(Boolean) : [];
         rmSync(guardLog, { force: true });
         resolve({ code, stdout: stdout.trim(), stderr: stderr.trim(), timedOut, ms: Date.now() - begun, foreign: seen.filter((l) => !l.startsWith('CONNECT ')) });
