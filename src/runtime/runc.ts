@@ -210,7 +210,7 @@ export class RuncRuntime implements Runtime {
     this.root = join(this.dir, 'runc');
     this.scope = scopeOf(options.dataDir);
     this.network = new Network(parseSubnet(options.subnet), this.scope);
-    this.names = new Names(this.network.gateway, () => this.peers(), (err) => options.onError(err, 'the replicas\' DNS server'));
+    this.names = new Names(this.network.gateway, () => this.peers(), options.firewall ?? 'enforce', (err) => options.onError(err, 'the replicas\' DNS server'));
     this.blobs = options.blobs;
     this.output = new Output({
       bytesPerSecond: options.logBytesPerSecond,
