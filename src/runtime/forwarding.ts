@@ -4,7 +4,8 @@
 // The kernel forwards a packet only when the interface it came in on forwards
 // (`conf/IFACE/forwarding`). A replica's connection out enters on the bridge; its answers, after
 // the masquerade is undone, enter on the interface the destination is routed through (the
-// uplink). So forwarding is on for the bridge while any replica may go out, and for the uplinks
+// uplink). So forwarding is always on for the bridge (what a replica may not reach then meets the
+// table's refusal, a reset at once, rather than a silent drop and a timeout), and for the uplinks
 // the allowed destinations are routed through (every route that overlaps an allowed CIDR: the
 // default route's interface for most). An uplink that did not forward already is turned on and
 // marked, in MARKS/IFACE/SCOPE (under /run, which goes with a reboot as the setting does), one
@@ -64,8 +65,9 @@ export class Forwarding {
   /**
    * Forwarding for replicas that may reach `destinations` (IPv4 CIDRs; none: no replica may go
    * out). What is no longer needed is turned off at once; the uplinks newly needed are marked (so
-   * that `marked()` names them in the table) and turned on, with the bridge, by the function this
-   * returns, to call once the table that refuses new connections coming in on them is written.
+   * that `marked()` names them in the table) and turned on, with the bridge (once it exists), by
+   * the function this returns, to call once the table that refuses new connections coming in on
+   * them is written.
    */
   async need(destinations: string[]): Promise<() => void> {
     const uplinks = new Set<string>();
@@ -75,7 +77,7 @@ export class Forwarding {
         if (!r.dev || (r.type && r.type !== 'unicast') || r.dev === 'lo' || r.dev === this.options.bridge || isKeelBridge(r.dev)) continue;
         if (destinations.some((d) => overlaps(d, r.dst))) uplinks.add(r.dev);
       }
-    } else this.set(this.options.bridge, false);
+    }
     this.letGo(uplinks);
     const turnOn: string[] = [];
     for (const dev of uplinks) {
@@ -88,7 +90,7 @@ export class Forwarding {
       turnOn.push(dev);
     }
     return () => {
-      if (destinations.length) this.set(this.options.bridge, true);
+      this.set(this.options.bridge, true);
       for (const dev of turnOn) this.set(dev, true);
     };
   }
