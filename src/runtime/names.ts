@@ -6,8 +6,9 @@
 // host's resolvers only for a replica whose firewall lets it out (firewall.ts's `outbound`): any
 // name when it may reach some CIDR, the names of outboundAllowHostname when those are all it may
 // reach, none (REFUSED) when it may reach nothing, so that a replica without egress cannot use
-// the host's resolvers to send or learn anything beyond the bridge. Every query costs a bounded amount: a packet past MAX_PACKET or not a single
-// question is answered FORMERR or dropped, each source has a rate, forwarded lookups a ceiling.
+// the host's resolvers to send or learn anything beyond the bridge. Every query costs a bounded
+// amount: a packet past MAX_PACKET or not a single question is answered FORMERR or dropped, each
+// source has a rate, forwarded lookups a ceiling.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
 import { createServer, type Server, type Socket } from 'node:net';
