@@ -34,7 +34,8 @@ export function installLiving(core: FastifyInstance, store: Store, auth: Authori
   mountImages(core, store, auth);
   if (!config.reconcile) return undefined;
   const registryHosts = () => registryHostsOf(core, config);
-  const runtime = openRuntime(config, store, auth, blobs, registryHosts, (err, what) => core.log.error({ err }, what));
+  // Replicas' connections to the gateway are the Core API's own, with the replicas' addresses as their peers (api-relay.ts).
+  const runtime = openRuntime(config, store, auth, blobs, registryHosts, (err, what) => core.log.error({ err }, what), (socket) => core.server.emit('connection', socket));
   const runner = new ReconcileRunner(store, {
     stepMs: config.reconcileStepMs ?? DEFAULT_STEP_MS,
     audit: config.audit,

@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { parseLink } from '../resources/links.js';
 import { wholeValueMatch } from '../linear-regexp.js';
 import { command, quietly } from './command.js';
+import { Forwarding } from './forwarding.js';
 import type { Peer } from './peers.js';
 
 export type FirewallMode = 'enforce' | 'open';
@@ -166,6 +167,21 @@ function admitsInternal(to: Peer, from: Peer, mode: FirewallMode): boolean {
   }
 }
 
+/**
+ * What a replica may reach beyond the bridge under its workload's `firewallConfig.external` (all of
+ * it under KEEL_FIREWALL=open): `allowed` CIDRs on `ports` (empty: any port; undefined: none, as
+ * `outboundAllowPort` names no valid one), never `blocked`, and `hostnames` on ports 80 and 443.
+ */
+export function outbound(spec: Record<string, any> | undefined, mode: FirewallMode): { allowed: string[]; blocked: string[]; ports: number[] | undefined; hostnames: string[] } {
+  if (mode === 'open') return { allowed: ['0.0.0.0/0'], blocked: [], ports: [], hostnames: [] };
+  const out = spec?.firewallConfig?.external ?? {};
+  const cidrs = (list: unknown) => [...new Set((Array.isArray(list) ? list : []).map(ipv4Cidr).filter((c): c is string => c !== undefined))];
+  const given = Array.isArray(out.outboundAllowPort) ? out.outboundAllowPort : [];
+  const ports: number[] = [...new Set<number>(given.map((x: any) => Number(x?.number)).filter((n: number) => Number.isInteger(n) && n > 0 && n < 65536))];
+  const hostnames = (Array.isArray(out.outboundAllowHostname) ? out.outboundAllowHostname : []).filter((h: unknown): h is string => typeof h === 'string' && h.length > 0);
+  return { allowed: cidrs(out.outboundAllowCIDR), blocked: cidrs(out.outboundBlockedCIDR), ports: given.length && !ports.length ? undefined : ports, hostnames };
+}
+
 const REFUSE = 'meta l4proto tcp reject with tcp reset\n    reject with icmp type admin-prohibited';
 /** How often hostnames in outboundAllowHostname are looked up again while a replica allows them. */
 const RESOLVE_EVERY_MS = 60_000;
@@ -179,6 +195,9 @@ export interface KernelOptions {
   mode: FirewallMode;
   /** Where the last ruleset written is kept (for a look when something goes wrong). */
   dir: string;
+  /** Where IPv4 settings are and marks kept, for a test that runs elsewhere (forwarding.ts). */
+  sysctl?: string;
+  marks?: string;
   onError: (err: unknown) => void;
 }
 
@@ -191,9 +210,11 @@ export class KernelFirewall {
   private resolved = new Map<string, { at: number; addresses: string[] }>();
   private timer?: NodeJS.Timeout;
   private stopped = false;
+  private readonly forwarding: Forwarding;
 
   constructor(private readonly options: KernelOptions) {
     this.table = `keel-${options.scope}`;
+    this.forwarding = new Forwarding({ scope: options.scope, bridge: options.bridge, sysctl: options.sysctl, marks: options.marks });
   }
 
   /** The replicas have changed: the table is rewritten (one write at a time, the latest peers). */
@@ -224,23 +245,25 @@ export class KernelFirewall {
     const pairs: string[] = [];
     for (const to of addressed) for (const from of addressed) if (to !== from && admitsInternal(to, from, o.mode)) pairs.push(`${from.address} . ${to.address}`);
     const egress: string[] = [];
+    /** Where replicas may go: forwarding is on for the interfaces that leads through (forwarding.ts). */
+    const destinations: string[] = [];
     let hostnames = false;
     for (const p of addressed) {
-      const out = o.mode === 'open' ? { outboundAllowCIDR: ['0.0.0.0/0'] } : (p.spec.firewallConfig?.external ?? {});
-      const cidrs = (list: unknown) => [...new Set((Array.isArray(list) ? list : []).map(ipv4Cidr).filter((c): c is string => c !== undefined))];
-      const blocked = cidrs(out.outboundBlockedCIDR);
-      const allowed = cidrs(out.outboundAllowCIDR);
-      const ports = [...new Set((Array.isArray(out.outboundAllowPort) ? out.outboundAllowPort : []).map((x: any) => Number(x?.number)).filter((n: number) => Number.isInteger(n) && n > 0 && n < 65536))];
-      const names = (Array.isArray(out.outboundAllowHostname) ? out.outboundAllowHostname : []).filter((h: unknown): h is string => typeof h === 'string');
-      if (blocked.length) egress.push(`ip saddr ${p.address} ip daddr { ${blocked.join(', ')} } goto refuse`);
-      const portRule = Array.isArray(out.outboundAllowPort) && out.outboundAllowPort.length ? (ports.length ? ` tcp dport { ${ports.join(', ')} }` : undefined) : '';
-      if (allowed.length && portRule !== undefined) egress.push(`ip saddr ${p.address} ip daddr { ${allowed.join(', ')} }${portRule} accept`);
-      if (names.length) {
+      const out = outbound(p.spec, o.mode);
+      if (out.blocked.length) egress.push(`ip saddr ${p.address} ip daddr { ${out.blocked.join(', ')} } goto refuse`);
+      if (out.allowed.length && out.ports !== undefined) {
+        egress.push(`ip saddr ${p.address} ip daddr { ${out.allowed.join(', ')} }${out.ports.length ? ` tcp dport { ${out.ports.join(', ')} }` : ''} accept`);
+        destinations.push(...out.allowed);
+      }
+      if (out.hostnames.length) {
         hostnames = true;
-        const addresses = [...new Set((await Promise.all(names.map((n: string) => this.resolve(n)))).flat())];
+        const addresses = [...new Set((await Promise.all(out.hostnames.map((n) => this.resolve(n)))).flat())];
         if (addresses.length) egress.push(`ip saddr ${p.address} ip daddr { ${addresses.join(', ')} } tcp dport { 80, 443 } accept`);
+        destinations.push(...addresses.map((a) => `${a}/32`));
       }
     }
+    const turnOn = await this.forwarding.need([...new Set(destinations)]);
+    const uplinks = this.forwarding.marked().map((dev) => `"${dev}"`);
     const br = `"${o.bridge}"`;
     const ruleset = [
       `table ip ${this.table} {}`,
@@ -259,6 +282,8 @@ export class KernelFirewall {
       `    iifname ${br} oifname ${br} goto refuse`,
       // Routed in from anywhere else (another Keel's bridge, another interface): never.
       `    oifname ${br} goto refuse`,
+      // Interfaces forwarding only for replicas' answers: nothing new is routed in through them.
+      ...(uplinks.length ? [`    iifname { ${uplinks.join(', ')} } ct state new goto refuse`] : []),
       ...egress.map((rule) => `    iifname ${br} ${rule}`),
       `    iifname ${br} goto refuse`,
       '  }',
@@ -271,10 +296,10 @@ export class KernelFirewall {
     ].join('\n');
     if (ruleset !== this.written) {
       writeFileSync(join(o.dir, 'firewall.nft'), ruleset);
-      if (egress.length) writeFileSync('/proc/sys/net/ipv4/ip_forward', '1');
       await command('nft', ['-f', join(o.dir, 'firewall.nft')]);
       this.written = ruleset;
     }
+    turnOn();
     clearTimeout(this.timer);
     this.timer = undefined;
     if (hostnames && !this.stopped) {
@@ -301,6 +326,7 @@ export class KernelFirewall {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
+    this.forwarding.release();
     await quietly('nft', ['delete', 'table', 'ip', this.table]);
     this.written = '';
   }

@@ -3,12 +3,17 @@
 // names them, on the bridge's gateway address, port 53, UDP and TCP, so that any resolver works
 // (busybox, glibc, musl). A replica sees only its own org's names: the org is that of the replica
 // at the query's source address, and a source no replica holds is refused. Other names go to the
-// host's resolvers. Every query costs a bounded amount: a packet past MAX_PACKET or not a single
-// question is answered FORMERR or dropped, each source has a rate, forwarded lookups a ceiling.
+// host's resolvers only for a replica whose firewall lets it out (firewall.ts's `outbound`): any
+// name when it may reach some CIDR, the names of outboundAllowHostname when those are all it may
+// reach, none (REFUSED) when it may reach nothing, so that a replica without egress cannot use
+// the host's resolvers to send or learn anything beyond the bridge. Every query costs a bounded
+// amount: a packet past MAX_PACKET or not a single question is answered FORMERR or dropped, each
+// source has a rate, forwarded lookups a ceiling.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import * as packet from 'dns-packet';
+import { outbound, type FirewallMode } from './firewall.js';
 import type { Peer } from './peers.js';
 
 const SUFFIX = '.cpln.local';
@@ -40,10 +45,12 @@ interface Table {
   orgs: Map<string, string>;
   /** Addresses by `org/name` (lower case, without the trailing dot). */
   names: Map<string, string[]>;
+  /** Which names outside cpln.local a replica's address may have looked up: any, those of its outboundAllowHostname (absent: none). */
+  outside: Map<string, 'any' | string[]>;
 }
 
 export class Names {
-  private table: Table = { orgs: new Map(), names: new Map() };
+  private table: Table = { orgs: new Map(), names: new Map(), outside: new Map() };
   private udp?: UdpSocket;
   private tcp?: Server;
   private listening?: Promise<void>;
@@ -56,6 +63,7 @@ export class Names {
   constructor(
     private readonly gateway: string,
     private readonly peers: () => Peer[],
+    private readonly mode: FirewallMode,
     private readonly onError: (err: unknown) => void,
   ) {}
 
@@ -88,6 +96,7 @@ export class Names {
   refresh(): void {
     const orgs = new Map<string, string>();
     const names = new Map<string, string[]>();
+    const outside = new Map<string, 'any' | string[]>();
     const add = (key: string, address: string) => {
       const list = names.get(key);
       if (list) list.push(address);
@@ -95,6 +104,9 @@ export class Names {
     };
     for (const p of this.peers()) {
       orgs.set(p.address, p.org);
+      const out = outbound(p.spec, this.mode);
+      if (out.allowed.length && out.ports !== undefined) outside.set(p.address, 'any');
+      else if (out.hostnames.length) outside.set(p.address, out.hostnames.map((h) => h.toLowerCase().replace(/\.$/, '')));
       const workload = `${p.workload}.${p.gvc}${SUFFIX}`.toLowerCase();
       // A workload name is its ready replicas'; a stateful replica's name is its own from the start, as a headless service's is.
       if (p.ready) add(`${p.org}/${workload}`, p.address);
@@ -102,7 +114,7 @@ export class Names {
       // Known but with no ready replica: NOERROR with no address, not NXDOMAIN (a resolver would cache that longer).
       if (!names.has(`${p.org}/${workload}`)) names.set(`${p.org}/${workload}`, []);
     }
-    this.table = { orgs, names };
+    this.table = { orgs, names, outside };
   }
 
   async close(): Promise<void> {
@@ -167,6 +179,7 @@ export class Names {
         const answers: packet.Answer[] = question.type === 'A' ? addresses.map((data) => ({ type: 'A', name: question.name, ttl: TTL, class: 'IN', data })) : [];
         return trim(reply(id, NOERROR, question, rd, answers, true), tcp, id, question, rd);
       }
+      if (!mayLookUp(this.table.outside.get(source.replace(/^::ffff:/, '')), name)) return reply(id, REFUSED, question, rd);
       return trim(await this.forward(source, id, question, rd), tcp, id, question, rd);
     } catch (err) {
       this.onError(err);
@@ -207,6 +220,12 @@ export class Names {
     this.rate.set(source, n);
     return n <= PER_SOURCE_PER_SECOND;
   }
+}
+
+/** Whether a replica allowed `outside` may have `name` looked up: a hostname it names, or one under a wildcard's (`*.x`: x and its subdomains). */
+function mayLookUp(outside: 'any' | string[] | undefined, name: string): boolean {
+  if (outside === 'any') return true;
+  return (outside ?? []).some((h) => (h.startsWith('*.') ? name === h.slice(2) || name.endsWith(h.slice(1)) : name === h));
 }
 
 function reply(id: number, rcode: number, question?: packet.Question, rd = 0, answers: packet.Answer[] = [], authoritative = false): Buffer {

@@ -16,6 +16,11 @@ export function parseSubnet(text: string): Subnet {
   return { base: address.split('.').reduce((a, o) => a * 256 + Number(o), 0), bits: Number(bits) };
 }
 
+/** Whether `name` is a Keel bridge (of any data directory on the host): `kb` and a scope (scopeOf). */
+export function isKeelBridge(name: string): boolean {
+  return /^kb[0-9a-f]{8}$/.test(name);
+}
+
 const dotted = (n: number) => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
 const short = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 10);
 

@@ -16,7 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { BlobStore } from '../registry/blobs.js';
 import { stamp } from '../logs/time.js';
@@ -74,6 +74,8 @@ export interface RuncOptions {
   replicaDiskBytes: number;
   /** The Core API's port (KEEL_PORT): replicas reach it at the gateway's address (api-relay.ts). 0: they do not. */
   apiPort?: number;
+  /** Gives the Core API a connection a replica opened to the gateway (api-relay.ts); absent: replicas are not given the API. */
+  acceptApi?: (socket: Socket) => void;
 }
 
 interface Probe {
@@ -204,12 +206,12 @@ export class RuncRuntime implements Runtime {
   private readonly hurried = new Promise<void>((resolve) => (this.hurry = resolve));
 
   constructor(private readonly options: RuncOptions) {
-    this.relay = new ApiRelay(options.host, options.apiPort ?? 0, (err) => options.onError(err, 'relaying replicas to the API'));
+    this.relay = new ApiRelay(options.host, options.apiPort ?? 0, options.acceptApi, (err) => options.onError(err, 'relaying replicas to the API'));
     this.dir = join(options.dataDir, 'runtime');
     this.root = join(this.dir, 'runc');
     this.scope = scopeOf(options.dataDir);
     this.network = new Network(parseSubnet(options.subnet), this.scope);
-    this.names = new Names(this.network.gateway, () => this.peers(), (err) => options.onError(err, 'the replicas\' DNS server'));
+    this.names = new Names(this.network.gateway, () => this.peers(), options.firewall ?? 'enforce', (err) => options.onError(err, 'the replicas\' DNS server'));
     this.blobs = options.blobs;
     this.output = new Output({
       bytesPerSecond: options.logBytesPerSecond,
@@ -481,6 +483,11 @@ export class RuncRuntime implements Runtime {
       await this.names.listen();
       // Its queries are answered (by its org) from its first instant, before it is running or ready.
       this.names.refresh();
+      // Nor is its first packet refused for want of rules naming its address (the forward chain
+      // refuses what comes from an address it does not know): the table holds it before it runs.
+      this.firewall.refresh(this.peers());
+      await this.firewall.settled();
+      if (replica.removed || this.stopped) return;
       const resolv = join(dir, 'resolv.conf');
       writeFileSync(resolv, resolvConf(this.network.gateway, replica.ref.gvc));
       const port = firstPort(specs);

@@ -3,10 +3,13 @@
 // (a forged X-Forwarded-For or x-keel-client admits no one), blocked CIDRs and header filters;
 // internal inbound between replicas by inboundAllowType, refused at once (never a hang), and
 // another org's replica never reached; egress to a listener in a network namespace this test
-// makes, allowed and refused by CIDR and port; KEEL_FIREWALL=open.
+// makes, allowed and refused by CIDR and port, and by hostname (a name the test puts in the
+// host's /etc/hosts); outside names looked up only for replicas that may go out; traffic routed
+// towards the bridge from elsewhere refused; KEEL_FIREWALL=open, where a new replica's very first
+// connection out goes through.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -70,17 +73,72 @@ async function setup(rt: RuntimeKeel, work: string) {
   return { apply, ready, addressOf, call };
 }
 
+/**
+ * A listener outside the bridge: busybox httpd on ports 80 and 9180 in a network namespace of this
+ * test's own, joined to the host by a veth pair (a /30: the host's side, then the listener's). It
+ * serves `index.html` saying `outside`. No other address is ever a target of the tests.
+ */
+function outsideListener(work: string, tag: string): { netns: string; address: string; host: string; close: () => void } {
+  const netns = `kfw-${tag}-${process.pid}`;
+  const hostVeth = `kf${tag}${process.pid % 100000}`;
+  const third = (process.pid % 200) + 20;
+  const fourth = tag === 'o' ? 4 : 0;
+  const host = `10.214.${third}.${fourth + 1}`;
+  const address = `10.214.${third}.${fourth + 2}`;
+  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  ip('netns', 'add', netns);
+  ip('link', 'add', hostVeth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
+  ip('addr', 'add', `${host}/30`, 'dev', hostVeth);
+  ip('link', 'set', hostVeth, 'up');
+  ip('-n', netns, 'addr', 'add', `${address}/30`, 'dev', 'eth0');
+  ip('-n', netns, 'link', 'set', 'eth0', 'up');
+  ip('-n', netns, 'link', 'set', 'lo', 'up');
+  const www = join(work, `outside-${tag}`);
+  mkdirSync(www);
+  writeFileSync(join(www, 'index.html'), 'outside\n');
+  const listening: ChildProcess[] = ['80', '9180'].map((port) => spawn('ip', ['netns', 'exec', netns, '/bin/busybox', 'httpd', '-f', '-p', port, '-h', www], { stdio: 'ignore' }));
+  return {
+    netns,
+    address,
+    host,
+    close: () => {
+      for (const l of listening) l.kill('SIGKILL');
+      for (const args of [['link', 'del', hostVeth], ['netns', 'del', netns]]) {
+        try {
+          execFileSync('ip', args, { stdio: 'ignore' });
+        } catch {
+          // Gone with its namespace already, or never made.
+        }
+      }
+    },
+  };
+}
+
+/** Waits until the listener in `netns` answers on both its ports. */
+async function listenerUp(netns: string): Promise<void> {
+  for (const port of [80, 9180]) {
+    await waitFor(`the listener in its namespace on port ${port}`, async () => {
+      try {
+        return execFileSync('ip', ['netns', 'exec', netns, '/bin/busybox', 'wget', '-q', '-O', '-', `http://127.0.0.1:${port}/index.html`], { encoding: 'utf8' });
+      } catch {
+        return '';
+      }
+    }, (out) => out === 'outside\n');
+  }
+}
+
 describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', { skip }, () => {
   let rt: RuntimeKeel;
   let work: string;
   let image: string;
   let h: Awaited<ReturnType<typeof setup>>;
   // The listener the egress rules are tested against, in a network namespace of this test's own.
-  const netns = `kfw-test-${process.pid}`;
-  const hostVeth = `kfwh${process.pid % 100000}`;
-  const third = (process.pid % 200) + 20;
-  const listener = `10.214.${third}.2`;
-  let listening: ChildProcess | undefined;
+  let outside: ReturnType<typeof outsideListener> | undefined;
+  let listener: string;
+  let netns: string;
+  // A name the test gives the listener's address in the host's /etc/hosts, where Keel's lookups of outboundAllowHostname find it.
+  const hostname = `keel-egress-${process.pid}.test`;
+  let hostsLine: string | undefined;
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-firewall-'));
@@ -104,30 +162,16 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
     await h.apply(workload('stranger', '//image/web:v1'), 'evil');
     await Promise.all([h.ready('server'), h.ready('client'), h.ready('far', 'other'), h.ready('stranger', 'web', 'evil')]);
 
-    const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    ip('netns', 'add', netns);
-    ip('link', 'add', hostVeth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
-    ip('addr', 'add', `10.214.${third}.1/30`, 'dev', hostVeth);
-    ip('link', 'set', hostVeth, 'up');
-    ip('-n', netns, 'addr', 'add', `${listener}/30`, 'dev', 'eth0');
-    ip('-n', netns, 'link', 'set', 'eth0', 'up');
-    ip('-n', netns, 'link', 'set', 'lo', 'up');
-    mkdirSync(join(work, 'outside'));
-    writeFileSync(join(work, 'outside', 'index.html'), 'outside\n');
-    listening = spawn('ip', ['netns', 'exec', netns, '/bin/busybox', 'httpd', '-f', '-p', '9180', '-h', join(work, 'outside')], { stdio: 'ignore' });
+    outside = outsideListener(work, 'e');
+    listener = outside.address;
+    netns = outside.netns;
+    // The other name resolves without asking any DNS server, to an address no test connects to.
+    hostsLine = `${listener} ${hostname}\n127.0.0.1 other-${hostname}\n`;
+    appendFileSync('/etc/hosts', hostsLine);
   });
   after(async () => {
-    listening?.kill('SIGKILL');
-    try {
-      execFileSync('ip', ['link', 'del', hostVeth], { stdio: 'ignore' });
-    } catch {
-      // Gone with its namespace already.
-    }
-    try {
-      execFileSync('ip', ['netns', 'del', netns], { stdio: 'ignore' });
-    } catch {
-      // Never made.
-    }
+    if (hostsLine) writeFileSync('/etc/hosts', readFileSync('/etc/hosts', 'utf8').replace(hostsLine, ''));
+    outside?.close();
     await rt?.close();
     rmSync(work, { recursive: true, force: true });
   });
@@ -176,22 +220,18 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
     await expectCall('stranger', 'server', false, 'web', 'evil');
   });
 
+  /** Waits until client's call to the listener on `port` is let through (or refused, within REFUSED_WITHIN_MS). */
+  const out = async (allowed: boolean, port = 9180) => {
+    const r = await waitFor(`client's call out to port ${port} to be ${allowed ? 'let through' : 'refused'}`, () => h.call('client', listener, port, '/index.html'), (x) => (allowed ? x.ok : REFUSED.test(x.out)), 30_000);
+    if (allowed) assert.match(r.out, /^outside$/m);
+    else {
+      assert.match(r.out, REFUSED);
+      assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
+    }
+  };
+
   test('outbound: refused by default, allowed by CIDR, refused by a blocked CIDR or another port', async () => {
-    await waitFor('the listener in its namespace', async () => {
-      try {
-        return execFileSync('ip', ['netns', 'exec', netns, '/bin/busybox', 'wget', '-q', '-O', '-', `http://127.0.0.1:9180/index.html`], { encoding: 'utf8' });
-      } catch {
-        return '';
-      }
-    }, (out) => out === 'outside\n');
-    const out = async (allowed: boolean) => {
-      const r = await waitFor(`client's call out to be ${allowed ? 'let through' : 'refused'}`, () => h.call('client', listener, 9180, '/index.html'), (x) => (allowed ? x.ok : REFUSED.test(x.out)), 30_000);
-      if (allowed) assert.match(r.out, /^outside$/m);
-      else {
-        assert.match(r.out, REFUSED);
-        assert.ok(r.ms < REFUSED_WITHIN_MS, `refused after ${r.ms} ms: ${r.out}`);
-      }
-    };
+    await listenerUp(netns);
     await out(false);
     await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`] } }));
     await out(true);
@@ -201,6 +241,58 @@ describe('the firewall between replicas and outbound (KEEL_FIREWALL=enforce)', {
     await out(false);
     await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`], outboundAllowPort: [{ protocol: 'http', number: 9180 }] } }));
     await out(true);
+  });
+
+  test('outbound by hostname: the addresses outboundAllowHostname names are reached on ports 80 and 443, nothing else', async () => {
+    await listenerUp(netns);
+    await h.apply(workload('client', image, { external: { outboundAllowHostname: [hostname] } }));
+    await out(true, 80);
+    // The name allows ports 80 and 443 only.
+    await out(false, 9180);
+    // Another name (one that resolves to nothing here) lets nothing out.
+    await h.apply(workload('client', image, { external: { outboundAllowHostname: [`other-${hostname}`] } }));
+    await out(false, 80);
+    // A wildcard stands for the name under it.
+    await h.apply(workload('client', image, { external: { outboundAllowHostname: [`*.${hostname}`] } }));
+    await out(true, 80);
+  });
+
+  test("outside names are looked up only for replicas that may go out: REFUSED without egress, only the hostnames allowed by name", async () => {
+    /** busybox nslookup's verdict on `name` (of `type`) from inside `from`'s replica: REFUSED, NOTIMP, NXDOMAIN, or an address. */
+    const lookUp = async (from: string, name: string, type = 'A') => {
+      const r = await rt.cpln.run(['workload', 'exec', from, '--org', 'acme', '--gvc', 'web', '--location', LOCATION, '--', '/bin/busybox', 'nslookup', `-type=${type}`, name], { timeoutMs: 60_000 });
+      return /: (REFUSED|NOTIMP|NXDOMAIN|SERVFAIL)\b/.exec(r.stdout)?.[1] ?? /Address: (10\.[\d.]+)$/m.exec(r.stdout.split(/\n\n/).slice(1).join('\n'))?.[1] ?? r.stdout;
+    };
+    // An MX question is answered NOTIMP by Keel itself once a lookup would be forwarded: nothing leaves this host.
+    await h.apply(workload('client', image, { external: { outboundAllowHostname: [hostname] } }));
+    await h.ready('client');
+    assert.equal(await lookUp('client', hostname, 'MX'), 'NOTIMP', 'an allowed name is forwarded');
+    assert.equal(await lookUp('client', 'example.com'), 'REFUSED', 'a name it may not reach is not');
+    assert.equal(await lookUp('client', `x.${hostname}`), 'REFUSED', 'nor a name under the allowed one');
+    // No egress at all (server's firewall says nothing of outbound): no outside name, of any type.
+    assert.equal(await lookUp('server', 'example.com'), 'REFUSED');
+    assert.equal(await lookUp('server', hostname, 'MX'), 'REFUSED');
+    // Its own names still resolve.
+    assert.match(await lookUp('server', 'client.web.cpln.local'), /^10\./);
+    // Egress by CIDR: any name.
+    await h.apply(workload('client', image, { external: { outboundAllowCIDR: [`${listener}/32`] } }));
+    await h.ready('client');
+    await waitFor('client to be let look up any name', () => lookUp('client', 'example.com', 'MX'), (v) => v === 'NOTIMP', 30_000);
+  });
+
+  test('traffic routed towards the bridge from another interface is refused at once, whatever the replica allows', async () => {
+    await listenerUp(netns);
+    const subnet = (rt.keel.config as { runtimeSubnet: string }).runtimeSubnet;
+    await h.apply(workload('server', image, { external: { outboundAllowCIDR: ['0.0.0.0/0'] }, internal: { inboundAllowType: 'same-org' } }));
+    await h.ready('server');
+    const target = await waitFor('server to have one ready replica', async () => h.addressOf('server'), (a) => a !== undefined, 30_000);
+    execFileSync('ip', ['-n', netns, 'route', 'replace', subnet, 'via', outside!.host]);
+    const started = Date.now();
+    const r = spawnSync('ip', ['netns', 'exec', netns, '/bin/busybox', 'nc', '-w', '5', target!, '8080'], { input: 'GET /cgi-bin/who HTTP/1.0\r\n\r\n', encoding: 'utf8' });
+    const ms = Date.now() - started;
+    assert.doesNotMatch(r.stdout, /replica=/, 'the server was reached from outside the bridge');
+    assert.match(r.stderr, /can't connect|refused|unreachable/i, r.stderr);
+    assert.ok(ms < REFUSED_WITHIN_MS, `refused after ${ms} ms`);
   });
 });
 
@@ -282,10 +374,13 @@ for (const proxy of ['keel', 'haproxy'] as const) {
 describe('KEEL_FIREWALL=open keeps every endpoint and replica of the org open', { skip }, () => {
   let rt: RuntimeKeel;
   let work: string;
+  let image: string;
+  let outside: ReturnType<typeof outsideListener> | undefined;
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-firewall-open-'));
-    const image = busyboxImage(work, 'web', SERVE, CGI);
+    image = busyboxImage(work, 'web', SERVE, CGI);
+    outside = outsideListener(work, 'o');
     rt = await startRuntimeKeel({ settings: { firewall: 'open' } });
     const h = await setup(rt, work);
     await h.apply(workload('api', image));
@@ -293,6 +388,7 @@ describe('KEEL_FIREWALL=open keeps every endpoint and replica of the org open', 
     await Promise.all([h.ready('api'), h.ready('client')]);
   });
   after(async () => {
+    outside?.close();
     await rt?.close();
     rmSync(work, { recursive: true, force: true });
   });
@@ -303,5 +399,21 @@ describe('KEEL_FIREWALL=open keeps every endpoint and replica of the org open', 
     const h = await setup(rt, work);
     const called = await waitFor('client to reach api', () => h.call('client', h.addressOf('api')!, 8080, '/cgi-bin/who'), (x) => x.ok, 30_000);
     assert.match(called.out, /^replica=api-/m);
+  });
+
+  test("a new replica's first connection out, made the moment it starts, goes through", async () => {
+    await listenerUp(outside!.netns);
+    const h = await setup(rt, work);
+    // The container's first act: one call out, its answer kept where the test reads it.
+    const first = `printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 5 ${outside!.address} 9180 > /first 2>&1; echo "rc=$?" >> /first; exec sleep 1000000`;
+    const spec = workload('early', image);
+    (spec.spec.containers[0] as Record<string, unknown>).command = '/bin/sh';
+    (spec.spec.containers[0] as Record<string, unknown>).args = ['-c', first];
+    delete (spec.spec.containers[0] as Record<string, unknown>).readinessProbe;
+    await h.apply(spec);
+    await h.ready('early');
+    const r = await waitFor('the first call to be done', () => rt.cpln.run(['workload', 'exec', 'early', '--location', LOCATION, '--', 'cat', '/first'], { timeoutMs: 60_000 }), (x) => /rc=/.test(x.stdout), 30_000);
+    assert.match(r.stdout, /^outside$/m, r.stdout);
+    assert.match(r.stdout, /rc=0/);
   });
 });
