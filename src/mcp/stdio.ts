@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createMcpServer, type Api } from './tools.js';
+import { createMcp, type Api } from './tools.js';
 
 export interface StdioOptions {
   token?: string;
@@ -83,7 +83,7 @@ export function httpApi(endpoint: string, token: string, org?: string): Api {
 
 export async function serveStdio(options: StdioOptions): Promise<void> {
   const { endpoint, token, org } = sessionOf(options);
-  const server = createMcpServer(httpApi(endpoint, token, org), { toolsets: options.toolsets });
+  const { server } = createMcp(httpApi(endpoint, token, org), { toolsets: options.toolsets });
   await server.connect(new StdioServerTransport());
   await new Promise<void>((resolve) => server.server.onclose = resolve);
 }

@@ -4,7 +4,8 @@
 // the caller's credential, over stdio a request to the endpoint with the caller's token. No tool
 // reaches the store itself, so the one request pipeline authorizes, admits and audits each call.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { getParseErrorMessage } from '@modelcontextprotocol/sdk/server/zod-compat.js';
+import { ErrorCode, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { findKind, KINDS, resourceSchema } from '../kinds/index.js';
 import { VERSION } from '../version.js';
@@ -57,8 +58,15 @@ export function toolsetsIn(list: string): string[] {
   return sets;
 }
 
-export function createMcpServer(api: Api, options: { toolsets?: string[] } = {}): McpServer {
+/** The MCP server, and its tools' calls as the server answers them (arguments checked against the tool's schema first). */
+export interface Mcp {
+  server: McpServer;
+  callTool(name: string, args: unknown): Promise<CallToolResult>;
+}
+
+export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp {
   const server = new McpServer({ name: 'keel', version: VERSION }, { instructions: INSTRUCTIONS });
+  const calls = new Map<string, { input: z.ZodObject<z.ZodRawShape>; run: (args: Args) => Promise<CallToolResult> }>();
   const orgOf = async (args: Args) => {
     const chosen = (args.org as string | undefined) ?? (await api.defaultOrg());
     if (!chosen) throw new ToolRefusal('org is required: this session has no default org', { code: 'bad_request' });
@@ -81,14 +89,16 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
     return answer.body;
   };
   const tool = (toolName: string, description: string, shape: z.ZodRawShape, run: (args: Args) => Promise<unknown>, annotations: { readOnlyHint?: boolean; destructiveHint?: boolean } = {}) => {
-    server.registerTool(toolName, { description, inputSchema: shape, annotations }, async (args: Args) => {
+    const answer = async (args: Args): Promise<CallToolResult> => {
       try {
         return resultOf(await run(args));
       } catch (err) {
         if (err instanceof ToolRefusal) return refusalOf(err);
         throw err;
       }
-    });
+    };
+    server.registerTool(toolName, { description, inputSchema: shape, annotations }, answer);
+    calls.set(toolName, { input: z.object(shape), run: answer });
   };
   const want = (set: string) => !options.toolsets || options.toolsets.includes(set) || options.toolsets.includes('all');
 
@@ -422,7 +432,26 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
       ],
     }),
   );
-  return server;
+  return {
+    server,
+    // As the SDK's McpServer answers tools/call once the request is parsed: an unknown tool, arguments
+    // outside the schema and a thrown error are tool errors with the SDK's messages.
+    async callTool(toolName, args) {
+      const known = calls.get(toolName);
+      if (!known) return toolError(`MCP error ${ErrorCode.InvalidParams}: Tool ${toolName} not found`);
+      const parsed = await known.input.safeParseAsync(args ?? {});
+      if (!parsed.success) return toolError(`MCP error ${ErrorCode.InvalidParams}: Input validation error: Invalid arguments for tool ${toolName}: ${getParseErrorMessage(parsed.error)}`);
+      try {
+        return await known.run(parsed.data);
+      } catch (err) {
+        return toolError(err instanceof Error ? err.message : String(err));
+      }
+    },
+  };
+}
+
+function toolError(text: string): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true };
 }
 
 const INSTRUCTIONS =
