@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createMcpServer, type Api } from './tools.js';
+import { createMcp, type Api } from './tools.js';
 
 export interface StdioOptions {
   token?: string;
@@ -52,9 +52,21 @@ export function sessionOf(options: StdioOptions): { endpoint: string; token: str
 
 export function httpApi(endpoint: string, token: string, org?: string): Api {
   let known = org;
+  let auditBase: string | undefined;
+  /** The Audit API is served on its own port: its address is in the discovery document. */
+  const baseOf = async (path: string) => {
+    if (!path.startsWith('/audit/')) return endpoint;
+    if (!auditBase) {
+      const res = await fetch(`${endpoint}/discovery`, { signal: AbortSignal.timeout(60_000) });
+      const audit = res.ok ? ((await res.json()) as { endpoints?: { audit?: unknown } }).endpoints?.audit : undefined;
+      if (typeof audit !== 'string') throw new Error(`${endpoint}/discovery names no Audit API endpoint`);
+      auditBase = audit.replace(/\/+$/, '');
+    }
+    return auditBase;
+  };
   const api: Api = {
     async request(method, path, body) {
-      const res = await fetch(`${endpoint}${path}`, {
+      const res = await fetch(`${await baseOf(path)}${path}`, {
         method,
         headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -83,7 +95,7 @@ export function httpApi(endpoint: string, token: string, org?: string): Api {
 
 export async function serveStdio(options: StdioOptions): Promise<void> {
   const { endpoint, token, org } = sessionOf(options);
-  const server = createMcpServer(httpApi(endpoint, token, org), { toolsets: options.toolsets });
+  const { server } = createMcp(httpApi(endpoint, token, org), { toolsets: options.toolsets });
   await server.connect(new StdioServerTransport());
   await new Promise<void>((resolve) => server.server.onclose = resolve);
 }

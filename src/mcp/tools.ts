@@ -4,7 +4,8 @@
 // the caller's credential, over stdio a request to the endpoint with the caller's token. No tool
 // reaches the store itself, so the one request pipeline authorizes, admits and audits each call.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { getParseErrorMessage } from '@modelcontextprotocol/sdk/server/zod-compat.js';
+import { ErrorCode, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { findKind, KINDS, resourceSchema } from '../kinds/index.js';
 import { VERSION } from '../version.js';
@@ -47,8 +48,14 @@ const document = z
 
 type Args = Record<string, unknown>;
 
+/** The hosted server's tiers, each holding the one before. */
+const TIERS = ['core', 'mk8s', 'full'];
+
+/** The hosted mk8s tier's providers (Keel's ephemeral provider has no hosted tool). */
+const MK8S_TOOL_PROVIDERS = ['aws', 'azure', 'digitalocean', 'gcp', 'generic', 'hetzner', 'lambdalabs', 'linode', 'oblivus', 'paperspace', 'triton'];
+
 /** The sets of tools a session may ask for (`?toolsets=core,keel`); all of them when it names none. */
-export const TOOLSETS = ['core', 'keel', 'all'];
+export const TOOLSETS = ['core', 'mk8s', 'full', 'keel', 'all'];
 
 export function toolsetsIn(list: string): string[] {
   const sets = list.split(',').map((s) => s.trim()).filter(Boolean);
@@ -57,8 +64,15 @@ export function toolsetsIn(list: string): string[] {
   return sets;
 }
 
-export function createMcpServer(api: Api, options: { toolsets?: string[] } = {}): McpServer {
+/** The MCP server, and its tools' calls as the server answers them (arguments checked against the tool's schema first). */
+export interface Mcp {
+  server: McpServer;
+  callTool(name: string, args: unknown): Promise<CallToolResult>;
+}
+
+export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp {
   const server = new McpServer({ name: 'keel', version: VERSION }, { instructions: INSTRUCTIONS });
+  const calls = new Map<string, { input: z.ZodObject<z.ZodRawShape>; run: (args: Args) => Promise<CallToolResult> }>();
   const orgOf = async (args: Args) => {
     const chosen = (args.org as string | undefined) ?? (await api.defaultOrg());
     if (!chosen) throw new ToolRefusal('org is required: this session has no default org', { code: 'bad_request' });
@@ -81,16 +95,24 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
     return answer.body;
   };
   const tool = (toolName: string, description: string, shape: z.ZodRawShape, run: (args: Args) => Promise<unknown>, annotations: { readOnlyHint?: boolean; destructiveHint?: boolean } = {}) => {
-    server.registerTool(toolName, { description, inputSchema: shape, annotations }, async (args: Args) => {
+    const answer = async (args: Args): Promise<CallToolResult> => {
       try {
         return resultOf(await run(args));
       } catch (err) {
         if (err instanceof ToolRefusal) return refusalOf(err);
         throw err;
       }
-    });
+    };
+    server.registerTool(toolName, { description, inputSchema: shape, annotations }, answer);
+    calls.set(toolName, { input: z.object(shape), run: answer });
   };
-  const want = (set: string) => !options.toolsets || options.toolsets.includes(set) || options.toolsets.includes('all');
+  // The hosted tiers nest (core within mk8s within full); keel is Keel's own tools.
+  const want = (set: string) => {
+    const asked = options.toolsets;
+    if (!asked || asked.includes('all')) return true;
+    if (set === 'keel') return asked.includes('keel');
+    return TIERS.slice(TIERS.indexOf(set)).some((tier) => asked.includes(tier));
+  };
 
   if (want('core')) {
     tool(
@@ -269,29 +291,203 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
     );
   }
 
+  // Kinds whose create and update are the hosted server's tools too: the document as the REST API
+  // takes it, with a kind's own fields as arguments (the spec, or top-level fields), and tags with patch
+  // semantics on updates. One table, one pair of handlers.
+  const writable: Array<{ set: 'core' | 'full' | 'mk8s'; kind: string; create: string; update: string; what: string; fields: z.ZodRawShape; createOnly?: z.ZodRawShape; inSpec?: boolean; specOf?: (args: Args) => Record<string, unknown> | undefined }> = [
+    { set: 'core', kind: 'identity', create: 'create_identity', update: 'update_identity', what: "an identity (a workload's cloud and network access, gvc-scoped)", fields: { fields: document.optional().describe("The identity's fields as the REST API takes them at the top level: aws, gcp, azure, ngs, networkResources, nativeNetworkResources (see get_resource_schema).") } },
+    { set: 'core', kind: 'volumeset', create: 'create_volumeset', update: 'update_volumeset', what: 'a volume set (persistent volumes a workload mounts, gvc-scoped)', fields: { spec: document.optional().describe('The spec: initialCapacity (GB), performanceClass, fileSystemType, snapshots, autoscaling (see get_resource_schema).') }, inSpec: true },
+    { set: 'core', kind: 'domain', create: 'create_domain', update: 'update_domain', what: 'a domain (the name a workload is reached at, and its routes and ports)', fields: { spec: document.optional().describe('The spec: dnsMode, ports (routes, tls, cors), gvcLink, acceptAllHosts (see get_resource_schema).') }, inSpec: true },
+    {
+      set: 'full', kind: 'group', create: 'create_group', update: 'edit_group', what: 'a group of users and service accounts (members by link, by query, or by identity claims)',
+      fields: {
+        memberLinks: z.array(z.string().min(1).max(1024)).max(1000).optional().describe('Members: /org/ORG/user/EMAIL or /org/ORG/serviceaccount/NAME links (replaces the list when given).'),
+        memberQuery: document.optional().describe('Users matching this query are members: {kind: "user", spec: {match, terms}}.'),
+        identityMatcher: z.object({ expression: z.string().min(1).max(MAX_TEXT), language: z.enum(['jmespath', 'javascript']).optional() }).optional().describe("Users whose sign-in claims satisfy this expression are members."),
+      },
+    },
+    { set: 'full', kind: 'serviceaccount', create: 'create_service_account', update: 'update_service_account', what: 'a service account (a non-human principal; give it keys with add_key_to_service_account)', fields: {} },
+    {
+      set: 'full', kind: 'ipset', create: 'create_ipset', update: 'update_ipset', what: "an IP set (reserved egress addresses in locations, for a workload's link)",
+      fields: {
+        link: z.string().max(1024).optional().describe('The workload that uses the addresses: //gvc/GVC/workload/NAME.'),
+        locations: z.array(z.object({ name: z.string().min(1).max(1024).describe('A location link: //location/NAME.'), retentionPolicy: z.enum(['keep', 'free']) })).max(MAX_ITEMS).optional().describe('Locations to reserve addresses in (replaces the list when given).'),
+      },
+      specOf: (args) => (args.link === undefined && args.locations === undefined ? undefined : { ...(args.link !== undefined ? { link: args.link } : {}), ...(args.locations !== undefined ? { locations: args.locations } : {}) }),
+    },
+    {
+      set: 'full', kind: 'cloudaccount', create: 'create_cloud_account', update: 'update_cloud_account', what: 'a cloud account (a link to an account at a cloud provider that identities use)',
+      createOnly: { provider: z.enum(['aws', 'gcp', 'azure', 'ngs']).describe('The provider; it cannot change later.') },
+      fields: { data: z.object({ roleArn: z.string().max(2048).optional(), projectId: z.string().max(128).optional(), secretLink: z.string().max(1024).optional() }).strict().optional().describe('aws: roleArn; gcp: projectId; azure and ngs: secretLink.') },
+    },
+    { set: 'full', kind: 'agent', create: 'create_agent', update: 'update_agent', what: 'an agent (a connector into a private network; its bootstrap config comes with the create)', fields: {} },
+    { set: 'full', kind: 'auditctx', create: 'create_audit_context', update: 'edit_audit_context', what: 'an audit context (a place for custom audit events; read them with query_audit_events)', fields: {} },
+    ...MK8S_TOOL_PROVIDERS.map((provider) => ({
+      set: 'mk8s' as const, kind: 'mk8s', create: `create_mk8s_${provider}`, update: `update_mk8s_${provider}`, what: `a managed Kubernetes cluster on ${provider}`,
+      fields: {
+        version: z.string().min(1).max(32).optional().describe('The Kubernetes version, e.g. 1.28.4 (required on create).'),
+        provider: document.optional().describe(`The ${provider} provider block (spec.provider.${provider}): region, node pools, networking, … as the REST API takes it.`),
+        addOns: document.optional().describe('Add-ons (spec.addOns): dashboard, logs, metrics, …'),
+        firewall: z.array(z.object({ sourceCIDR: z.string().min(1).max(64), description: z.string().max(250).optional() })).max(MAX_ITEMS).optional().describe('Who may reach the API server (replaces the list when given).'),
+      },
+      specOf: (args: Args) => {
+        const spec: Record<string, unknown> = {};
+        if (args.version !== undefined) spec.version = args.version;
+        if (args.provider !== undefined) spec.provider = { [provider]: args.provider };
+        if (args.addOns !== undefined) spec.addOns = args.addOns;
+        if (args.firewall !== undefined) spec.firewall = args.firewall;
+        return Object.keys(spec).length ? spec : undefined;
+      },
+    })),
+  ];
+  for (const w of writable) {
+    if (!want(w.set)) continue;
+    const def = findKind(w.kind)!;
+    const where: z.ZodRawShape = def.scope === 'gvc' ? { gvc } : {};
+    const pathOf = async (args: Args) => kindPath({ ...args, kind: w.kind });
+    const names = Object.keys(w.fields);
+    const bodyOf = (args: Args, base: Record<string, unknown>, creating: boolean) => {
+      const body: Record<string, unknown> = { ...base };
+      if (w.specOf) {
+        const spec = w.specOf(args);
+        if (spec || creating) body.spec = spec ?? {};
+      } else if (w.inSpec) {
+        if (args.spec !== undefined || creating) body.spec = args.spec ?? {};
+      } else if (w.kind === 'identity') Object.assign(body, args.fields as Record<string, unknown> | undefined, base);
+      else for (const field of names) if (args[field] !== undefined) body[field] = args[field];
+      if (creating) for (const field of Object.keys(w.createOnly ?? {})) body[field] = args[field];
+      return body;
+    };
+    tool(w.create, `Creates ${w.what}.`, { name, org, ...where, description: text.optional(), tags: createTags.optional(), ...w.createOnly, ...w.fields }, async (args) =>
+      call('POST', await pathOf(args), bodyOf(args, { name: args.name, description: args.description, tags: args.tags }, true)),
+    );
+    tool(w.update, `Changes ${w.what}: description, tags (patch semantics)${names.length ? ` or ${names.join(', ')}` : ''}.`, { name, org, ...where, description: text.optional(), tags: tags.optional(), ...w.fields }, async (args) => {
+      const { spec: _spec, ...patch } = patchOf(args);
+      return call('PATCH', `${await pathOf(args)}/${enc(args.name as string)}`, bodyOf(args, patch, false));
+    });
+  }
+
   if (want('core')) {
-    // Kinds whose create and update are the hosted server's tools too: the document as the REST API
-    // takes it, with the spec left to the kind's schema (resource keel://kinds/KIND).
-    const specified: Array<{ kind: string; what: string; inSpec: boolean }> = [
-      { kind: 'identity', what: 'an identity (a workload\'s cloud and network access, gvc-scoped)', inSpec: false },
-      { kind: 'volumeset', what: 'a volume set (persistent volumes a workload mounts, gvc-scoped)', inSpec: true },
-      { kind: 'domain', what: 'a domain (the name a workload is reached at, and its routes and ports)', inSpec: true },
-    ];
-    for (const { kind: k, what, inSpec } of specified) {
-      const scoped = findKind(k)!.scope === 'gvc';
-      const where: z.ZodRawShape = scoped ? { gvc } : {};
-      const pathOf = async (args: Args) => kindPath({ ...args, kind: k });
-      // An identity's fields (aws, gcp, azure, ngs, networkResources, …) are top-level, not a spec.
-      const field = inSpec ? 'spec' : 'fields';
-      const fields = document.optional().describe(inSpec ? `The spec as the REST API takes it (see get_resource_schema or keel://kinds/${k}).` : `The ${k}'s fields as the REST API takes them at the top level (see get_resource_schema or keel://kinds/${k}).`);
-      const bodyOf = (args: Args, base: Record<string, unknown>) => (inSpec ? (args.spec !== undefined ? { ...base, spec: args.spec } : base) : { ...(args.fields as Record<string, unknown> | undefined), ...base });
-      tool(`create_${k}`, `Creates ${what}.`, { name, org, ...where, description: text.optional(), tags: createTags.optional(), [field]: fields }, async (args) =>
-        call('POST', await pathOf(args), bodyOf(args, { name: args.name, description: args.description, tags: args.tags, ...(inSpec && args.spec === undefined ? { spec: {} } : {}) })),
+    tool(
+      'query_audit_events',
+      "Audit events of an org (the Audit API), oldest first unless direction is backward: who did what to which resource, and with what result. Keel's own events are in context cpln; custom events in an audit context. Needs readAudit on the context.",
+      {
+        org,
+        context: z.string().min(1).max(64).optional().describe('The audit context (default cpln, the events of every change).'),
+        resourceType: z.string().min(1).max(64).optional().describe('Only events on resources of this kind (workload, secret, …).'),
+        resourceName: z.string().min(1).max(256).optional().describe('Only events on resources of this name.'),
+        resourceId: z.string().min(1).max(256).optional().describe('Only events on the resource with this id.'),
+        subject: z.string().min(1).max(256).optional().describe('Only events by this subject (a user email or service account name).'),
+        actionType: z.string().min(1).max(64).optional().describe('Only events of this action (create, edit, delete, reveal, …).'),
+        from: z.string().max(64).optional().describe('Only events at or after this ISO 8601 time.'),
+        to: z.string().max(64).optional().describe('Only events at or before this ISO 8601 time.'),
+        direction: z.enum(['forward', 'backward']).optional().describe('backward: newest first.'),
+        limit: z.number().int().min(1).max(1000).optional().describe('Events per page (default 100); the answer links the next page.'),
+      },
+      async (args) => {
+        const qs = new URLSearchParams();
+        const put = (key: string, value: unknown) => value !== undefined && qs.set(key, String(value));
+        put('contextName', args.context);
+        put('resourceType', args.resourceType);
+        put('resourceName', args.resourceName);
+        put('resourceId', args.resourceId);
+        put('subjectName', args.subject);
+        put('actionType', args.actionType);
+        put('fromEvent', args.from);
+        put('toEvent', args.to);
+        put('direction', args.direction);
+        put('limit', args.limit);
+        return call('GET', `/audit/org/${enc(await orgOf(args))}${qs.size ? `?${qs}` : ''}`);
+      },
+      { readOnlyHint: true },
+    );
+    tool(
+      'list_quotas',
+      "The org's quotas: each limit, what it counts and how much is used.",
+      { org },
+      async (args) => call('GET', `/org/${enc(await orgOf(args))}/quota`),
+      { readOnlyHint: true },
+    );
+    const parent = { gvc, workload: name.describe('The workload.') };
+    const commandsOf = async (args: Args, kindName: 'workload' | 'volumeset', item: string) => `/org/${enc(await orgOf(args))}/gvc/${enc(args.gvc as string)}/${kindName}/${enc(item)}/-command`;
+    tool(
+      'list_commands',
+      "The commands run on a workload (or a volume set): cron runs, replica stops, volume operations, newest first, with their progress.",
+      { gvc, org, workload: name.optional().describe('The workload.'), volumeset: name.optional().describe('The volume set (instead of a workload).') },
+      async (args) => {
+        if ((args.workload === undefined) === (args.volumeset === undefined)) throw new ToolRefusal('name exactly one of workload and volumeset', { code: 'bad_request' });
+        return call('GET', await commandsOf(args, args.workload !== undefined ? 'workload' : 'volumeset', (args.workload ?? args.volumeset) as string));
+      },
+      { readOnlyHint: true },
+    );
+    tool(
+      'get_command',
+      'One command of a workload (or a volume set), with its lifecycle stage and messages.',
+      { gvc, org, id: z.string().min(1).max(64).describe('The command id.'), workload: name.optional().describe('The workload.'), volumeset: name.optional().describe('The volume set (instead of a workload).') },
+      async (args) => {
+        if ((args.workload === undefined) === (args.volumeset === undefined)) throw new ToolRefusal('name exactly one of workload and volumeset', { code: 'bad_request' });
+        return call('GET', `${await commandsOf(args, args.workload !== undefined ? 'workload' : 'volumeset', (args.workload ?? args.volumeset) as string)}/${enc(args.id as string)}`);
+      },
+      { readOnlyHint: true },
+    );
+    const location = z.string().min(1).max(256).describe('The location (aws-us-west-2, …).');
+    tool(
+      'workload_start_cron',
+      'Runs a cron workload now in one location, as its schedule would (a runCronWorkload command; needs exec.runCronWorkload).',
+      { ...parent, org, location, containerOverrides: z.array(z.object({ name: z.string().min(1).max(64), command: z.string().max(MAX_TEXT).optional(), args: z.array(z.string().max(MAX_TEXT)).max(MAX_ITEMS).optional(), env: z.array(z.object({ name: z.string().min(1).max(256), value: z.string().max(MAX_TEXT) })).max(MAX_ITEMS).optional() })).max(MAX_ITEMS).optional().describe('Changes to containers for this run only.') },
+      async (args) => call('POST', await commandsOf(args, 'workload', args.workload as string), { type: 'runCronWorkload', spec: { location: args.location, ...(args.containerOverrides ? { containerOverrides: args.containerOverrides } : {}) } }),
+    );
+    tool(
+      'workload_stop_replica',
+      'Stops one replica of a workload; the workload starts the replicas it still wants again (a stopReplica command; needs exec.stopReplica).',
+      { ...parent, org, location, replica: z.string().min(1).max(256).describe('The replica name (see list_deployments).') },
+      async (args) => call('POST', await commandsOf(args, 'workload', args.workload as string), { type: 'stopReplica', spec: { location: args.location, replica: args.replica } }),
+      { destructiveHint: true },
+    );
+    tool(
+      'expand_volumeset',
+      "Grows one volume of a volume set (an expandVolume command; needs exec or edit on the volume set).",
+      { gvc, org, volumeset: name.describe('The volume set.'), location, volumeIndex: z.number().int().min(0).max(10_000).optional().describe('Which volume (default 0).'), newStorageCapacity: z.number().int().min(1).max(65536).describe('The new size in GB.') },
+      async (args) => call('POST', await commandsOf(args, 'volumeset', args.volumeset as string), { type: 'expandVolume', spec: { location: args.location, volumeIndex: args.volumeIndex ?? 0, newStorageCapacity: args.newStorageCapacity } }),
+    );
+  }
+
+  if (want('full')) {
+    tool(
+      'add_key_to_service_account',
+      "Adds a key to a service account and answers it: the key is shown this once. Anyone holding it acts as the service account.",
+      { name, org, description: text.optional().describe('What the key is for.') },
+      async (args) => call('POST', `/org/${enc(await orgOf(args))}/serviceaccount/${enc(args.name as string)}/-addKey`, { description: args.description ?? '' }),
+    );
+    tool(
+      'get_quota',
+      'One quota of the org: its limit, what it counts and how much is used.',
+      { name, org },
+      async (args) => call('GET', `/org/${enc(await orgOf(args))}/quota/${enc(args.name as string)}`),
+      { readOnlyHint: true },
+    );
+    tool(
+      'update_org',
+      "Changes the org's description, tags (patch semantics) or spec fields (merged into the spec: sessionTimeoutSeconds, authConfig, observability, …).",
+      { org, description: text.optional(), tags: tags.optional(), spec: document.optional() },
+      async (args) => call('PATCH', `/org/${enc(await orgOf(args))}`, patchOf(args)),
+    );
+    for (const [toolName, adding] of [['add_gvc_locations', true], ['remove_gvc_locations', false]] as const) {
+      tool(
+        toolName,
+        `${adding ? 'Adds locations to' : 'Removes locations from'} a GVC's static placement (the others stay).`,
+        { name, org, locations: z.array(z.string().min(1).max(256)).min(1).max(MAX_ITEMS).describe('Location names (aws-us-west-2, …).') },
+        async (args) => {
+          const o = await orgOf(args);
+          const path = `/org/${enc(o)}/gvc/${enc(args.name as string)}`;
+          const current = (await call('GET', path)) as { spec?: { staticPlacement?: { locationLinks?: string[] } } };
+          const linkOf = (l: string) => `/org/${o}/location/${l}`;
+          const had = current.spec?.staticPlacement?.locationLinks ?? [];
+          const named = new Set((args.locations as string[]).map(linkOf));
+          const links = adding ? [...had, ...[...named].filter((l) => !had.includes(l))] : had.filter((l) => !named.has(l) && !named.has(linkOf(l.split('/').pop()!)));
+          return call('PATCH', path, { spec: { staticPlacement: { locationLinks: links } } });
+        },
       );
-      tool(`update_${k}`, `Changes ${what}: description, tags (patch semantics) or ${inSpec ? 'spec fields (merged into the spec)' : 'its fields'}.`, { name, org, ...where, description: text.optional(), tags: tags.optional(), [field]: fields }, async (args) => {
-        const { spec: _spec, ...patch } = patchOf(args);
-        return call('PATCH', `${await pathOf(args)}/${enc(args.name as string)}`, bodyOf(args, patch));
-      });
     }
   }
 
@@ -422,7 +618,26 @@ export function createMcpServer(api: Api, options: { toolsets?: string[] } = {})
       ],
     }),
   );
-  return server;
+  return {
+    server,
+    // As the SDK's McpServer answers tools/call once the request is parsed: an unknown tool, arguments
+    // outside the schema and a thrown error are tool errors with the SDK's messages.
+    async callTool(toolName, args) {
+      const known = calls.get(toolName);
+      if (!known) return toolError(`MCP error ${ErrorCode.InvalidParams}: Tool ${toolName} not found`);
+      const parsed = await known.input.safeParseAsync(args ?? {});
+      if (!parsed.success) return toolError(`MCP error ${ErrorCode.InvalidParams}: Input validation error: Invalid arguments for tool ${toolName}: ${getParseErrorMessage(parsed.error)}`);
+      try {
+        return await known.run(parsed.data);
+      } catch (err) {
+        return toolError(err instanceof Error ? err.message : String(err));
+      }
+    },
+  };
+}
+
+function toolError(text: string): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true };
 }
 
 const INSTRUCTIONS =

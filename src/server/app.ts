@@ -243,7 +243,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     core.addHook('onClose', async () => sandboxes.close());
   }
   mountAdmin(core, { config, store, faults, sandboxes });
-  mountMcp(core);
+  // The Audit API's server is built below; the MCP tools reach it when called.
+  mountMcp(core, () => audit);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config, { bearer, auth, failures });

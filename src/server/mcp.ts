@@ -7,18 +7,16 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   ErrorCode,
-  isJSONRPCError,
   isJSONRPCRequest,
-  isJSONRPCResponse,
   JSONRPCMessageSchema,
   SUPPORTED_PROTOCOL_VERSIONS,
   type JSONRPCMessage,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../errors.js';
-import { createMcpServer, toolsetsIn, TOOLSETS, type Api } from '../mcp/tools.js';
+import { createMcp, toolsetsIn, TOOLSETS, type Api, type Mcp } from '../mcp/tools.js';
 
-export function mountMcp(app: FastifyInstance): void {
+export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance): void {
   // Counted against its caller's requests in flight and timed as any request; each tool call is then
   // admitted on its own, and the exchange that carries it holds no seat the call would wait on.
   const options = {
@@ -50,10 +48,14 @@ export function mountMcp(app: FastifyInstance): void {
     const messages = parsed.map((p) => p.data!);
     const setKey = toolsets?.join(',') ?? '';
     const lent = idle.get(setKey)?.pop() ?? (await newLent(toolsets));
-    lent.caller.current = apiOf(app, request);
+    lent.caller.current = apiOf(app, auditApi(), request);
     let answers: JSONRPCMessage[];
     try {
-      answers = await lent.transport.exchange(messages);
+      // A tool call is answered by the tool itself, as the SDK's server would answer it; every other
+      // message goes through the SDK's server (whose per-message checks cost more than a call).
+      const toolCalls = messages.filter(isToolCall);
+      const rest = messages.filter((m) => !isToolCall(m));
+      answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : [])];
     } finally {
       lent.caller.current = undefined;
       const pool = idle.get(setKey) ?? [];
@@ -86,8 +88,28 @@ function toolsetsOf(request: FastifyRequest): string[] | undefined {
 const IDLE_SERVERS = 16;
 
 interface Lent {
+  mcp: Mcp;
   transport: Exchanges;
   caller: { current?: Api };
+}
+
+interface ToolCall {
+  jsonrpc: '2.0';
+  id: RequestId;
+  method: 'tools/call';
+  params: { name: string; arguments?: Record<string, unknown>; task?: unknown };
+}
+
+/** A tools/call request the tools answer themselves: one naming a tool, asking for no task. */
+function isToolCall(message: JSONRPCMessage): message is ToolCall {
+  const m = message as Partial<ToolCall>;
+  if (m.method !== 'tools/call' || m.id === undefined || !m.params || typeof m.params.name !== 'string' || m.params.task !== undefined) return false;
+  const args = m.params.arguments;
+  return args === undefined || (typeof args === 'object' && args !== null && !Array.isArray(args));
+}
+
+async function callAnswer(mcp: Mcp, call: ToolCall): Promise<JSONRPCMessage> {
+  return { jsonrpc: '2.0', id: call.id, result: await mcp.callTool(call.params.name, call.params.arguments) };
 }
 
 async function newLent(toolsets: string[] | undefined): Promise<Lent> {
@@ -98,8 +120,9 @@ async function newLent(toolsets: string[] | undefined): Promise<Lent> {
   };
   const api: Api = { request: (method, path, body) => current().request(method, path, body), defaultOrg: () => current().defaultOrg() };
   const transport = new Exchanges();
-  await createMcpServer(api, { toolsets }).connect(transport);
-  return { transport, caller };
+  const mcp = createMcp(api, { toolsets });
+  await mcp.server.connect(transport);
+  return { mcp, transport, caller };
 }
 
 /** The SDK's transport interface for one server kept connected: an exchange hands it a POST's
@@ -118,9 +141,11 @@ class Exchanges implements Transport {
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
-    if ((isJSONRPCResponse(message) || isJSONRPCError(message)) && message.id !== undefined) {
-      const answered = this.waiting.get(message.id);
-      this.waiting.delete(message.id);
+    // What the server sends: its own requests and notifications have a method, answers do not.
+    const id = (message as { id?: RequestId }).id;
+    if (!('method' in message) && id !== undefined) {
+      const answered = this.waiting.get(id);
+      this.waiting.delete(id);
       answered?.(message);
     }
   }
@@ -136,11 +161,12 @@ function rpcError(code: number, message: string) {
   return { jsonrpc: '2.0', error: { code, message }, id: null };
 }
 
-function apiOf(app: FastifyInstance, request: FastifyRequest): Api {
+function apiOf(core: FastifyInstance, audit: FastifyInstance, request: FastifyRequest): Api {
   const authorization = request.headers.authorization!;
   return {
     async request(method, url, body) {
-      const res = await app.inject({
+      // The Audit API's paths (`/audit/…`) are served by its own server, as over its own port.
+      const res = await (url.startsWith('/audit/') ? audit : core).inject({
         method,
         url,
         headers: { authorization, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), 'x-request-id': request.id },

@@ -21,6 +21,9 @@ async function keyIn(k: TestKeel, name: string, group?: string): Promise<string>
 
 const HOSTED_CORE = ['list_resources', 'get_resource', 'delete_resource', 'get_resource_schema', 'get_permissions', 'create_gvc', 'update_gvc', 'create_workload', 'update_workload', 'list_deployments', 'get_workload_logs', 'create_policy', 'update_policy', 'create_identity', 'update_identity', 'create_volumeset', 'update_volumeset', 'create_domain', 'update_domain'];
 
+const HOSTED_MK8S = ['aws', 'azure', 'digitalocean', 'gcp', 'generic', 'hetzner', 'lambdalabs', 'linode', 'oblivus', 'paperspace', 'triton'].flatMap((p) => [`create_mk8s_${p}`, `update_mk8s_${p}`]);
+const HOSTED_FULL = ['create_group', 'edit_group', 'create_service_account', 'update_service_account', 'add_key_to_service_account', 'create_ipset', 'update_ipset', 'create_cloud_account', 'update_cloud_account', 'create_agent', 'update_agent', 'create_audit_context', 'edit_audit_context', 'get_quota', 'update_org', 'add_gvc_locations', 'remove_gvc_locations'];
+
 forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
   let k: TestKeel;
   let base: string;
@@ -171,6 +174,85 @@ forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
     const unknownKind = await client.callTool({ name: 'list_resources', arguments: { kind: 'nonsense' } });
     assert.equal(unknownKind.isError, true);
     assert.match((unknownKind.content as Array<{ text: string }>)[0].text, /unknown kind 'nonsense'/);
+    await client.close();
+  });
+
+  test('the mk8s and full tiers: clusters, groups, service accounts and their keys, audit contexts and GVC locations through their tools, cross-checked over REST; the session\'s audit events come back from query_audit_events under the caller', async () => {
+    const agent = `tiers-${backend}`;
+    const key = await keyIn(k, agent, 'superusers');
+    const client = await connect(base, key);
+    const ok = (res: Awaited<ReturnType<Client['callTool']>>) => {
+      assert.equal(res.isError, undefined, JSON.stringify(res));
+      return res.structuredContent as Record<string, any>;
+    };
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    for (const n of [...HOSTED_MK8S, ...HOSTED_FULL, 'query_audit_events', 'list_quotas', 'list_commands', 'get_command', 'workload_start_cron', 'workload_stop_replica', 'expand_volumeset']) assert.ok(names.includes(n), n);
+    const cluster = ok(await client.callTool({ name: 'create_mk8s_aws', arguments: { name: `k-${backend}`, version: '1.28.4', provider: { region: 'us-west-2', nodePools: [{ name: 'a', minSize: 1, maxSize: 2 }] }, firewall: [{ sourceCIDR: '10.0.0.0/8' }] } }));
+    assert.equal(cluster.spec.provider.aws.region, 'us-west-2');
+    ok(await client.callTool({ name: 'update_mk8s_aws', arguments: { name: `k-${backend}`, version: '1.29.0', tags: { env: 'dev' } } }));
+    const rest = (await k.call('GET', `/org/acme/mk8s/k-${backend}`)).body;
+    assert.equal(rest.spec.version, '1.29.0');
+    assert.equal(rest.spec.provider.aws.region, 'us-west-2');
+    assert.equal(rest.tags.env, 'dev');
+
+    ok(await client.callTool({ name: 'create_service_account', arguments: { name: `bot-${backend}`, description: 'a bot' } }));
+    ok(await client.callTool({ name: 'create_group', arguments: { name: `crew-${backend}`, memberLinks: [`/org/acme/serviceaccount/bot-${backend}`] } }));
+    ok(await client.callTool({ name: 'edit_group', arguments: { name: `crew-${backend}`, description: 'the crew' } }));
+    const group = (await k.call('GET', `/org/acme/group/crew-${backend}`)).body;
+    assert.deepEqual(group.memberLinks, [`/org/acme/serviceaccount/bot-${backend}`]);
+    assert.equal(group.description, 'the crew');
+    const added = ok(await client.callTool({ name: 'add_key_to_service_account', arguments: { name: `bot-${backend}`, description: 'for ci' } }));
+    assert.equal((await k.call('GET', `/org/acme/serviceaccount/bot-${backend}`, undefined, { token: added.key })).status, 403, 'the new key signs in as the bot, which may not read itself');
+
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: `placed-${backend}`, spec: { staticPlacement: { locationLinks: ['/org/acme/location/aws-us-west-2'] } } })).status, 201);
+    ok(await client.callTool({ name: 'add_gvc_locations', arguments: { name: `placed-${backend}`, locations: ['aws-eu-central-1', 'aws-us-west-2'] } }));
+    assert.deepEqual((await k.call('GET', `/org/acme/gvc/placed-${backend}`)).body.spec.staticPlacement.locationLinks, ['/org/acme/location/aws-us-west-2', '/org/acme/location/aws-eu-central-1']);
+    ok(await client.callTool({ name: 'remove_gvc_locations', arguments: { name: `placed-${backend}`, locations: ['aws-us-west-2'] } }));
+    assert.deepEqual((await k.call('GET', `/org/acme/gvc/placed-${backend}`)).body.spec.staticPlacement.locationLinks, ['/org/acme/location/aws-eu-central-1']);
+
+    ok(await client.callTool({ name: 'create_audit_context', arguments: { name: `ctx-${backend}` } }));
+    assert.equal((await k.call('GET', `/org/acme/auditctx/ctx-${backend}`)).status, 200);
+
+    // The session's changes, read back through the tool: each under this key, none under the admin.
+    const events = ok(await client.callTool({ name: 'query_audit_events', arguments: { resourceType: 'mk8s', resourceName: `k-${backend}` } }));
+    assert.deepEqual(events.items.map((e: { action: { type: string } }) => e.action.type), ['create', 'edit']);
+    for (const e of events.items) assert.equal(e.subject.data.principalLink, `/org/acme/serviceaccount/${agent}`, JSON.stringify(e));
+    const mine = ok(await client.callTool({ name: 'query_audit_events', arguments: { subject: agent, direction: 'backward', limit: 100 } }));
+    assert.ok(mine.items.length >= 8, JSON.stringify(mine).slice(0, 400));
+    assert.ok(mine.items.every((e: { subject: { name: string } }) => e.subject.name === agent));
+    const bad = await client.callTool({ name: 'query_audit_events', arguments: { from: 'yesterday' } });
+    assert.equal(bad.isError, true);
+    assert.match((bad.content as Array<{ text: string }>)[0].text, /fromEvent must be an ISO 8601 time/);
+    await client.close();
+
+    const core = await connect(base, key, '?toolsets=core');
+    const coreNames = (await core.listTools()).tools.map((t) => t.name);
+    assert.ok(coreNames.includes('query_audit_events') && !coreNames.includes('create_mk8s_aws') && !coreNames.includes('create_group'));
+    await core.close();
+    const mk8s = await connect(base, key, '?toolsets=mk8s');
+    const mk8sNames = (await mk8s.listTools()).tools.map((t) => t.name);
+    assert.ok(mk8sNames.includes('get_resource') && mk8sNames.includes('create_mk8s_gcp') && !mk8sNames.includes('create_group') && !mk8sNames.includes('keel_reset'));
+    await mk8s.close();
+  });
+
+  test('as a view-only key, the mk8s and full tier tools are refused with Keel\'s message and nothing is created', async () => {
+    const key = await keyIn(k, `tier-viewer-${backend}`, 'viewers');
+    const client = await connect(base, key);
+    const attempts: Array<[string, Record<string, unknown>, string]> = [
+      ['create_mk8s_gcp', { name: 'sneaky-k8s', version: '1.28.4', provider: { projectId: 'p' } }, '/org/acme/mk8s/sneaky-k8s'],
+      ['create_group', { name: 'sneaky-group' }, '/org/acme/group/sneaky-group'],
+      ['create_service_account', { name: 'sneaky-sa' }, '/org/acme/serviceaccount/sneaky-sa'],
+      ['create_audit_context', { name: 'sneaky-ctx' }, '/org/acme/auditctx/sneaky-ctx'],
+      ['add_key_to_service_account', { name: 'admin' }, ''],
+    ];
+    for (const [toolName, args, path] of attempts) {
+      const refused = await client.callTool({ name: toolName, arguments: args });
+      assert.equal(refused.isError, true, `${toolName}: ${JSON.stringify(refused)}`);
+      assert.equal((refused.structuredContent as { code: string }).code, 'forbidden', toolName);
+      if (path) assert.equal((await k.call('GET', path)).status, 404, path);
+    }
+    const keys = (await k.call('GET', '/org/acme/serviceaccount/admin')).body.keys ?? [];
+    assert.ok(!keys.some((x: { description?: string }) => x.description === ''), 'no key was added to admin');
     await client.close();
   });
 
