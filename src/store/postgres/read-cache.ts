@@ -45,6 +45,12 @@ interface CatchUpRow {
   busy: string[] | null;
 }
 
+/** An item and its org's chain position as read from the database, with the cache position of that read and the size of its data. */
+export interface ReadAt extends AtPosition<StoredItem | undefined> {
+  at: number;
+  size: number;
+}
+
 /** A held item (null: known absent), the position it was read at, and what it is taken to cost. */
 interface Entry {
   item: StoredItem | null;
@@ -105,19 +111,18 @@ export class ReadCache {
    * none of the org's events pending, so the head it read names exactly the state held; an entry
    * read at a later position than that one is not named by it, and is read again.
    */
-  async getAt(key: ItemKey, load: () => Promise<AtPosition<StoredItem | undefined>>): Promise<AtPosition<StoredItem | undefined>> {
+  async getAt(key: ItemKey, load: () => Promise<ReadAt>): Promise<AtPosition<StoredItem | undefined>> {
     if (this.capacity <= 0) return load();
     if (!this.tracked.has(key.org) && this.tracked.size < TRACKED_ORGS) this.tracked.add(key.org);
     if (!(await this.current())) return load();
+    const id = itemKeyString(key);
     const seq = this.heads.get(key.org);
-    if (seq === undefined) return load();
-    const applied = this.applied;
-    const held = this.touch(itemKeyString(key));
-    if (held && held.at <= applied) return { value: held.item ?? undefined, seq };
-    const entry = await this.loadEntry(key);
-    // Only a read at exactly the position whose head was read is named by that head.
-    if (entry.at !== applied || this.applied !== applied) return load();
-    return { value: entry.item ?? undefined, seq };
+    const held = seq === undefined ? undefined : this.touch(id);
+    if (held && held.at <= this.applied) return { value: held.item ?? undefined, seq: seq! };
+    // The database's answer names its own position exactly; the item is kept for the next read.
+    const read = await load();
+    this.keep(id, { item: read.value ?? null, at: read.at, bytes: ENTRY_OVERHEAD + ENTRY_FACTOR * read.size });
+    return { value: read.value, seq: read.seq };
   }
 
   /** Drops everything (the stored state was replaced, or the cache can no longer prove what it holds). */
@@ -149,8 +154,13 @@ export class ReadCache {
     const row = rows[0] as ResourceRow & { keel_cache_n: string; data: string | null };
     const text = row.data ?? '';
     const entry: Entry = { item: row.id === null ? null : fromRow(row), at: Number(row.keel_cache_n), bytes: ENTRY_OVERHEAD + ENTRY_FACTOR * text.length };
-    if (entry.at >= this.applied && this.applied >= 0 && entry.bytes <= this.capacity) this.hold(itemKeyString(key), entry);
+    this.keep(itemKeyString(key), entry);
     return entry;
+  }
+
+  /** Holds an entry read at `entry.at` if no change the cache applied since can have made it stale. */
+  private keep(id: string, entry: Entry): void {
+    if (entry.at >= this.applied && this.applied >= 0 && entry.bytes <= this.capacity) this.hold(id, entry);
   }
 
   private hold(id: string, entry: Entry): void {

@@ -12,7 +12,7 @@ import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequ
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { keelTables, PostgresSnapshots } from './snapshots.js';
-import { ReadCache } from './read-cache.js';
+import { ReadCache, type ReadAt } from './read-cache.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
 // the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
@@ -40,8 +40,9 @@ export const DEFAULT_READ_CACHE_MB = 64;
  */
 const position = (org: string) =>
   `(SELECT last_seq FROM audit_heads WHERE org = ${org}) AS keel_seq, (SELECT array_agg(pending_id) FROM audit_pending WHERE org = ${org}) AS keel_pending`;
-/** An item (or NULLs) with its org's position, from one statement's snapshot. */
-const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS} FROM (SELECT ${position('$1')}) p
+/** An item (or NULLs) with its org's position and the read cache's, from one statement's snapshot. */
+const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS}, octet_length(r.data::text) AS keel_size
+  FROM (SELECT ${position('$1')}, (SELECT n FROM keel_cache_epoch) AS keel_cache_n) p
   LEFT JOIN resources r ON r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4`;
 
 type PositionedRow = ResourceRow & Record<string, unknown> & { keel_seq: string | null; keel_pending: string[] | null };
@@ -157,10 +158,11 @@ export class PostgresStore implements Store {
     return this.cache.getAt(key, () => this.loadAt(key));
   }
 
-  private async loadAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
+  private async loadAt(key: ItemKey): Promise<ReadAt> {
     const values = [key.org, key.kind, key.gvc, key.name];
     const rows = await this.readAt(key.org, async (db) => (await db.query<PositionedRow>(prepared(GET_ITEM_AT, values))).rows);
-    return { value: rows.value[0].id === null ? undefined : fromRow(rows.value[0]), seq: rows.seq };
+    const row = rows.value[0];
+    return { value: row.id === null ? undefined : fromRow(row), seq: rows.seq, at: Number(row.keel_cache_n), size: Number(row.keel_size ?? 0) };
   }
 
   async list(request: ListRequest): Promise<StoredItem[]> {
