@@ -15,7 +15,7 @@ const PRUNE_EVERY_MS = 10_000;
  * the map's slot. Measured (bench/read-cache.ts): a held item, with the presented resource and
  * JSON that GETs hang on it, takes about ENTRY_FACTOR times its data's text.
  */
-const ENTRY_OVERHEAD = 600;
+const ENTRY_OVERHEAD = 1800;
 const ENTRY_FACTOR = 4;
 
 /**
