@@ -31,6 +31,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   logflood: () => import('./logflood.js').then((m) => m.benchLogFlood()),
   startup: () => import('./startup.js').then((m) => m.benchStartup()),
   mcp: () => import('./mcp.js').then((m) => m.benchMcp()),
+  readcache: () => import('./read-cache.js').then((m) => m.benchReadCache()),
 };
 
 function postgresVersion(): string {

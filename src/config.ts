@@ -12,6 +12,8 @@ export interface Config {
   publicUrl?: string;
   /** postgres://… selects PostgreSQL; empty means SQLite in dataDir. */
   databaseUrl?: string;
+  /** On PostgreSQL, the estimated MB of items each process holds in its read cache at most (0 turns it off). */
+  readCacheMb: number;
   /** The org created on first start. */
   org: string;
   logLevel: string;
@@ -240,6 +242,7 @@ export const OPTIONS: Option[] = [
   option('publicUrl', 'KEEL_PUBLIC_URL', '--public-url', publicUrl, 'the URL clients reach the Core API at (discovery, status.remote, CORS); unset: a loopback or listen-address Host, else the listen address'),
   option('dataDir', 'KEEL_DATA_DIR', '--data-dir', text, 'SQLite file (keel.db) and admin.token'),
   option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
+  option('readCacheMb', 'KEEL_READ_CACHE_MB', '--read-cache-mb', whole(0, 1_000_000), 'on PostgreSQL: estimated MB of items held in the read cache at most, the least recently read dropped first (0 turns it off; see docs/storage.md)'),
   option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),
   option('logLevel', 'KEEL_LOG_LEVEL', '--log-level', oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'log level (JSON lines on stdout)'),
   option('accessLog', 'KEEL_ACCESS_LOG', '--access-log', oneOf(['errors', 'all', 'off']) as Parser<Config['accessLog']>, 'request lines: errors (status >= 400, and slow requests), all, or off'),
@@ -355,6 +358,7 @@ export const DEFAULTS: Config = {
   maxOrgsPerPrincipal: 20,
   maxSandboxes: 100,
   sandboxMaxTtlSeconds: 86_400,
+  readCacheMb: 64,
   audit: true,
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,

@@ -318,4 +318,43 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE INDEX replica_tokens_replica ON replica_tokens (scope, replica);`,
     },
   },
+  {
+    version: 15,
+    name: 'change feed of the read cache',
+    // PostgreSQL only: every committed transaction that changes items takes the next place in one
+    // total order (keel_cache_epoch.n, taken at commit by a deferred trigger, so a writer holds that
+    // row only while it commits, never while it holds an item's lock, and the order is the commit
+    // order), and leaves a row per item it touched in keel_cache_changes. The first firing in a
+    // transaction takes the place; the others reuse it (a bulk change costs one bump, not one per
+    // row). A process's read cache catches up by reading the position and the rows after its own in
+    // one statement (postgres/read-cache.ts). A row naming no item (a TRUNCATE) drops everything.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `
+        CREATE TABLE keel_cache_epoch (one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one), n BIGINT NOT NULL, pruned BIGINT NOT NULL);
+        INSERT INTO keel_cache_epoch VALUES (true, 0, 0);
+        CREATE TABLE keel_cache_changes (n BIGINT NOT NULL, org TEXT, kind TEXT, gvc TEXT, name TEXT);
+        CREATE INDEX keel_cache_changes_n ON keel_cache_changes (n);
+        CREATE FUNCTION keel_cache_note() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE pos BIGINT;
+        BEGIN
+          pos := NULLIF(current_setting('keel.cache_n', true), '')::bigint;
+          IF pos IS NULL THEN
+            UPDATE keel_cache_epoch SET n = n + 1 RETURNING n INTO pos;
+            PERFORM set_config('keel.cache_n', pos::text, true);
+          END IF;
+          IF TG_OP = 'TRUNCATE' THEN
+            INSERT INTO keel_cache_changes (n) VALUES (pos);
+          ELSE
+            IF TG_OP <> 'INSERT' THEN INSERT INTO keel_cache_changes VALUES (pos, OLD.org, OLD.kind, OLD.gvc, OLD.name); END IF;
+            IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND (OLD.org, OLD.kind, OLD.gvc, OLD.name) IS DISTINCT FROM (NEW.org, NEW.kind, NEW.gvc, NEW.name)) THEN
+              INSERT INTO keel_cache_changes VALUES (pos, NEW.org, NEW.kind, NEW.gvc, NEW.name);
+            END IF;
+          END IF;
+          RETURN NULL;
+        END $$;
+        CREATE CONSTRAINT TRIGGER keel_cache_resources AFTER INSERT OR UPDATE OR DELETE ON resources DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note();
+        CREATE TRIGGER keel_cache_resources_truncate AFTER TRUNCATE ON resources FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note();`,
+    },
+  },
 ];

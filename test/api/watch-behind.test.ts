@@ -94,6 +94,7 @@ forEachBackend('a watch client that reads is cut only if it stays behind', (back
     }
     // What was held for the clients stayed bounded: 200 changes of 50 kB are 10 MB for each stream.
     const grew = (rssMax - rssBefore) / 1e6;
+    console.log(`# RSS grew ${grew.toFixed(0)} MB`);
     assert.ok(grew < 150, `RSS grew ${grew.toFixed(0)} MB`);
   });
 });

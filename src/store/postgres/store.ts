@@ -12,6 +12,7 @@ import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequ
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { keelTables, PostgresSnapshots } from './snapshots.js';
+import { ReadCache, type ReadAt } from './read-cache.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
 // the item is still at the version read), otherwise in a READ COMMITTED transaction: creates rely
@@ -30,6 +31,8 @@ const OPTIMISTIC_ATTEMPTS = 3;
 const RECENT_ITEMS = 10_000;
 /** SQLSTATE of a statement cancelled by statement_timeout. */
 const QUERY_CANCELED = '57014';
+/** The read cache's bound, in MB, when the setting leaves it out. */
+export const DEFAULT_READ_CACHE_MB = 64;
 
 /**
  * The org's chain position as a statement's snapshot has it: the head's seq, and the pending_ids of
@@ -37,8 +40,9 @@ const QUERY_CANCELED = '57014';
  */
 const position = (org: string) =>
   `(SELECT last_seq FROM audit_heads WHERE org = ${org}) AS keel_seq, (SELECT array_agg(pending_id) FROM audit_pending WHERE org = ${org}) AS keel_pending`;
-/** An item (or NULLs) with its org's position, from one statement's snapshot. */
-const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS} FROM (SELECT ${position('$1')}) p
+/** An item (or NULLs) with its org's position and the read cache's, from one statement's snapshot. */
+const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS}, octet_length(r.data::text) AS keel_size
+  FROM (SELECT ${position('$1')}, (SELECT n FROM keel_cache_epoch) AS keel_cache_n) p
   LEFT JOIN resources r ON r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4`;
 
 type PositionedRow = ResourceRow & Record<string, unknown> & { keel_seq: string | null; keel_pending: string[] | null };
@@ -71,12 +75,15 @@ export class PostgresStore implements Store {
   private listener?: pg.Client;
   private readonly instance = randomUUID();
   private schema = '';
+  /** Items served from memory at the database's current position (read-cache.ts). */
+  readonly cache: ReadCache;
 
-  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool, pages: pg.Pool) {
+  private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool, pages: pg.Pool, cacheMb: number) {
     this.pool = pool;
     this.reads = reads;
     this.lists = lists;
     this.pages = pages;
+    this.cache = new ReadCache(reads, cacheMb * 1024 * 1024);
     this.snapshots = new PostgresSnapshots(pool, { replaced: () => this.replaced(), chain: async (orgs) => void (await Promise.all(orgs.map((org) => this.sealer.seal(org)))) });
     this.sealer = new Sealer(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
@@ -85,14 +92,15 @@ export class PostgresStore implements Store {
   }
 
   /** `say`: told what a slow start is doing (migrations, waiting for another process's), for a person watching. */
-  static async open(url: string, poolSize = 10, say?: (line: string) => void): Promise<PostgresStore> {
+  static async open(url: string, options: { poolSize?: number; readCacheMb?: number; say?: (line: string) => void } = {}): Promise<PostgresStore> {
+    const poolSize = options.poolSize ?? 10;
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
     const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const lists = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     const pages = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
     for (const p of [pool, reads, lists, pages]) p.on('error', () => {}); // an idle client's error is reported on its next use
-    const store = new PostgresStore(pool, reads, lists, pages);
-    await store.migrate(say);
+    const store = new PostgresStore(pool, reads, lists, pages, options.readCacheMb ?? DEFAULT_READ_CACHE_MB);
+    await store.migrate(options.say);
     await store.listen(url);
     return store;
   }
@@ -112,6 +120,7 @@ export class PostgresStore implements Store {
 
   private forget(): void {
     this.recent.clear();
+    this.cache.clear();
     replacements.emit('replaced', this);
   }
 
@@ -142,13 +151,18 @@ export class PostgresStore implements Store {
   }
 
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    return getOn(this.reads, key);
+    return this.cache.get(key, () => getOn(this.reads, key));
   }
 
   async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
+    return this.cache.getAt(key, () => this.loadAt(key));
+  }
+
+  private async loadAt(key: ItemKey): Promise<ReadAt> {
     const values = [key.org, key.kind, key.gvc, key.name];
     const rows = await this.readAt(key.org, async (db) => (await db.query<PositionedRow>(prepared(GET_ITEM_AT, values))).rows);
-    return { value: rows.value[0].id === null ? undefined : fromRow(rows.value[0]), seq: rows.seq };
+    const row = rows.value[0];
+    return { value: row.id === null ? undefined : fromRow(row), seq: rows.seq, at: Number(row.keel_cache_n), size: Number(row.keel_size ?? 0) };
   }
 
   async list(request: ListRequest): Promise<StoredItem[]> {
@@ -461,6 +475,7 @@ export class PostgresStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    this.cache.close();
     await this.listener?.end().catch(() => {});
     await this.sealer.idle();
     await Promise.all([this.pool.end(), this.reads.end(), this.lists.end(), this.pages.end()]);

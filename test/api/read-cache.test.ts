@@ -1,0 +1,224 @@
+// Two Keel processes on one database, each answering GETs from its read cache on PostgreSQL: a
+// write acknowledged by either is seen by every GET that starts after it, on either; a cut
+// connection or a gap in the change feed makes reads go to the database, never answer stale; the
+// cache stays within its bound. (SQLite is one process's store: no second process to check.)
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { buildApp, type App } from '../../src/server/app.js';
+import { openStore } from '../../src/store/open.js';
+import type { PostgresStore } from '../../src/store/postgres/store.js';
+import type { Store } from '../../src/store/types.js';
+import { Cpln } from '../support/cpln.js';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { rawExec } from '../support/raw-sql.js';
+
+interface Answer {
+  status: number;
+  body: any;
+  seq?: string;
+}
+
+const caller = (k: TestKeel) => async (app: App, method: string, url: string, body?: unknown): Promise<Answer> => {
+  const res = await app.core.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${k.token}`, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.statusCode, body: res.body ? JSON.parse(res.body) : undefined, seq: res.headers['keel-seq'] as string | undefined };
+};
+
+forEachBackend('GETs through two processes see every acknowledged write', (backend) => {
+  let k: TestKeel;
+  let second: App;
+  let call: ReturnType<typeof caller>;
+  before(async () => {
+    k = await startKeel(backend);
+    second = (await k.reopen()).app;
+    call = caller(k);
+  });
+  after(() => k.close());
+
+  test('a create, a change and a delete through one process are seen at once through the other, with a position that covers them', async () => {
+    assert.equal((await call(second, 'GET', '/org/acme/group/seen')).status, 404);
+    const created = await call(k.app, 'POST', '/org/acme/group', { name: 'seen', description: 'one' });
+    assert.equal(created.status, 201);
+    const first = await call(second, 'GET', '/org/acme/group/seen');
+    assert.equal(first.status, 200, 'a name known absent is not remembered past its create');
+    assert.equal(first.body.description, 'one');
+    for (let i = 2; i <= 6; i++) {
+      assert.equal((await call(second, 'GET', '/org/acme/group/seen')).body.description, `${i === 2 ? 'one' : i - 1}`);
+      assert.equal((await call(k.app, 'PATCH', '/org/acme/group/seen', { description: String(i) })).status, 200);
+      const read = await call(second, 'GET', '/org/acme/group/seen');
+      assert.equal(read.body.description, String(i));
+      assert.equal(read.body.version, i);
+      // The position names a state holding this change: a watch from it does not deliver it again.
+      const events = await k.store.audit({ org: 'acme', resourceName: 'seen', limit: 100 });
+      assert.ok(Number(read.seq) >= events[events.length - 1].seq!, `Keel-Seq ${read.seq} is before the change's event ${events[events.length - 1].seq}`);
+    }
+    assert.equal((await call(k.app, 'DELETE', '/org/acme/group/seen')).status, 202);
+    assert.equal((await call(second, 'GET', '/org/acme/group/seen')).status, 404, 'a delete is seen at once');
+    assert.equal((await call(k.app, 'GET', '/org/acme/group/seen')).status, 404);
+  });
+
+  test('random writes through both processes, random reads through both: each read shows the last write acknowledged before it began, or a later one', async () => {
+    const names = ['f0', 'f1', 'f2', 'f3'];
+    const apps = [k.app, second];
+    // Per name: op n's kind, the last op acknowledged, the last op begun. Each name has one writer.
+    const ops = new Map(names.map((n) => [n, ['delete'] as string[]]));
+    const acked = new Map(names.map((n) => [n, 0]));
+    const begun = new Map(names.map((n) => [n, 0]));
+    const pick = <T>(xs: T[]) => xs[Math.floor(Math.random() * xs.length)];
+    let writing = true;
+    const writer = async (mine: string[]) => {
+      for (let i = 0; i < 40; i++) {
+        const name = pick(mine);
+        const list = ops.get(name)!;
+        const exists = list[list.length - 1] !== 'delete';
+        const kind = exists ? pick(['patch', 'patch', 'delete']) : 'create';
+        const n = list.length;
+        list.push(kind);
+        begun.set(name, n);
+        const app = pick(apps);
+        const res =
+          kind === 'create' ? await call(app, 'POST', '/org/acme/group', { name, tags: { g: n } })
+          : kind === 'patch' ? await call(app, 'PATCH', `/org/acme/group/${name}`, { tags: { g: n } })
+          : await call(app, 'DELETE', `/org/acme/group/${name}`);
+        assert.ok(res.status < 300, `${kind} ${name}: ${res.status} ${JSON.stringify(res.body)}`);
+        acked.set(name, n);
+      }
+    };
+    let reads = 0;
+    const reader = async () => {
+      while (writing) {
+        // Let the writers' requests in between (inject answers on this thread).
+        await new Promise((resolve) => setImmediate(resolve));
+        const name = pick(names);
+        const floor = acked.get(name)!;
+        const res = await call(pick(apps), 'GET', `/org/acme/group/${name}`);
+        const ceiling = begun.get(name)!;
+        const list = ops.get(name)!;
+        reads++;
+        if (res.status === 404) {
+          const deletes = list.map((kind, i) => (kind === 'delete' && i >= floor && i <= ceiling ? i : -1)).filter((i) => i >= 0);
+          assert.ok(deletes.length > 0, `${name}: 404 while op ${floor} (${list[floor]}) was acknowledged and no delete since`);
+        } else {
+          assert.equal(res.status, 200, JSON.stringify(res.body));
+          const g = Number(res.body.tags.g);
+          assert.ok(g >= floor && g <= ceiling, `${name}: read op ${g}, but op ${floor} was acknowledged before the read began`);
+        }
+      }
+    };
+    const readers = Array.from({ length: 4 }, reader);
+    try {
+      await Promise.all([writer(names.slice(0, 2)), writer(names.slice(2))]);
+    } finally {
+      writing = false;
+      await Promise.allSettled(readers);
+    }
+    await Promise.all(readers);
+    assert.ok(reads > 40, `only ${reads} reads ran alongside the writes`);
+  });
+
+  test('as the cpln CLI does: a group made through one process is got through the other', async () => {
+    await k.listen();
+    if (!second.core.server.listening) await second.core.listen({ host: '127.0.0.1', port: 0 });
+    const endpoints = [k.app, second].map((app) => `http://127.0.0.1:${(app.core.server.address() as AddressInfo).port}`);
+    const cpln = new Cpln(endpoints.map((e) => e.replace('http://', '')));
+    const run = async (endpoint: string, args: string[]) => {
+      const profile = await cpln.run(['profile', 'update', 'keel', '--endpoint', endpoint, '--token', k.token, '--org', 'acme', '--default']);
+      assert.equal(profile.code, 0, profile.stderr);
+      return cpln.run(args);
+    };
+    assert.notEqual((await run(endpoints[1], ['group', 'get', 'by-cli', '-o', 'json'])).code, 0);
+    const made = await run(endpoints[0], ['group', 'create', '--name', 'by-cli', '--description', 'first']);
+    assert.equal(made.code, 0, made.stderr);
+    const got = await run(endpoints[1], ['group', 'get', 'by-cli', '-o', 'json']);
+    assert.equal(got.code, 0, got.stderr);
+    assert.equal(JSON.parse(got.stdout).description, 'first');
+    assert.equal((await run(endpoints[0], ['group', 'delete', 'by-cli'])).code, 0);
+    assert.notEqual((await run(endpoints[1], ['group', 'get', 'by-cli', '-o', 'json'])).code, 0, 'the delete is seen through the other process');
+  });
+}, ['postgres']);
+
+forEachBackend('the PostgreSQL read cache when its feed is cut or has a gap', () => {
+  let k: TestKeel;
+  let store: Store;
+  let second: App;
+  let call: ReturnType<typeof caller>;
+  /** The second process's connections carry this name, so only they are cut. */
+  const appName = `keel_rc_${randomBytes(4).toString('hex')}`;
+  before(async () => {
+    k = await startKeel('postgres', 'acme', { allowSnapshots: true });
+    const url = new URL(k.config.databaseUrl!);
+    url.searchParams.set('application_name', appName);
+    store = await openStore({ dataDir: k.config.dataDir, databaseUrl: url.toString(), readCacheMb: 64 });
+    second = await buildApp(k.config, store, { logger: false });
+    call = caller(k);
+  });
+  after(async () => {
+    await second.core.close();
+    await second.audit.close();
+    await store.close();
+    await k.close();
+  });
+
+  const cut = async () => {
+    const admin = new pg.Client({ connectionString: k.config.databaseUrl });
+    await admin.connect();
+    try {
+      return (await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [appName])).rowCount ?? 0;
+    } finally {
+      await admin.end();
+    }
+  };
+
+  test('after its connections are terminated, the other process never answers from what it held', async () => {
+    assert.equal((await call(k.app, 'POST', '/org/acme/group', { name: 'cut', description: '0' })).status, 201);
+    for (let i = 1; i <= 5; i++) {
+      assert.equal((await call(second, 'GET', '/org/acme/group/cut')).body.description, String(i - 1), 'held before the cut');
+      assert.ok((await cut()) > 0, 'the second process had connections to cut');
+      assert.equal((await call(k.app, 'PATCH', '/org/acme/group/cut', { description: String(i) })).status, 200);
+      // A read may fail while the pool finds its connections dead; one that answers is current.
+      let read = await call(second, 'GET', '/org/acme/group/cut');
+      for (let tries = 0; read.status >= 500 && tries < 5; tries++) read = await call(second, 'GET', '/org/acme/group/cut');
+      assert.equal(read.status, 200, JSON.stringify(read.body));
+      assert.equal(read.body.description, String(i), 'no stale read after the cut');
+    }
+  });
+
+  test('a gap in the change feed (its rows gone) drops what the cache held instead of trusting it', async () => {
+    assert.equal((await call(k.app, 'POST', '/org/acme/group', { name: 'gap', description: 'before' })).status, 201);
+    assert.equal((await call(second, 'GET', '/org/acme/group/gap')).body.description, 'before');
+    assert.equal((await call(k.app, 'PATCH', '/org/acme/group/gap', { description: 'after' })).status, 200);
+    // As pruning does to a cache far behind: the change's row is gone, the pruned mark past it.
+    await rawExec(k, 'DELETE FROM keel_cache_changes');
+    await rawExec(k, 'UPDATE keel_cache_epoch SET pruned = n');
+    assert.equal((await call(second, 'GET', '/org/acme/group/gap')).body.description, 'after');
+  });
+
+  test('a restore through one process is seen at once through the other', async () => {
+    assert.equal((await call(k.app, 'POST', '/org/acme/group', { name: 'restored', description: 'kept' })).status, 201);
+    assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'rc-point' })).status, 201);
+    assert.equal((await call(k.app, 'PATCH', '/org/acme/group/restored', { description: 'changed' })).status, 200);
+    assert.equal((await call(second, 'GET', '/org/acme/group/restored')).body.description, 'changed');
+    const restored = await k.call('POST', '/-admin/snapshots/rc-point/-restore');
+    assert.ok(restored.status < 300, restored.raw);
+    assert.equal((await call(second, 'GET', '/org/acme/group/restored')).body.description, 'kept');
+  });
+
+  test('the cache holds no more than its bound; reads beyond it still answer', async () => {
+    const k2 = await startKeel('postgres', 'acme', { readCacheMb: 1 });
+    try {
+      const call2 = caller(k2);
+      const big = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`t${i}`, 'x'.repeat(1000)]));
+      for (let i = 0; i < 30; i++) assert.equal((await call2(k2.app, 'POST', '/org/acme/group', { name: `big${i}`, tags: big })).status, 201);
+      for (let round = 0; round < 2; round++) {
+        for (let i = 0; i < 30; i++) assert.equal((await call2(k2.app, 'GET', `/org/acme/group/big${i}`)).body.name, `big${i}`);
+      }
+      const usage = (k2.store as PostgresStore).cache.usage;
+      assert.ok(usage.bytes <= 1024 * 1024, `held ${usage.bytes} bytes`);
+      assert.ok(usage.entries > 0 && usage.entries < 30, `held ${usage.entries} entries of 30`);
+    } finally {
+      await k2.close();
+    }
+  });
+}, ['postgres']);
