@@ -551,7 +551,8 @@ export class RuncRuntime implements Runtime {
     child.on('exit', (code, signal) => this.exited(replica, container, code, signal ?? undefined));
     // A stop waits for the start (replica.busy): one that came while runc was still creating the
     // container would find nothing to signal yet, and runc would then create it after the teardown.
-    await startedOrExited(child, pidFile);
+    // A stopping Keel waits STOP_GRACE_MS at most for a creation that hangs.
+    await within(startedOrExited(child, pidFile), 2 ** 31 - 1, this.hurried, STOP_GRACE_MS);
   }
 
   private exited(replica: Replica, container: Container, code: number | null, signal?: string): void {
