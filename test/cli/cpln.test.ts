@@ -476,7 +476,7 @@ describe('the official cpln CLI against Keel', () => {
     assert.match(tf, /^resource "cpln_workload" "api" \{\n {2}gvc = "web"\n {2}name = "api"\n/);
     assert.match(tf, /\n {4}containers \{\n {6}name = "nginx"\n/);
     const crd = parseYaml((await run(['workload', 'get', 'api', '-o', 'crd'])).stdout);
-    assert.deepEqual([crd.apiVersion, crd.kind, crd.gvc, crd.org, crd.spec.containers[0].image], ['cpln.io/v1', 'workload', 'web', 'acme', 'nginx:1.27']);
+    assert.deepEqual([crd.apiVersion, crd.kind, crd.gvc, crd.org, crd.spec.containers[0].image], ['cpln.io/v1', 'workload', 'web', 'acme', 'nginx:1.28']);
     await run(['workload', 'delete', 'api-copy']);
 
     // A cron workload: its runs are commands; `cron get` lists them and `cron run` waits for the outcome.
