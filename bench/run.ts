@@ -26,6 +26,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   faults: () => import('./admin.js').then((m) => m.benchFaults()),
   registry: () => import('./registry.js').then((m) => m.benchRegistry()),
   runtime: () => import('./runtime.js').then((m) => m.benchRuntime()),
+  rollout: () => import('./rollout.js').then((m) => m.benchRollout()),
   firewall: () => import('./firewall.js').then((m) => m.benchFirewall()),
   names: () => import('./names.js').then((m) => m.benchNames()),
   logflood: () => import('./logflood.js').then((m) => m.benchLogFlood()),

@@ -10,6 +10,11 @@ import {
   anyObject, arr, bool, cpu, cronSchedule, hostPattern, image, immutable, int, keyed, link, memory, num, obj, oneOf, readOnly, str, type JsonSchema,
 } from './schema.js';
 
+/** The hosted bounds of rolloutOptions.terminationGracePeriodSeconds: 900 s, or 3600 s with the tag. */
+const GRACE_MAX = 900;
+const GRACE_RELAXED_MAX = 3600;
+const RELAX_GRACE_TAG = 'cpln/relaxGracePeriodMax';
+
 // Workload spec from the public types (types-ts workload.ts, workloadOptions.ts) and the
 // Terraform provider's documented defaults. Closed everywhere except envoy/keda/extras blocks.
 
@@ -225,7 +230,7 @@ export default defineKind({
           maxUnavailableReplicas: str({ maxLength: 16 }),
           maxSurgeReplicas: str({ maxLength: 16 }),
           scalingPolicy: oneOf(['OrderedReady', 'Parallel']),
-          terminationGracePeriodSeconds: int({ minimum: 0 }),
+          terminationGracePeriodSeconds: int({ minimum: 0, maximum: GRACE_RELAXED_MAX }),
         }),
         securityOptions: obj({ filesystemGroupId: int({ minimum: 0 }), runAsUser: int({ minimum: 0 }) }),
         loadBalancer: obj({
@@ -327,6 +332,7 @@ export default defineKind({
     }
     checkResources(containers, spec.type, (item.tags ?? {}) as Record<string, unknown>);
     checkHeaderFilters(spec);
+    checkGracePeriod(spec, (item.tags ?? {}) as Record<string, unknown>);
     const scaling = ((spec.defaultOptions ?? {}) as Record<string, unknown>).autoscaling as Record<string, unknown> | undefined;
     if (scaling && typeof scaling.minScale === 'number' && typeof scaling.maxScale === 'number' && scaling.minScale > scaling.maxScale) {
       throw ApiError.badRequest('spec.defaultOptions.autoscaling.minScale must not exceed maxScale', [
@@ -346,9 +352,18 @@ const MEMORY_FLOOR_MIB = 32;
 const RELAX_RATIO_TAG = 'cpln/relaxMemoryToCpuRatio';
 const MiB = 2 ** 20;
 
+const tagged = (tags: Record<string, unknown>, tag: string) => tags[tag] !== undefined && tags[tag] !== null && tags[tag] !== false && tags[tag] !== 'false';
+
+function checkGracePeriod(spec: Record<string, any>, tags: Record<string, unknown>): void {
+  const grace = spec.rolloutOptions?.terminationGracePeriodSeconds;
+  if (typeof grace !== 'number' || grace <= GRACE_MAX || tagged(tags, RELAX_GRACE_TAG)) return;
+  const message = `must be at most ${GRACE_MAX} (the tag ${RELAX_GRACE_TAG} allows up to ${GRACE_RELAXED_MAX})`;
+  throw ApiError.badRequest(`invalid workload: spec.rolloutOptions.terminationGracePeriodSeconds ${message}`, [{ path: 'spec.rolloutOptions.terminationGracePeriodSeconds', message }]);
+}
+
 function checkResources(containers: Array<Record<string, unknown>>, type: unknown, tags: Record<string, unknown>): void {
   const errors: FieldError[] = [];
-  const maxRatio = tags[RELAX_RATIO_TAG] !== undefined && tags[RELAX_RATIO_TAG] !== false && tags[RELAX_RATIO_TAG] !== 'false' ? 32 : 8;
+  const maxRatio = tagged(tags, RELAX_RATIO_TAG) ? 32 : 8;
   containers.forEach((c, i) => {
     const at = (field: string) => `spec.containers[${i}].${field}`;
     const read = (field: string) => (typeof c[field] === 'string' ? parseQuantity(c[field] as string) : undefined);
@@ -442,13 +457,23 @@ function checkHeaderFilters(spec: Record<string, any>): void {
         if (typeof value !== 'string') return;
         try {
           wholeValueMatch(value);
-        } catch {
-          errors.push({ path: `spec.firewallConfig.external.http.inboundHeaderFilter[${i}].${field}[${j}]`, message: 'must be a regular expression without backreferences or lookaround (Keel matches header values in linear time)' });
+        } catch (err) {
+          errors.push({ path: `spec.firewallConfig.external.http.inboundHeaderFilter[${i}].${field}[${j}]`, message: linearRefusal(value, err as Error) });
         }
       });
     }
   });
   if (errors.length) throw ApiError.badRequest(`invalid workload: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+}
+
+/** Why a header filter's pattern is refused: not a regular expression at all, or one the linear-time engine cannot run. */
+function linearRefusal(pattern: string, err: Error): string {
+  try {
+    new RegExp(pattern);
+  } catch {
+    return `is not a valid regular expression (${err.message.replace(/^Invalid regular expression: \/.*\/l: /, '')})`;
+  }
+  return 'uses a lookaround ((?=…), (?!…), (?<=…), (?<!…)) or a backreference (\\1, \\k<name>), which Keel does not run: header values are matched in linear time, so no pattern can stall the ingress';
 }
 
 /** A workload runs only images of its own org's registry: one that names another org's is refused, whether it exists or not. */

@@ -14,7 +14,7 @@
 import type { Authorizer } from '../auth/authorizer.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -23,6 +23,7 @@ import { stamp } from '../logs/time.js';
 import type { NewLogLine, Store } from '../store/types.js';
 import { command, CommandError, quietly, underUsualUmask } from './command.js';
 import { Images, ImageError, type Unpacked } from './images.js';
+import { cgroupsNamed, removeCgroups } from './cgroups.js';
 import { mountDisk, unmountDisk, VolumeDisks } from './disk.js';
 import { DomainRoutes } from './domains.js';
 import { KernelFirewall, frontRules, type FirewallMode } from './firewall.js';
@@ -164,6 +165,7 @@ export function scopeOf(dataDir: string): string {
 }
 
 const deploymentId = (d: Pick<DeploymentRef, 'org' | 'gvc' | 'workload' | 'location'>) => `${d.org}/${d.gvc}/${d.workload}/${d.location}`;
+const workloadKey = (d: Pick<DeploymentRef, 'org' | 'gvc' | 'workload'>) => `workload|${d.org}/${d.gvc}/${d.workload}`;
 
 export class RuncRuntime implements Runtime {
   readonly kind = 'runc' as const;
@@ -191,6 +193,14 @@ export class RuncRuntime implements Runtime {
   private readonly suspended = new Map<string, DeploymentRef>();
   /** Deployments that wake on a request (observe's `wake`), by deployment. */
   private readonly waking = new Map<string, { ref: DeploymentRef; wake: Wake }>();
+  /**
+   * The deployments a request may name, by `host|HOST` (the endpoint's first label) and by
+   * `workload|ORG/GVC/WORKLOAD` (the path form and domains' routes), then by id: kept as deployments
+   * start, wake, suspend and go (reindex), so that a request looks up its own, never walks them all.
+   */
+  private readonly routes = new Map<string, Map<string, DeploymentRef>>();
+  /** The keys of `routes` each deployment is under. */
+  private readonly routeKeys = new Map<string, string[]>();
   /** Deployments whose traffic the reconciler asks about: the window and what it was last told. */
   private readonly demands = new Map<string, { ref: DeploymentRef; windowMs: number; reported: string }>();
   private tick?: NodeJS.Timeout;
@@ -326,6 +336,8 @@ export class RuncRuntime implements Runtime {
     this.deployments.clear();
     this.suspended.clear();
     for (const id of new Set([...this.waking.keys(), ...this.demands.keys()])) this.forget(id);
+    this.routes.clear();
+    this.routeKeys.clear();
     for (const r of all) void this.remove(r);
     this.names.refresh();
     this.front?.changed();
@@ -361,7 +373,10 @@ export class RuncRuntime implements Runtime {
     else this.waking.delete(id);
     let replicas = this.deployments.get(id);
     if (!replicas) {
-      if (want.length === 0) return { replicas: [], ready: true };
+      if (want.length === 0) {
+        this.reindex(id);
+        return { replicas: [], ready: true };
+      }
       this.deployments.set(id, (replicas = new Map()));
     }
     const now = Date.now();
@@ -388,6 +403,7 @@ export class RuncRuntime implements Runtime {
     }
     for (const r of replicas.values()) r.ref = deployment;
     if (replicas.size === 0) this.deployments.delete(id);
+    this.reindex(id);
     this.names.refresh();
     this.front?.changed();
     if (touched) this.firewall.refresh(this.peers());
@@ -421,6 +437,7 @@ export class RuncRuntime implements Runtime {
   /** A deployment neither runs nor wakes any more: its traffic is forgotten and its held requests answered. */
   private forget(id: string): void {
     this.waking.delete(id);
+    this.reindex(id);
     this.demands.delete(id);
     this.ingress.forget(id);
     this.front?.changed();
@@ -534,11 +551,16 @@ export class RuncRuntime implements Runtime {
     await this.output.open(container.runcId, container.output, replica.id, replica.ref.org, labels, { ...labels, container: container.name });
     // The reader has it open: opening it to write does not wait, and the writes block (not fail) while the pipe is full.
     const fd = openSync(container.output, 'w');
-    const child = spawn(...underUsualUmask('runc', ['--root', this.root, '--log', join(container.bundle, 'runc.log'), '--log-format', 'json', 'run', '--bundle', container.bundle, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
+    const pidFile = join(container.bundle, 'pid');
+    const child = spawn(...underUsualUmask('runc', ['--root', this.root, '--log', join(container.bundle, 'runc.log'), '--log-format', 'json', 'run', '--bundle', container.bundle, '--pid-file', pidFile, '--no-new-keyring', container.runcId]), { detached: true, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     container.child = child;
     child.on('error', (err) => this.exited(replica, container, null, String(err.message)));
     child.on('exit', (code, signal) => this.exited(replica, container, code, signal ?? undefined));
+    // A stop waits for the start (replica.busy): one that came while runc was still creating the
+    // container would find nothing to signal yet, and runc would then create it after the teardown.
+    // A stopping Keel waits STOP_GRACE_MS at most for a creation that hangs.
+    await within(startedOrExited(child, pidFile), 2 ** 31 - 1, this.hurried, STOP_GRACE_MS);
   }
 
   private exited(replica: Replica, container: Container, code: number | null, signal?: string): void {
@@ -632,6 +654,7 @@ export class RuncRuntime implements Runtime {
       await quietly('runc', ['--root', this.root, 'delete', '--force', c.runcId]);
       await unmount(join(c.bundle, 'rootfs'));
     }
+    await this.removeCgroups(`keel-${this.scope}-${replica.id}-`);
     const dir = join(this.dir, 'replicas', replica.id);
     if (existsSync(dir)) for (const c of readdirSync(dir)) await unmount(join(dir, c, 'rootfs'));
     await unmountDisk(dir);
@@ -644,7 +667,7 @@ export class RuncRuntime implements Runtime {
     rmSync(join(this.dir, 'replicas', replica.id), { recursive: true, force: true });
   }
 
-  /** What an earlier Keel process left (runc containers, mounts, namespaces): removed. */
+  /** What an earlier Keel process left (runc containers, mounts, namespaces, cgroups): removed. */
   private async removeLeftovers(): Promise<void> {
     const listed = await command('runc', ['--root', this.root, 'list', '--quiet']).catch(() => '');
     for (const id of listed.split('\n').filter(Boolean)) {
@@ -659,6 +682,14 @@ export class RuncRuntime implements Runtime {
       await this.network.detach(id);
       rmSync(join(replicas, id), { recursive: true, force: true });
     }
+    // No container of this data directory runs now: whatever cgroup of its scope is left, runc no longer knows.
+    await this.removeCgroups(`keel-${this.scope}-`);
+  }
+
+  /** Removes the cgroups whose names start with `prefix`, those runc left or never knew of. */
+  private async removeCgroups(prefix: string): Promise<void> {
+    const left = await removeCgroups(cgroupsNamed(prefix));
+    if (left.length > 0) this.options.onError(new Error(`still in use: ${left.join(', ')}`), 'removing the cgroups of stopped containers');
   }
 
   /** Probes due, readiness without a probe, new log output. */
@@ -806,9 +837,8 @@ export class RuncRuntime implements Runtime {
     if (domain && 'status' in domain) return domain;
     const m = domain ? null : /^\/-workload\/([^/]+)\/([^/]+)\/([^/?]+)(.*)$/.exec(path);
     let suspended: DeploymentRef | undefined;
-    for (const [id, ref] of this.deploymentRefs()) {
+    for (const [id, ref] of this.routed(domain ? [workloadKey(domain)] : [...(m ? [workloadKey({ org: m[1], gvc: m[2], workload: m[3] })] : []), ...(host === undefined ? [] : [`host|${host}`])])) {
       const byPath = m !== null && m[1] === ref.org && m[2] === ref.gvc && m[3] === ref.workload;
-      if (domain ? ref.org !== domain.org || ref.gvc !== domain.gvc || ref.workload !== domain.workload : !byPath && host !== ref.host) continue;
       // Only this deployment's replicas are looked at: a request costs no walk over every replica.
       const replicas = [...(this.deployments.get(id)?.values() ?? [])].filter((r) => !r.want.run);
       const waking = this.waking.get(id);
@@ -838,6 +868,35 @@ export class RuncRuntime implements Runtime {
     }
     if (domain) return { status: 503, message: `domain '${domain.domain}' routes to workload '${domain.workload}' of GVC '${domain.gvc}', which runs no replica here (it does not exist, or is not deployed yet)` };
     return undefined;
+  }
+
+  /** Puts a deployment under the keys a request names it by, or takes it out: as deploymentRefs has it now. */
+  private reindex(id: string): void {
+    for (const key of this.routeKeys.get(id) ?? []) {
+      const ids = this.routes.get(key)!;
+      ids.delete(id);
+      if (ids.size === 0) this.routes.delete(key);
+    }
+    this.routeKeys.delete(id);
+    const ref = this.deployments.get(id)?.values().next().value?.ref ?? this.waking.get(id)?.ref ?? this.suspended.get(id);
+    if (!ref) return;
+    const keys = [`host|${ref.host}`, workloadKey(ref)];
+    for (const key of keys) {
+      const ids = this.routes.get(key) ?? new Map<string, DeploymentRef>();
+      this.routes.set(key, ids.set(id, ref));
+    }
+    this.routeKeys.set(id, keys);
+  }
+
+  /**
+   * The deployments under any of `keys`, as deploymentRefs orders them: those running replicas, then
+   * those that wake on a request, then the suspended ones.
+   */
+  private routed(keys: string[]): Array<[string, DeploymentRef]> {
+    const found = new Map<string, DeploymentRef>();
+    for (const key of keys) for (const [id, ref] of this.routes.get(key) ?? []) found.set(id, ref);
+    const rank = (id: string) => (this.deployments.get(id)?.size ? 0 : this.waking.has(id) ? 1 : 2);
+    return [...found].sort(([a], [b]) => rank(a) - rank(b));
   }
 
   /** Of a deployment's replicas, those traffic may go to: ready, with an address. */
@@ -945,6 +1004,23 @@ function probeState(probe: Probe | undefined): ProbeState | undefined {
 /** Whether runc has started the container's process (its state file says running). */
 function runcStarted(root: string, id: string): boolean {
   return existsSync(join(root, id, 'state.json'));
+}
+
+/** Resolves once runc has started the container's process (it writes the pid file after) or has exited. */
+function startedOrExited(child: ChildProcess, pidFile: string): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      watcher.close();
+      child.off('exit', done);
+      child.off('error', done);
+      resolve();
+    };
+    // runc writes it under a temporary name and renames it: the directory's watcher sees the rename.
+    const watcher = watch(dirname(pidFile), () => existsSync(pidFile) && done());
+    child.once('exit', done);
+    child.once('error', done);
+    if (existsSync(pidFile) || child.exitCode !== null || child.signalCode !== null) done();
+  });
 }
 
 function exitOf(c: Container, timeoutMs: number): Promise<void> {

@@ -40,11 +40,32 @@ forEachBackend('validation as the hosted API does it', (backend) => {
   test('header filters: a pattern Keel cannot match in linear time (a backreference, a lookaround) is refused naming it; a nested quantifier is fine', async () => {
     const filters = (values: string[]) => ({ firewallConfig: { external: { http: { inboundHeaderFilter: [{ key: 'x-team', allowedValues: ['ok', ...values] }] } } } });
     for (const bad of ['(a)\\1', '(?=a)a', '(?<!b)a']) {
-      refusedAt(await k.call('POST', WORKLOADS, workload('filtered', {}, filters([bad]))), 'spec.firewallConfig.external.http.inboundHeaderFilter[0].allowedValues[1]', /linear time/);
+      refusedAt(await k.call('POST', WORKLOADS, workload('filtered', {}, filters([bad]))), 'spec.firewallConfig.external.http.inboundHeaderFilter[0].allowedValues[1]', /lookaround .* or a backreference .* linear time/);
     }
+    refusedAt(await k.call('POST', WORKLOADS, workload('filtered', {}, filters(['team-[0-9']))), 'spec.firewallConfig.external.http.inboundHeaderFilter[0].allowedValues[1]', /^is not a valid regular expression \(Unterminated character class\)$/);
     assert.equal((await k.call('GET', `${WORKLOADS}/filtered`)).status, 404, 'nothing was stored');
     const created = await k.call('POST', WORKLOADS, workload('filtered', {}, filters(['(a+)+', 'team-[0-9]+'])));
     assert.equal(created.status, 201, created.raw);
+  });
+
+  test('terminationGracePeriodSeconds: at most 900, or 3600 with the tag cpln/relaxGracePeriodMax, as hosted', async () => {
+    const grace = (seconds: number) => ({ rolloutOptions: { terminationGracePeriodSeconds: seconds } });
+    refusedAt(await k.call('POST', WORKLOADS, workload('graceful', {}, grace(901))), 'spec.rolloutOptions.terminationGracePeriodSeconds', /at most 900 \(the tag cpln\/relaxGracePeriodMax allows up to 3600\)/);
+    assertError(await k.call('POST', WORKLOADS, workload('graceful', {}, grace(3601), { 'cpln/relaxGracePeriodMax': 'true' })), 400, 'bad_request');
+    assert.equal((await k.call('GET', `${WORKLOADS}/graceful`)).status, 404, 'nothing was stored');
+    assert.equal((await k.call('POST', WORKLOADS, workload('graceful', {}, grace(900)))).status, 201);
+    // The tag's removal takes the relaxed bound with it.
+    assert.equal((await k.call('PATCH', `${WORKLOADS}/graceful`, { tags: { 'cpln/relaxGracePeriodMax': 'true' }, spec: grace(3600) })).status, 200);
+    refusedAt(await k.call('PATCH', `${WORKLOADS}/graceful`, { tags: { 'cpln/relaxGracePeriodMax': null } }), 'spec.rolloutOptions.terminationGracePeriodSeconds', /at most 900/);
+    assert.equal((await k.call('GET', `${WORKLOADS}/graceful`)).body.spec.rolloutOptions.terminationGracePeriodSeconds, 3600);
+  });
+
+  test('lifecycle hooks run a command only: preStop.httpGet is refused, as hosted', async () => {
+    const res = await k.call('POST', WORKLOADS, workload('hooked', { lifecycle: { preStop: { httpGet: { path: '/drain', port: 8080 } } } }));
+    assertError(res, 400, 'bad_request');
+    assert.match(res.body.message, /spec\.containers\[0\]\.lifecycle\.preStop/);
+    assert.equal((await k.call('GET', `${WORKLOADS}/hooked`)).status, 404);
+    assert.equal((await k.call('POST', WORKLOADS, workload('hooked', { lifecycle: { preStop: { exec: { command: ['sleep', '1'] } } } }))).status, 201);
   });
 
   test('CPU and memory: Kubernetes quantities, positive, above the floors, memory at most 8Mi per millicore', async () => {

@@ -451,6 +451,13 @@ describe('the official cpln CLI against Keel', () => {
     const updated = await json(['workload', 'update', 'api', '--set', 'spec.containers.nginx.env.MODE.value=test', '--set', 'spec.defaultOptions.autoscaling.maxScale=3']);
     assert.deepEqual(updated.spec.containers[0].env, [{ name: 'MODE', value: 'test' }]);
     assert.equal(updated.spec.defaultOptions.autoscaling.maxScale, 3);
+    // The CLI names an env entry's field: `env.MODE=…` is refused by the CLI itself, before any request.
+    const bare = await run(['workload', 'update', 'api', '--set', 'spec.containers.nginx.env.MODE=other'], { code: 1 });
+    assert.match(bare.stderr, /Bad updateble path detected: spec\.containers\.<name>\.env\.<name>/);
+    const imaged = await json(['workload', 'update', 'api', '--set', 'spec.containers.nginx.image=nginx:1.28']);
+    assert.deepEqual(imaged.spec.containers.map((c: { name: string; image: string }) => [c.name, c.image]), [['nginx', 'nginx:1.28']]);
+    assert.deepEqual(imaged.spec.containers[0].env, [{ name: 'MODE', value: 'test' }], 'the rest of the container is kept');
+    assert.equal(imaged.version, updated.version + 1);
     assert.match((await json(['workload', 'force-redeployment', 'api'])).items?.[0]?.tags?.['cpln/deployTimestamp'] ?? JSON.stringify(await json(['workload', 'get', 'api'])), /\d{4}-/);
     await run(['workload', 'stop', 'api']);
     assert.equal((await json(['workload', 'get', 'api'])).spec.defaultOptions.suspend, true);
@@ -469,7 +476,7 @@ describe('the official cpln CLI against Keel', () => {
     assert.match(tf, /^resource "cpln_workload" "api" \{\n {2}gvc = "web"\n {2}name = "api"\n/);
     assert.match(tf, /\n {4}containers \{\n {6}name = "nginx"\n/);
     const crd = parseYaml((await run(['workload', 'get', 'api', '-o', 'crd'])).stdout);
-    assert.deepEqual([crd.apiVersion, crd.kind, crd.gvc, crd.org, crd.spec.containers[0].image], ['cpln.io/v1', 'workload', 'web', 'acme', 'nginx:1.27']);
+    assert.deepEqual([crd.apiVersion, crd.kind, crd.gvc, crd.org, crd.spec.containers[0].image], ['cpln.io/v1', 'workload', 'web', 'acme', 'nginx:1.28']);
     await run(['workload', 'delete', 'api-copy']);
 
     // A cron workload: its runs are commands; `cron get` lists them and `cron run` waits for the outcome.

@@ -3,7 +3,7 @@
 // then stops everything and leaves nothing on the host.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -50,7 +50,9 @@ for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with
   const ready = () => waitFor('the deployment to be ready', async () => (await api('GET', `/org/default/gvc/web/workload/hello/deployment/${LOCATION}`)).body?.status, (s) => s?.ready === true, 60_000);
   const page = () => fetch(`http://127.0.0.1:${ingressPort}/-workload/default/web/hello/`).then(async (r) => [r.status, await r.text()]);
 
+  let stray: ChildProcess | undefined;
   after(async () => {
+    if (stray && stray.exitCode === null && stray.signalCode === null) stray.kill('SIGKILL');
     if (child && child.exitCode === null) {
       child.kill('SIGTERM');
       await new Promise((resolve) => child!.once('exit', resolve));
@@ -80,8 +82,19 @@ for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with
     // Nothing stopped them: the replicas (and HAProxy) outlive the process that started them.
     assert.deepEqual(containers().map((c) => c.status), ['running', 'running']);
     assert.equal(haproxies(dataDir).length > 0, proxy === 'haproxy');
+    // What a Keel killed while runc was creating a container leaves: a cgroup of its scope, with a
+    // process in it, that runc does not list.
+    stray = spawn('sleep', ['3600'], { stdio: 'ignore' });
+    const strayCgroups = ['memory', 'pids', 'cpu'].map((c) => `/sys/fs/cgroup/${c}/keel-${scopeOf(dataDir)}-ffffffffffffffff-0`);
+    for (const dir of strayCgroups) {
+      mkdirSync(dir);
+      writeFileSync(join(dir, 'cgroup.procs'), String(stray.pid));
+    }
+    const strayExit = new Promise((resolve) => stray!.once('exit', (code, signal) => resolve(signal)));
 
     await start();
+    assert.equal(await strayExit, 'SIGKILL', "the stray cgroup's process was killed");
+    assert.deepEqual(strayCgroups.filter((dir) => existsSync(dir)), [], 'the stray cgroups are gone');
     // The stored status may still say ready from before: what counts is a replica answering again.
     await waitFor('the page through the ingress again', page, ([status]) => status === 200, 60_000);
     await ready();
@@ -100,8 +113,8 @@ for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with
 
   test('a shutdown right after a delete waits for the deleted replicas to be torn down', async () => {
     await start();
-    await ready();
-    assert.equal(containers().length, 2);
+    // The stored status may still say ready from before the restart: the replicas' containers must run.
+    await waitFor('both replicas running', async () => containers().filter((c) => c.status === 'running').length, (n) => n === 2, 60_000);
     assert.equal((await api('DELETE', '/org/default/gvc/web/workload/hello')).status, 202);
     // The moment the reconciler has let the replicas go, their teardown is under way: stop then.
     await waitFor('the deployment to be gone', async () => (await api('GET', `/org/default/gvc/web/workload/hello/deployment/${LOCATION}`)).status, (s) => s === 404, 30_000);
@@ -110,5 +123,23 @@ for (const proxy of ['keel', 'haproxy'] as const) describe(`kill -9 of Keel with
     assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
     assert.deepEqual(haproxies(dataDir), []);
     assert.deepEqual(readdirSync(join(dataDir, 'runtime', 'replicas')), []);
+  });
+
+  test('a delete and a shutdown while the replicas are still starting leave nothing behind', async () => {
+    await start();
+    const created = await api('POST', '/org/default/gvc/web/workload', {
+      name: 'hello',
+      spec: { type: 'standard', containers: [{ name: 'httpd', image: busyboxImage(work, 'web2', ['/bin/httpd', '-f', '-p', '8080']), ports: [{ number: 8080, protocol: 'http' }] }], defaultOptions: { autoscaling: { minScale: 2 } } },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    // A replica's directory is made once its image is ready: its disk, network and containers come next.
+    const replicas = join(dataDir, 'runtime', 'replicas');
+    await waitFor('a replica starting', async () => readdirSync(replicas).length, (n) => n > 0, 60_000);
+    assert.equal((await api('DELETE', '/org/default/gvc/web/workload/hello')).status, 202);
+    await waitFor('the deployment to be gone', async () => (await api('GET', `/org/default/gvc/web/workload/hello/deployment/${LOCATION}`)).status, (s) => s === 404, 30_000);
+    child!.kill('SIGTERM');
+    await new Promise((resolve) => child!.once('exit', resolve));
+    assert.deepEqual(leftovers(dataDir), NOTHING_LEFT);
+    assert.deepEqual(readdirSync(replicas), []);
   });
 });

@@ -27,9 +27,9 @@ describe('rollouts under runc', { skip: runtimeMissing() }, () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  const apply = async (name: string, spec: Record<string, any>) => {
+  const apply = async (name: string, spec: Record<string, any>, tags: Record<string, string> = {}) => {
     const file = join(work, `${name}.json`);
-    writeFileSync(file, JSON.stringify({ kind: 'workload', name, spec }));
+    writeFileSync(file, JSON.stringify({ kind: 'workload', name, tags, spec }));
     await rk.run(['apply', '--file', file, '--gvc', 'web']);
   };
   const webSpec = (version: string, extra: Record<string, any> = {}) => ({
@@ -138,7 +138,7 @@ describe('rollouts under runc', { skip: runtimeMissing() }, () => {
     assert.ok(took < 15_000, `killed only after ${took} ms`);
   });
 
-  test("as an attacker: a day's grace period holds the host no longer than the operator's bound", async () => {
+  test("as an attacker: an hour's grace period (the most hosted allows) holds the host no longer than the operator's bound", async () => {
     await rk.close();
     rk = await startRuntimeKeel({ settings: { maxTerminationGraceSeconds: 3 } });
     const image = busyboxImage(work, 'squatter', ['/bin/sh', '-c', "trap '' TERM; echo started; while true; do sleep 0.2; done"]);
@@ -146,11 +146,11 @@ describe('rollouts under runc', { skip: runtimeMissing() }, () => {
       type: 'standard',
       containers: [{ name: 'main', image }],
       defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } },
-      rolloutOptions: { terminationGracePeriodSeconds: 86_400 },
-    });
+      rolloutOptions: { terminationGracePeriodSeconds: 3600 },
+    }, { 'cpln/relaxGracePeriodMax': 'true' });
     await waitFor('squatter to be ready', () => rk.deployment('squatter'), (d) => d?.status?.ready === true, 60_000);
     await rk.run(['workload', 'delete', 'squatter']);
-    await waitFor('its container to be gone, after the bound and not a day', async () => {
+    await waitFor('its container to be gone, after the bound and not an hour', async () => {
       try {
         return leftovers(rk.keel.config.dataDir).containers.length;
       } catch {
