@@ -127,6 +127,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       requestIdHeader: false,
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], ...(options.logStream ? { stream: options.logStream } : {}) },
       routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+      // Starting may remove all that a killed Keel left (replicas, mounts, cgroups) before serving,
+      // which takes as long as there is to remove: no fixed 10 s bound fails that start.
+      pluginTimeout: 0,
       ...connectionOptions(config),
       // Fastify's two lines per request are replaced by AccessLog's; a child logger per request
       // costs more than some requests, so requests share the server's logger (their lines name reqId).

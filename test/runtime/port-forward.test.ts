@@ -5,7 +5,7 @@
 // the test's own.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { WebSocket } from 'ws';
 import { FORWARDS_PER_REPLICA, TICKET_IDLE_MS, TICKET_LIFETIME_MS, TICKETS_PER_CALLER, Tickets, type Ticket } from '../../src/server/port-forward.js';
 import { freePort } from '../support/ports.js';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
-import { LOCATION, secondOrg, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, secondOrg, serveOne, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 describe('port-forward tickets', () => {
@@ -133,11 +133,7 @@ describe('cpln port-forward to a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     const echo = '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\nhead -c "$CONTENT_LENGTH"\n';
     const image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'chmod 755 /www/cgi-bin/echo && exec httpd -f -p 8080 -h /www'], { 'www/index.html': 'forwarded\n', 'www/big.bin': big, 'www/cgi-bin/echo': echo });
     rt = await startRuntimeKeel();
-    const file = join(work, 'web.json');
-    writeFileSync(file, JSON.stringify({ kind: 'workload', name: 'web', gvc: 'web', spec: { type: 'standard', containers: [{ name: 'httpd', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } }));
-    await rt.run(['apply', '--file', file]);
-    const ready = await waitFor('the workload to be ready', async () => (await rt.deployment('web'))?.status, (s) => s?.ready === true, 90_000);
-    replica = ready.internal.replicas[0];
+    replica = await serveOne(rt, work, 'web', image);
   });
   after(async () => {
     await rt?.close();

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
-import { LOCATION, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, serveOne, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
@@ -49,11 +49,7 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
     work = mkdtempSync(join(tmpdir(), 'keel-runtime-terminal-'));
     const image = busyboxImage(work, 'web', ['/bin/sh', '-c', 'exec httpd -f -p 8080 -h /www'], { 'www/index.html': 'opened\n' });
     rt = await startRuntimeKeel({ cliReachesIngress: true });
-    const file = join(work, 'web.json');
-    writeFileSync(file, JSON.stringify({ kind: 'workload', name: 'web', gvc: 'web', spec: { type: 'standard', containers: [{ name: 'httpd', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } }], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } }));
-    await rt.run(['apply', '--file', file]);
-    const ready = await waitFor('the workload to be ready', async () => (await rt.deployment('web'))?.status, (s) => s?.ready === true, 90_000);
-    replica = ready.internal.replicas[0];
+    replica = await serveOne(rt, work, 'web', image);
   });
   after(async () => {
     await rt?.close();

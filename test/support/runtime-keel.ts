@@ -3,7 +3,9 @@
 // in LOCATION. Kept apart from runtime.ts, which the bench and the restart suite import without
 // wanting keel.ts (it probes PostgreSQL when loaded).
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
 import { KEEL_ACTOR } from '../../src/audit/events.js';
 import type { Config } from '../../src/config.js';
 import { accountLinkOf, createOrg } from '../../src/resources/orgs.js';
@@ -12,6 +14,7 @@ import { startKeel, type TestKeel } from './keel.js';
 import { freePort } from './ports.js';
 import { runTool } from './registry-tools.js';
 import { testSubnet } from './runtime.js';
+import { waitFor } from './wait.js';
 
 export const LOCATION = 'aws-us-east-2';
 
@@ -115,4 +118,17 @@ export async function secondOrg(rt: RuntimeKeel, name: string, image?: string): 
   const pushed = await runTool('skopeo', ['copy', '--dest-tls-verify=false', '--dest-creds', `${name}:${token}`, `oci:${layout}:${tag}`, `docker://127.0.0.1:${rt.port}/${tag}:v1`]);
   assert.equal(pushed.code, 0, pushed.stderr);
   return { token, image: `//image/${tag}:v1` };
+}
+
+/**
+ * Workload `name` of GVC web: one replica of `image`, an httpd on port 8080 with a TCP readiness
+ * probe, applied through the CLI from a file in `work`. Answers the replica's name once it is ready.
+ */
+export async function serveOne(rt: RuntimeKeel, work: string, name: string, image: string): Promise<string> {
+  const file = join(work, `${name}.json`);
+  const container = { name: 'httpd', image, ports: [{ number: 8080, protocol: 'http' }], readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } };
+  writeFileSync(file, JSON.stringify({ kind: 'workload', name, gvc: 'web', spec: { type: 'standard', containers: [container], defaultOptions: { autoscaling: { minScale: 1, maxScale: 1 } } } }));
+  await rt.run(['apply', '--file', file]);
+  const ready = await waitFor(`${name} to be ready`, async () => (await rt.deployment(name))?.status, (s) => s?.ready === true, 90_000);
+  return ready.internal.replicas[0];
 }
