@@ -280,7 +280,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     app.get('/login/authorize', described('Authorization request of the console (code + PKCE S256; HTML sign-in page)', { client_id: 'keel-console', response_type: 'code', redirect_uri: "Keel's /console", code_challenge: 'S256 challenge', code_challenge_method: 'S256', state: 'Returned as is', org: 'The org to sign in to (default: the only one)' }), async (request, reply) => {
       const query = request.query as Record<string, string>;
       // Opened by hand (a bookmark, a typed address): the console starts a sign-in of its own.
-      if (Object.keys(query).length === 0) return reply.redirect(`${issuerOf(request)}/console/`, 303);
+      if (query.client_id === undefined) return reply.redirect(`${issuerOf(request)}/console/`, 303);
       try {
         const authorize = authorizeRequest(request, query);
         if (upstream) return reply.redirect(await startUpstream(request, { to: 'authorize', request: authorize }), 303);
