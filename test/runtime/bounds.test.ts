@@ -92,8 +92,9 @@ describe('bounds on a replica (KEEL_RUNTIME=runc)', { skip }, () => {
     const markers = inWindow.filter((l) => l.line.startsWith('keel: dropped'));
     const dropped = markers.reduce((sum, l) => sum + Number(/^keel: dropped (\d+) bytes \((\d+) lines\) of output over KEEL_LOG_BYTES_PER_SECOND \(16384 bytes a second\)$/.exec(l.line)?.[1] ?? NaN), 0);
     console.log(`# in ${windowMs} ms: ${stored} bytes stored (${output.length} lines), ${dropped} bytes dropped, ${markers.length} markers`);
-    // The rate over the window, plus a second's burst.
-    assert.ok(stored <= RATE * (windowMs / 1000 + 1), `${stored} bytes stored in ${windowMs} ms at ${RATE} bytes a second`);
+    // The rate over the window, plus a second's burst, plus a tenth of a second's refill: a line is
+    // stamped when it is queued, a little after the refill that let it through.
+    assert.ok(stored <= RATE * (windowMs / 1000 + 1.1), `${stored} bytes stored in ${windowMs} ms at ${RATE} bytes a second`);
     assert.ok(stored >= (RATE * windowMs) / 1000 / 2, `the rate's worth of lines comes in: ${stored}`);
     // One marker a second, each saying how much, with the replica's labels.
     assert.ok(markers.length >= windowMs / 1000 - 2 && markers.length <= windowMs / 1000 + 1, `${markers.length} markers`);
