@@ -35,7 +35,8 @@ describe('domains routed by the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
       await apply({ kind: 'workload', name, gvc: 'web', spec: { type, containers: [container], defaultOptions: { autoscaling: { minScale: scale, maxScale: scale } } } });
     }
     for (const name of ['api', 'site', 'db']) {
-      await waitFor(`${name} to be ready`, async () => (await rt.deployment(name))?.status, (s) => s?.ready === true, 90_000);
+      // Ready once one replica serves: db's routes name its second replica, so every replica must be.
+      await waitFor(`every replica of ${name} to be ready`, async () => (await rt.deployment(name))?.status, (s) => s?.ready === true && s.versions?.[0]?.containers?.[Object.keys(s.versions[0].containers)[0]]?.resources?.replicasReady === (name === 'db' ? 2 : 1), 90_000);
     }
   });
   after(async () => {

@@ -132,6 +132,8 @@ describe('HAProxy in front of the ingress (KEEL_INGRESS_PROXY=haproxy)', { skip 
     await rt.run(['workload', 'replica', 'stop', 'api', '--location', LOCATION, '--replica-name', replicas[0]]);
     await waitFor('the stopped replica to go down', () => rt.deployment('api'), (d) => d.status.ready === false || d.status.versions[0].containers.main.resources.replicasReady < 2, 30_000);
     await waitFor('the replica to be back and ready', () => rt.deployment('api'), (d) => d.status.versions[0].containers.main.resources.replicasReady === 2, 60_000);
+    // A loaded machine may take few requests while it replaces the replica: the load runs on until it has made enough.
+    await waitFor('some traffic', async () => statuses.length, (n) => n > 10, 30_000);
     stop = true;
     await load;
     assert.ok(statuses.length > 10, `${statuses.length} requests were made`);
