@@ -36,7 +36,7 @@ describe('domains routed by the ingress (KEEL_RUNTIME=runc)', { skip }, () => {
     }
     for (const name of ['api', 'site', 'db']) {
       // Ready once one replica serves: db's routes name its second replica, so every replica must be.
-      await waitFor(`every replica of ${name} to be ready`, async () => (await rt.deployment(name))?.status, (s) => s?.ready === true && s.versions?.[0]?.containers?.[Object.keys(s.versions[0].containers)[0]]?.resources?.replicasReady === (name === 'db' ? 2 : 1), 90_000);
+      await waitFor(`every replica of ${name} to be ready`, async () => (await rt.deployment(name))?.status, (s) => s?.ready === true && s.versions?.[0]?.containers?.main?.resources?.replicasReady === (name === 'db' ? 2 : 1), 90_000);
     }
   });
   after(async () => {
