@@ -480,12 +480,13 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
         async (args) => {
           const o = await orgOf(args);
           const path = `/org/${enc(o)}/gvc/${enc(args.name as string)}`;
-          const current = (await call('GET', path)) as { spec?: { staticPlacement?: { locationLinks?: string[] } } };
+          const current = (await call('GET', path)) as { version?: number; spec?: { staticPlacement?: { locationLinks?: string[] } } };
           const linkOf = (l: string) => `/org/${o}/location/${l}`;
           const had = current.spec?.staticPlacement?.locationLinks ?? [];
           const named = new Set((args.locations as string[]).map(linkOf));
           const links = adding ? [...had, ...[...named].filter((l) => !had.includes(l))] : had.filter((l) => !named.has(l) && !named.has(linkOf(l.split('/').pop()!)));
-          return call('PATCH', path, { spec: { staticPlacement: { locationLinks: links } } });
+          // The version read is the PATCH's precondition: a change made in between is a 409, never lost.
+          return call('PATCH', path, { version: current.version, spec: { staticPlacement: { locationLinks: links } } });
         },
       );
     }

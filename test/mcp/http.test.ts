@@ -209,6 +209,14 @@ forEachBackend('MCP over streamable HTTP', (backend: Backend) => {
     assert.deepEqual((await k.call('GET', `/org/acme/gvc/placed-${backend}`)).body.spec.staticPlacement.locationLinks, ['/org/acme/location/aws-us-west-2', '/org/acme/location/aws-eu-central-1']);
     ok(await client.callTool({ name: 'remove_gvc_locations', arguments: { name: `placed-${backend}`, locations: ['aws-us-west-2'] } }));
     assert.deepEqual((await k.call('GET', `/org/acme/gvc/placed-${backend}`)).body.spec.staticPlacement.locationLinks, ['/org/acme/location/aws-eu-central-1']);
+    // Racing calls: each either lands or is refused (409); no change that was answered as made is lost.
+    const racing = ['aws-us-west-2', 'aws-us-east-2', 'aws-us-west-1', 'aws-eu-west-1'];
+    const results = await Promise.all(racing.map((l) => client.callTool({ name: 'add_gvc_locations', arguments: { name: `placed-${backend}`, locations: [l] } })));
+    const landed = racing.filter((_, i) => !results[i].isError);
+    for (const [i, r] of results.entries()) if (r.isError) assert.match(JSON.stringify(r.content), /409|conflict|version/i, racing[i]);
+    assert.ok(landed.length >= 1);
+    const placed = (await k.call('GET', `/org/acme/gvc/placed-${backend}`)).body.spec.staticPlacement.locationLinks as string[];
+    for (const l of landed) assert.ok(placed.includes(`/org/acme/location/${l}`), `${l} was answered as added: ${placed.join(', ')}`);
 
     ok(await client.callTool({ name: 'create_audit_context', arguments: { name: `ctx-${backend}` } }));
     assert.equal((await k.call('GET', `/org/acme/auditctx/ctx-${backend}`)).status, 200);
