@@ -14,7 +14,7 @@ import { WebSocket } from 'ws';
 import { FORWARDS_PER_REPLICA, TICKET_IDLE_MS, TICKET_LIFETIME_MS, TICKETS_PER_CALLER, Tickets, type Ticket } from '../../src/server/port-forward.js';
 import { freePort } from '../support/ports.js';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
-import { LOCATION, secondOrg, serveOne, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, secondOrg, serveOne, serviceAccountWith, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 describe('port-forward tickets', () => {
@@ -62,17 +62,7 @@ describe('cpln port-forward to a replica (KEEL_RUNTIME=runc)', { skip }, () => {
   /** What the replica serves at /big.bin: larger than 1 MB. */
   const big = randomBytes(1536 * 1024).toString('hex');
 
-  /** A service account with a key, given `permissions` on all workloads (and view on GVCs), and a CLI profile of its name. */
-  const account = async (name: string, permissions: string[]) => {
-    assert.equal((await rt.keel.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
-    const key = (await rt.keel.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: name })).body as { key: string; name: string };
-    for (const [kind, perms] of [['workload', permissions], ['gvc', ['view']]] as const) {
-      const policy = await rt.keel.call('POST', '/org/acme/policy', { name: `${name}-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions: perms, principalLinks: [`//serviceaccount/${name}`] }] });
-      assert.equal(policy.status, 201, JSON.stringify(policy.body));
-    }
-    await rt.run(['profile', 'update', name, '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', key.key, '--org', 'acme', '--gvc', 'web']);
-    return key;
-  };
+  const account = (name: string, permissions: string[]) => serviceAccountWith(rt, name, permissions);
 
   /** `cpln port-forward web LOCAL:8080` as `profile`; `listening` resolves once it says it forwards (or it has exited). */
   const forward = async (profile?: string) => {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { busyboxImage, runtimeMissing } from '../support/runtime.js';
-import { LOCATION, serveOne, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
+import { LOCATION, serveOne, serviceAccountWith, startRuntimeKeel, type RuntimeKeel } from '../support/runtime-keel.js';
 import { waitFor } from '../support/wait.js';
 
 const skip = runtimeMissing();
@@ -18,17 +18,7 @@ describe('terminal sessions and workload open through the CLI (KEEL_RUNTIME=runc
   let rt: RuntimeKeel;
   let work: string;
   let replica: string;
-  /** A service account with a key, given `permissions` on all workloads (and view on GVCs), and a CLI profile for it. */
-  const account = async (name: string, permissions: string[]) => {
-    assert.equal((await rt.keel.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
-    const key = (await rt.keel.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: name })).body as { key: string; name: string };
-    for (const [kind, perms] of [['workload', permissions], ['gvc', ['view']]] as const) {
-      const policy = await rt.keel.call('POST', '/org/acme/policy', { name: `${name}-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions: perms, principalLinks: [`//serviceaccount/${name}`] }] });
-      assert.equal(policy.status, 201, JSON.stringify(policy.body));
-    }
-    await rt.run(['profile', 'update', name, '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', key.key, '--org', 'acme', '--gvc', 'web']);
-    return key;
-  };
+  const account = (name: string, permissions: string[]) => serviceAccountWith(rt, name, permissions);
   /** A terminal session opened as the CLI opens one; resolves once the command has printed `ready`. */
   const session = (token: string, command: string[], pod = replica) =>
     new Promise<{ said: () => string; closed: Promise<void>; close: () => void }>((resolve, reject) => {

@@ -132,3 +132,18 @@ export async function serveOne(rt: RuntimeKeel, work: string, name: string, imag
   const ready = await waitFor(`${name} to be ready`, async () => (await rt.deployment(name))?.status, (s) => s?.ready === true, 90_000);
   return ready.internal.replicas[0];
 }
+
+/**
+ * Service account `name` of acme with a key, given `permissions` on all workloads (and view on
+ * GVCs), and a cpln profile of its name (GVC web its default). Answers the key.
+ */
+export async function serviceAccountWith(rt: RuntimeKeel, name: string, permissions: string[]): Promise<{ key: string; name: string }> {
+  assert.equal((await rt.keel.call('POST', '/org/acme/serviceaccount', { name })).status, 201);
+  const key = (await rt.keel.call('POST', `/org/acme/serviceaccount/${name}/-addKey`, { description: name })).body as { key: string; name: string };
+  for (const [kind, perms] of [['workload', permissions], ['gvc', ['view']]] as const) {
+    const policy = await rt.keel.call('POST', '/org/acme/policy', { name: `${name}-${kind}`, targetKind: kind, target: 'all', bindings: [{ permissions: perms, principalLinks: [`//serviceaccount/${name}`] }] });
+    assert.equal(policy.status, 201, JSON.stringify(policy.body));
+  }
+  await rt.run(['profile', 'update', name, '--endpoint', `http://127.0.0.1:${rt.port}`, '--token', key.key, '--org', 'acme', '--gvc', 'web']);
+  return key;
+}
