@@ -214,7 +214,7 @@ export class Faults {
   }
 
   /** The first request rule that matches the request and fires. */
-  forRequest(request: FastifyRequest): ActiveRule | undefined {
+  forRequest(request: Pick<FastifyRequest, 'method' | 'url' | 'principal'>): ActiveRule | undefined {
     if (this.rules.length === 0) return undefined;
     const path = request.url.split('?')[0];
     if (path.startsWith('/-admin/')) return undefined; // the rules can always be changed
@@ -273,17 +273,27 @@ export function installFaults(app: FastifyInstance, faults: Faults): void {
 
 /** Applies a rule; true when it answered (or dropped) the request itself. */
 async function inject(rule: FaultRule, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
-  if (rule.latencyMs) await delay(rule.latencyMs);
-  if (rule.drop) {
+  const outcome = await outcomeOf(rule);
+  if (outcome === 'drop') {
     reply.hijack();
     request.raw.socket?.destroy();
     return true;
   }
-  if (rule.status) {
-    const code = STATUS_CODES[rule.status];
+  if (outcome) {
     if (rule.status === 429 || rule.status === 503) reply.header('retry-after', '1');
-    sendError(reply, request, new ApiError(code, rule.message ?? `injected fault '${rule.name}': ${code.replace('_', ' ')}`, { fault: rule.name }));
+    sendError(reply, request, outcome);
     return true;
   }
   return false;
+}
+
+/** What a rule does to a request once its latency has passed: drops it, refuses it with an error, or lets it run. */
+export async function outcomeOf(rule: FaultRule): Promise<'drop' | ApiError | undefined> {
+  if (rule.latencyMs) await delay(rule.latencyMs);
+  if (rule.drop) return 'drop';
+  if (rule.status) {
+    const code = STATUS_CODES[rule.status];
+    return new ApiError(code, rule.message ?? `injected fault '${rule.name}': ${code.replace('_', ' ')}`, { fault: rule.name });
+  }
+  return undefined;
 }

@@ -44,6 +44,7 @@ import { mountRegistry } from '../registry/routes.js';
 import { closeRegistry, openRegistry } from '../registry/storage.js';
 import { AccessLog } from './access-log.js';
 import { mountMcp } from './mcp.js';
+import { InProcess, pathOrQueryProblem } from './in-process.js';
 
 export interface App {
   core: FastifyInstance;
@@ -120,6 +121,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     if (may instanceof Promise) may.then(decide, done);
     else decide(may);
   };
+  const inProcess = new InProcess(scheduler, config.maxPageSize, faults);
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -141,6 +143,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
         sendError(reply, request, ApiError.badRequest(error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is longer than 256 characters' : 'the path is not valid percent-encoded UTF-8')),
     });
     if (options.onRoute) app.addHook('onRoute', (route) => options.onRoute!(route, api));
+    // The MCP tools' reads run in process, on the routes this server would route them to.
+    if (api === 'core') app.addHook('onRoute', (route) => inProcess.add(route));
     // Declared up front, so every request object has the same shape from its start (a property added
     // per request would make each one grow and change shape on the hot path).
     app.decorateRequest('principal');
@@ -159,12 +163,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installBodyParsing(app);
     installPaging(app, config.maxPageSize);
     // A NUL or an unpaired surrogate in a path segment or query value (`/group/%00`) names nothing; PostgreSQL cannot even compare it (a 500).
+    // `?dryRun=true&dryRun=false` would otherwise be read as whatever a handler makes of an array.
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
     app.addHook('onRequest', (request, reply, done) => {
-      if (holdsUnstorable(request.params) || holdsUnstorable(request.query)) return sendError(reply, request, ApiError.badRequest(`the path and query must not contain ${UNSTORABLE_TEXT}`));
-      // `?dryRun=true&dryRun=false` would otherwise be read as whatever a handler makes of an array.
-      const repeated = repeatedKey(request.query);
-      if (repeated !== undefined) return sendError(reply, request, ApiError.badRequest(`the query parameter ${repeated} is given more than once`, [{ path: repeated, message: 'is given more than once' }]));
+      const refused = pathOrQueryProblem(request.params, request.query);
+      if (refused) return sendError(reply, request, refused);
       done();
     });
     installAdmission(app, config); // also sets request.routeConfig, which the hooks after it read
@@ -247,7 +250,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   }
   mountAdmin(core, { config, store, faults, sandboxes });
   // The Audit API's server is built below; the MCP tools reach it when called.
-  mountMcp(core, () => audit);
+  mountMcp(core, () => audit, inProcess);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => stopForgetting());
   mountClientRoutes(core, resources, store, config, { bearer, auth, failures });
@@ -287,12 +290,6 @@ function installBodyParsing(app: FastifyInstance): void {
     if ((body as string).trim() === '') return done(null, undefined);
     done(new ApiError('unsupported_media_type', 'the request body must be JSON (Content-Type: application/json)'));
   });
-}
-
-/** A query parameter given more than once (parsed as an array), if any. */
-function repeatedKey(query: unknown): string | undefined {
-  if (!query || typeof query !== 'object') return undefined;
-  return Object.keys(query).find((key) => Array.isArray((query as Record<string, unknown>)[key]));
 }
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);

@@ -25,7 +25,12 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, err: Api
   return reply
     .code(err.status)
     .type('application/json')
-    .send({ status: err.status, message: err.message, code: err.code, details: err.details, id: request.id });
+    .send(errorObject(err, request.id));
+}
+
+/** The API's error object for a refusal of the request `id`. */
+export function errorObject(err: ApiError, id: string) {
+  return { status: err.status, message: err.message, code: err.code, details: err.details, id };
 }
 
 /** Every failure leaves as the API's error object; anything unexpected is a logged 500 without internals. */

@@ -1,8 +1,11 @@
 // The MCP server over streamable HTTP at /mcp, on the Core API port. The route signs its caller in as
-// every route does (401 before any MCP exchange without a valid credential); each tool call is then a
-// request injected into this same app with the caller's own credential, so it is authenticated again
-// (a key revoked mid-session is refused at the next call), admitted, authorized and audited as any
-// other request of that caller. Stateless: a POST carries one exchange, nothing is kept between them.
+// every route does (401 before any MCP exchange without a valid credential, so a key revoked
+// mid-session is refused at the next exchange), and is admitted, counted and timed as any request.
+// A tool's reads then run in process as that principal, through the generic routes' own handlers,
+// each waiting for its seat at its route's level (see InProcess); every other call of a tool (its
+// writes, and reads of other routes) is a request injected into this same app with the caller's own
+// credential, authenticated, admitted, authorized and audited as any other request of that caller.
+// Stateless: a POST carries one exchange, nothing is kept between them.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
@@ -14,9 +17,10 @@ import {
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../errors.js';
+import type { InProcess } from './in-process.js';
 import { createMcp, toolsetsIn, TOOLSETS, type Api, type Mcp } from '../mcp/tools.js';
 
-export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance): void {
+export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, inProcess: InProcess): void {
   // Counted against its caller's requests in flight and timed as any request; each tool call is then
   // admitted on its own, and the exchange that carries it holds no seat the call would wait on.
   const options = {
@@ -41,14 +45,15 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance):
     if (!accept.includes('application/json') && !accept.includes('*/*')) {
       return reply.code(406).send(rpcError(ErrorCode.InvalidRequest, 'the client must accept application/json'));
     }
-    const parsed = (Array.isArray(request.body) ? request.body : [request.body]).map((m) => JSONRPCMessageSchema.safeParse(m));
+    // A plain tool call is known by its shape; any other message is checked as the SDK checks it.
+    const parsed = (Array.isArray(request.body) ? request.body : [request.body]).map((m) => (isToolCall(m) ? { success: true, data: m } : JSONRPCMessageSchema.safeParse(m)));
     if (parsed.length === 0 || parsed.some((p) => !p.success)) {
       return reply.code(400).send(rpcError(ErrorCode.ParseError, 'the body is not a JSON-RPC message (or a batch of them)'));
     }
-    const messages = parsed.map((p) => p.data!);
+    const messages = parsed.map((p) => p.data as JSONRPCMessage);
     const setKey = toolsets?.join(',') ?? '';
     const lent = idle.get(setKey)?.pop() ?? (await newLent(toolsets));
-    lent.caller.current = apiOf(app, auditApi(), request);
+    lent.caller.current = apiOf(app, auditApi(), inProcess, request);
     let answers: JSONRPCMessage[];
     try {
       // A tool call is answered by the tool itself, as the SDK's server would answer it; every other
@@ -100,12 +105,24 @@ interface ToolCall {
   params: { name: string; arguments?: Record<string, unknown>; task?: unknown };
 }
 
-/** A tools/call request the tools answer themselves: one naming a tool, asking for no task. */
-function isToolCall(message: JSONRPCMessage): message is ToolCall {
+const TOOL_CALL_KEYS = new Set(['jsonrpc', 'id', 'method', 'params']);
+
+/**
+ * A tools/call request the tools answer themselves: a JSON-RPC request (as the SDK's strict schema
+ * takes it) naming a tool, with arguments or none, asking for no task and carrying no `_meta`.
+ */
+function isToolCall(message: unknown): message is ToolCall {
+  if (!isPlainObject(message)) return false;
   const m = message as Partial<ToolCall>;
-  if (m.method !== 'tools/call' || m.id === undefined || !m.params || typeof m.params.name !== 'string' || m.params.task !== undefined) return false;
-  const args = m.params.arguments;
-  return args === undefined || (typeof args === 'object' && args !== null && !Array.isArray(args));
+  if (m.jsonrpc !== '2.0' || m.method !== 'tools/call' || !(typeof m.id === 'string' || Number.isInteger(m.id))) return false;
+  if (Object.keys(m).some((key) => !TOOL_CALL_KEYS.has(key))) return false;
+  const params = m.params as Record<string, unknown> | undefined;
+  if (!isPlainObject(params) || typeof params.name !== 'string' || params.task !== undefined || params._meta !== undefined) return false;
+  return params.arguments === undefined || isPlainObject(params.arguments);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 async function callAnswer(mcp: Mcp, call: ToolCall): Promise<JSONRPCMessage> {
@@ -161,10 +178,14 @@ function rpcError(code: number, message: string) {
   return { jsonrpc: '2.0', error: { code, message }, id: null };
 }
 
-function apiOf(core: FastifyInstance, audit: FastifyInstance, request: FastifyRequest): Api {
+function apiOf(core: FastifyInstance, audit: FastifyInstance, inProcess: InProcess, request: FastifyRequest): Api {
   const authorization = request.headers.authorization!;
   return {
     async request(method, url, body) {
+      if (method === 'GET' && !url.startsWith('/audit/')) {
+        const read = await inProcess.get(request, url);
+        if (read) return read;
+      }
       // The Audit API's paths (`/audit/…`) are served by its own server, as over its own port.
       const res = await (url.startsWith('/audit/') ? audit : core).inject({
         method,

@@ -25,7 +25,9 @@ type QueryString = Record<string, string | undefined>;
  * methods named in `levels` are lists and queries (`lists`) or history and event log reads
  * (`longReads`): they wait and run in that level of the scheduler (see fairness.ts). The methods
  * named in `permissions` are writes whose caller must be able to hold one of those permissions: one
- * that cannot is refused before its body is read (see the admission hooks in app.ts).
+ * that cannot is refused before its body is read (see the admission hooks in app.ts). With
+ * `inProcess`, the GET handler may also be called in process (see InProcess): it must read nothing of
+ * the request but its principal, params, query, URL and the server's page size.
  */
 export function mount(
   app: FastifyInstance,
@@ -33,11 +35,13 @@ export function mount(
   handlers: Partial<Record<HTTPMethods, Handler>>,
   levels: Partial<Record<HTTPMethods, HeavyLevel>> = {},
   permissions: Partial<Record<HTTPMethods, BodyPermission>> = {},
+  inProcess = false,
 ): void {
   for (const [method, handler] of Object.entries(handlers)) {
     const level = levels[method as HTTPMethods];
     const bodyPermission = permissions[method as HTTPMethods];
-    app.route({ method: method as HTTPMethods, url, handler: handler!, config: { ...(level ? { level } : {}), ...(bodyPermission ? { bodyPermission } : {}) } });
+    const config = { ...(level ? { level } : {}), ...(bodyPermission ? { bodyPermission } : {}), ...(inProcess && method === 'GET' ? { inProcess } : {}) };
+    app.route({ method: method as HTTPMethods, url, handler: handler!, config });
   }
   const others = ALL_METHODS.filter((m) => !(m in handlers));
   if (others.length === 0) return;
@@ -51,6 +55,11 @@ export function mount(
   });
 }
 
+/** The generic kinds' routes: their GETs run in process too. */
+function generic(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>, levels: Partial<Record<HTTPMethods, HeavyLevel>> = {}, permissions: Partial<Record<HTTPMethods, BodyPermission>> = {}): void {
+  mount(app, url, handlers, levels, permissions, true);
+}
+
 /** Every kind's routes, derived from the registry: one generic handler per operation. */
 // Lists, queries and item reads name the chain position they reflect (Keel-Seq, see withPosition).
 export function mountRoutes(app: FastifyInstance, resources: Resources): void {
@@ -61,7 +70,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
     const item = `${collection}/:${nameParam}`;
     const nameOf = (request: FastifyRequest) => (request.params as Params)[nameParam];
 
-    mount(app, collection, {
+    generic(app, collection, {
       GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply),
       POST: async (request, reply) => {
         const created = await resources.create(request.principal, def, placeOf(def, request), request.body, writeOptions(request));
@@ -73,7 +82,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         return sendResource(reply, result.resource);
       },
     }, { GET: 'lists' }, { POST: { def, permissions: ['create'] }, PUT: { def, permissions: ['create', 'edit'] } });
-    mount(app, item, {
+    generic(app, item, {
       GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
       PUT: async (request, reply) => {
@@ -86,9 +95,9 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
         return reply.code(202).type('application/json').send();
       },
     }, {}, { PATCH: { def, permissions: ['edit'], item: nameParam }, PUT: { def, permissions: ['create', 'edit'], item: nameParam } });
-    mount(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
-    mount(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
-    if (def.scope === 'gvc') mount(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) }, { GET: 'lists' });
+    generic(app, `${item}/-eventlog`, { GET: (request) => eventlog(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
+    generic(app, `${item}/-history`, { GET: (request) => history(resources, def, placeOf(def, request), nameOf(request), request) }, { GET: 'longReads' });
+    if (def.scope === 'gvc') generic(app, `/org/:org/${def.kind}`, { GET: (request, reply) => list(resources, def, placeOf(def, request), request, reply) }, { GET: 'lists' });
     mountKindWide(app, resources, def);
   }
   mountOrgs(app, resources);
@@ -103,7 +112,7 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
   const base = def.kind === 'org' ? '/org' : `/org/:org/${def.kind}`;
   if (def.kind === 'org') {
     // Orgs are not inside an org: the query runs over the orgs the caller may view (and has no one org's position).
-    mount(app, '/org/-query', {
+    generic(app, '/org/-query', {
       POST: async (request) => {
         const query = parseQuery(emptyToUndefined(request.body), def);
         const items = (await resources.listOrgs(request.principal)).filter((o) => matchesQuery(query, o));
@@ -113,7 +122,7 @@ function mountKindWide(app: FastifyInstance, resources: Resources, def: KindDef)
     }, { POST: 'lists' });
   } else mountQuery(app, resources, def, `${base}/-query`, (request) => ({ org: orgOf(request) }));
   if (def.scope === 'gvc') mountQuery(app, resources, def, `/org/:org/gvc/:gvc/${def.kind}/-query`, (request) => placeOf(def, request));
-  mount(app, `${base}/-schema/permissions`, {
+  generic(app, `${base}/-schema/permissions`, {
     GET: async (request) => permissionSchema(def, def.kind === 'org' ? '/org/-schema/permissions' : `/org/${orgOf(request)}/${def.kind}/-schema/permissions`),
   });
 }
@@ -125,7 +134,7 @@ export function permissionSchema(def: KindDef, self: string) {
 
 /** POST runs a query; GET follows a page's `next` link. */
 function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, url: string, placeFor: (request: FastifyRequest) => Place): void {
-  mount(app, url, {
+  generic(app, url, {
     POST: async (request, reply) => {
       const place = placeFor(request);
       const query = parseQuery(emptyToUndefined(request.body), def);
@@ -142,19 +151,19 @@ function mountQuery(app: FastifyInstance, resources: Resources, def: KindDef, ur
 
 function mountOrgs(app: FastifyInstance, resources: Resources): void {
   const org = findKind('org')!;
-  mount(app, '/org', {
+  generic(app, '/org', {
     GET: async (request) => ({ kind: 'list', itemKind: 'org', items: await resources.listOrgs(request.principal), links: [{ rel: 'self', href: '/org' }] }),
     POST: async (request, reply) => {
       const created = await resources.createOrg(request.principal, request.body);
       return reply.code(201).header('location', selfOf(created)).send(created);
     },
   }, { GET: 'lists' });
-  mount(app, '/org/:org', {
+  generic(app, '/org/:org', {
     GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   }, {}, { PATCH: { def: org, permissions: ['edit'], item: 'org' } });
   // A query over one org (the CLI's map names it): the org itself when it matches and the caller may view it.
-  mount(app, '/org/:org/-query', {
+  generic(app, '/org/:org/-query', {
     POST: async (request) => {
       const name = orgOf(request);
       const query = parseQuery(emptyToUndefined(request.body), org);
@@ -164,8 +173,8 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
       return { kind: 'queryresult', itemKind: 'org', items: matchesQuery(query, item) ? [item] : [], links: [{ rel: 'self', href: self }], query: { kind: 'org', spec: { match: 'all', terms: [], ...((sent.spec ?? {}) as object) } } };
     },
   });
-  mount(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) }, { GET: 'longReads' });
-  mount(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) }, { GET: 'longReads' });
+  generic(app, '/org/:org/-eventlog', { GET: (request) => eventlog(resources, org, { org: orgOf(request) }, orgOf(request), request) }, { GET: 'longReads' });
+  generic(app, '/org/:org/-history', { GET: (request) => history(resources, org, { org: orgOf(request) }, orgOf(request), request) }, { GET: 'longReads' });
   mountKindWide(app, resources, org);
 }
 
@@ -173,10 +182,10 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
 function mountActions(app: FastifyInstance, resources: Resources): void {
   const serviceaccount = findKind('serviceaccount')!;
   const secret = findKind('secret')!;
-  mount(app, '/org/:org/serviceaccount/:name/-addKey', {
+  generic(app, '/org/:org/serviceaccount/:name/-addKey', {
     POST: (request) => resources.addKey(request.principal, serviceaccount, { org: orgOf(request) }, (request.params as Params).name, request.body),
   }, {}, { POST: { def: serviceaccount, permissions: ['addKey'], item: 'name' } });
-  mount(app, '/org/:org/secret/:name/-reveal', {
+  generic(app, '/org/:org/secret/:name/-reveal', {
     GET: (request) => resources.get(request.principal, secret, { org: orgOf(request) }, (request.params as Params).name, { reveal: true }),
   });
 }

@@ -307,3 +307,67 @@ forEachBackend('MCP over streamable HTTP: a flood of calls from one key', (backe
     await client.close();
   });
 });
+
+forEachBackend('MCP over streamable HTTP: a tool\'s reads, run in process as the caller', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { faults: true });
+    base = await k.listen();
+    assert.equal((await k.call('POST', '/org/acme/gvc', { name: 'seen' })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/secret', { name: 'hidden', type: 'opaque', data: { payload: 'x', encoding: 'plain' } })).status, 201);
+  });
+  after(async () => k.close());
+  const textOf = (res: Awaited<ReturnType<Client['callTool']>>) => (res.content as Array<{ text: string }>)[0].text;
+
+  test('each answer is the REST call\'s: the item, a list as the key may see it, and every refusal\'s message and code', async () => {
+    const nobody = await keyIn(k, `nobody-${backend}`);
+    const viewer = await keyIn(k, `reader-${backend}`, 'viewers');
+    const cases: Array<{ key: string; tool: string; args: Record<string, unknown>; path: string }> = [
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'seen' }, path: '/org/acme/gvc/seen' },
+      { key: viewer, tool: 'list_resources', args: { kind: 'secret' }, path: '/org/acme/secret' },
+      { key: nobody, tool: 'list_resources', args: { kind: 'secret' }, path: '/org/acme/secret' },
+      { key: nobody, tool: 'get_resource', args: { kind: 'secret', name: 'hidden' }, path: '/org/acme/secret/hidden' },
+      { key: viewer, tool: 'keel_reveal_secret', args: { name: 'hidden' }, path: '/org/acme/secret/hidden/-reveal' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'absent' }, path: '/org/acme/gvc/absent' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'seen', org: 'elsewhere' }, path: '/org/elsewhere/gvc/seen' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'workload', name: 'w', gvc: 'absent' }, path: '/org/acme/gvc/absent/workload/w' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'é'.repeat(200) }, path: `/org/acme/gvc/${encodeURIComponent('é'.repeat(200))}` },
+    ];
+    for (const { key, tool, args, path } of cases) {
+      const client = await connect(base, key);
+      const res = await client.callTool({ name: tool, arguments: args });
+      await client.close();
+      const rest = await k.call('GET', path, undefined, { token: key });
+      const label = `${tool} ${JSON.stringify(args)}: ${JSON.stringify(res)} against ${rest.status} ${rest.raw}`;
+      if (rest.status >= 400) {
+        assert.equal(res.isError, true, label);
+        assert.equal(textOf(res), rest.body.message, label);
+        const { id: _id, ...refusal } = rest.body;
+        assert.deepEqual({ ...(res.structuredContent as object), id: undefined }, { message: rest.body.message, ...refusal, id: undefined }, label);
+      } else {
+        assert.equal(res.isError, undefined, label);
+        assert.deepEqual(res.structuredContent, rest.body, label);
+      }
+    }
+  });
+
+  test('fault rules apply to them as to the REST call: a refusal carries the rule\'s error, a dropped request fails the call, and nothing else is touched', async () => {
+    const client = await connect(base, k.token);
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'gvc-down', method: 'GET', path: '/org/acme/gvc/seen', status: 503 }] })).status, 200);
+    const rest = await k.call('GET', '/org/acme/gvc/seen');
+    assert.equal(rest.status, 503);
+    const refused = await client.callTool({ name: 'get_resource', arguments: { kind: 'gvc', name: 'seen' } });
+    assert.equal(refused.isError, true);
+    assert.equal(textOf(refused), rest.body.message);
+    assert.deepEqual((refused.structuredContent as { details: unknown }).details, { fault: 'gvc-down' });
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'gvc-gone', method: 'GET', kind: 'gvc', operation: 'get', drop: true }] })).status, 200);
+    const dropped = await client.callTool({ name: 'get_resource', arguments: { kind: 'gvc', name: 'seen' } });
+    assert.equal(dropped.isError, true);
+    assert.match(textOf(dropped), /dropped \(fault rule 'gvc-gone'\)/);
+    assert.equal((await client.callTool({ name: 'list_resources', arguments: { kind: 'gvc' } })).isError, undefined);
+    assert.equal((await k.call('PUT', '/-admin/faults', { rules: [] })).status, 200);
+    assert.equal((await client.callTool({ name: 'get_resource', arguments: { kind: 'gvc', name: 'seen' } })).isError, undefined);
+    await client.close();
+  });
+});
