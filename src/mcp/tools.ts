@@ -1,8 +1,9 @@
 // The MCP server: tools named as the hosted Control Plane MCP server names them where one maps onto
 // Keel, plus Keel's own (reset, snapshots, faults, an explained 403). Every tool is a call of Keel's
-// REST API made through `Api`, as the session's caller: over HTTP an inject into the same app with
-// the caller's credential, over stdio a request to the endpoint with the caller's token. No tool
-// reaches the store itself, so the one request pipeline authorizes, admits and audits each call.
+// REST API made through `Api`, as the session's caller: over HTTP a read run in process by its GET
+// route's own handler or a write injected into the same app (see server/mcp.ts), over stdio a request
+// to the endpoint with the caller's token. No tool reaches the store itself, so the routes authorize
+// and audit each call as they would the REST call.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { getParseErrorMessage } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import { ErrorCode, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
