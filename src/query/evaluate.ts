@@ -15,8 +15,8 @@ function matchesTerm(query: Query, term: Term, item: Record<string, unknown>, pl
   if ('tag' in term) {
     const tags = isObject(item.tags) ? item.tags : {};
     const values = term.tag === '*' ? Object.values(tags) : Object.hasOwn(tags, term.tag) ? [tags[term.tag]] : [];
-    // resource_tags stores String(value); compare what it stores.
-    return someMatches(values.map(String), term, matchesText);
+    // resource_tags stores String(value) of each tag with a value (rows.ts tagRows); compare what it stores.
+    return someMatches(values.filter(present).map(String), term, matchesText);
   }
   if ('rel' in term) {
     if (term.rel === 'gvc') return someMatches(place.gvc ? [place.gvc] : [], term, matchesText);
