@@ -5,6 +5,7 @@ import { decodeCursor } from './cursor.js';
 import { matchesQuery } from './evaluate.js';
 import { comparePositions, positionOf, type Position } from './sort.js';
 import { sortOf, type Query } from './types.js';
+import { compareStrings } from './values.js';
 
 /**
  * The columns (paths.ts COLUMNS) that stored data leaves out. A term or sort on one reads the
@@ -34,22 +35,46 @@ export function selects(query: Query): (item: StoredItem) => boolean {
   return (item) => matchesQuery(rows, fieldsOf(item), { gvc: item.gvc || undefined });
 }
 
+/** Items in (name, gvc) order, kept per list: a store passes the same list while the scope is unchanged. */
+function byPlace(items: readonly StoredItem[]): readonly StoredItem[] {
+  let sorted = placed.get(items);
+  if (sorted === undefined) {
+    sorted = [...items].sort((a, b) => compareStrings(a.name, b.name) || compareStrings(a.gvc, b.gvc));
+    placed.set(items, sorted);
+  }
+  return sorted;
+}
+const placed = new WeakMap<readonly StoredItem[], readonly StoredItem[]>();
+
 /**
  * The page the compiled query returns from `items` (every item of the listed scope): those it and
  * `also` select, after the cursor `after`, in its order, at most `limit`.
  */
-export function pageInMemory(query: Query, items: Iterable<StoredItem>, options: { after?: string; limit: number; also?: (item: StoredItem) => boolean }): StoredItem[] {
-  const byName = sortOf(query).by === 'name';
+export function pageInMemory(query: Query, items: readonly StoredItem[], options: { after?: string; limit: number; also?: (item: StoredItem) => boolean }): StoredItem[] {
+  const { by, order } = sortOf(query);
   let from: Position | undefined;
   if (options.after !== undefined) {
     from = decodeCursor(query, options.after);
     // Sorted by name, SQL continues after (name, gvc) whatever key the cursor carries.
-    if (byName) from = { ...from, key: { rank: 3, num: null, str: from.name } };
+    if (by === 'name') from = { ...from, key: { rank: 3, num: null, str: from.name } };
   }
   const matches = selects(query);
+  const wanted = (item: StoredItem) => matches(item) && (!options.also || options.also(item));
+  if (by === 'name') {
+    // The order is (name, gvc): walk the items in it and stop at the page's end.
+    const sorted = byPlace(items);
+    const page: StoredItem[] = [];
+    const step = order === 'desc' ? -1 : 1;
+    for (let i = step > 0 ? 0 : sorted.length - 1; i >= 0 && i < sorted.length && page.length < options.limit; i += step) {
+      const item = sorted[i];
+      if (from && step * (compareStrings(item.name, from.name) || compareStrings(item.gvc, from.gvc)) <= 0) continue;
+      if (wanted(item)) page.push(item);
+    }
+    return page;
+  }
   const picked: Array<{ item: StoredItem; at: Position }> = [];
   for (const item of items) {
-    if (!matches(item) || (options.also && !options.also(item))) continue;
+    if (!wanted(item)) continue;
     const at = positionOf(query, fieldsOf(item), { gvc: item.gvc });
     if (from && comparePositions(query, at, from) <= 0) continue;
     picked.push({ item, at });

@@ -102,7 +102,7 @@ interface Scope {
 
 /** A scope's items as one statement read them, and the org's chain position then (undefined: not exact). */
 interface ScopeRead {
-  items: Iterable<StoredItem>;
+  items: readonly StoredItem[];
   seq: number | undefined;
 }
 
