@@ -1,5 +1,6 @@
 import type { KindDef } from '../kinds/types.js';
 import type { SqlParams } from '../store/sql.js';
+import type { StoredItem } from '../store/types.js';
 import type { Principal } from './principal.js';
 
 /** What a permission check is about: a kind in an org, and the item when there is one. */
@@ -14,10 +15,14 @@ export interface Target {
 }
 
 /**
- * Restricts a list to what the caller may view: a WHERE fragment over `resources r` and, when
- * `mayDrive`, perhaps a join that drives the scan (see CompileOptions.drive); or null for everything.
+ * Restricts a list to what the caller may view, or null for everything: `sql` gives a WHERE fragment
+ * over `resources r` and, when `mayDrive`, perhaps a join that drives the scan (see
+ * CompileOptions.drive); `matches` decides the same over a stored item, for lists answered from memory.
  */
-export type ViewFilter = ((params: SqlParams, mayDrive: boolean) => { where: string; join?: string }) | null;
+export type ViewFilter = {
+  sql: (params: SqlParams, mayDrive: boolean) => { where: string; join?: string };
+  matches: (item: StoredItem) => boolean;
+} | null;
 
 /** How much of a kind a principal may view: every item, or at most the linked ones and those a query matches. */
 export interface ViewScope {

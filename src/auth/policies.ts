@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { grants } from '../kinds/derive.js';
 import type { KindDef } from '../kinds/types.js';
-import { compileQuery, matchesQuery, parseQuery, type Query } from '../query/index.js';
+import { compileQuery, matchesQuery, parseQuery, selects, type Query } from '../query/index.js';
 import { parseLink, selfLink } from '../resources/links.js';
 import type { SqlParams } from '../store/sql.js';
 import type { Store, StoredItem } from '../store/types.js';
@@ -192,7 +192,7 @@ export class PolicyAuthorizer implements Authorizer {
     if (granting.some((p) => p.all)) return null;
     // A single targetQuery, and nothing else, may drive the scan.
     const only = granting.length === 1 && granting[0].targetLinks.size === 0 ? granting[0].targetQuery : undefined;
-    return (params: SqlParams, mayDrive: boolean) => {
+    const sql = (params: SqlParams, mayDrive: boolean) => {
       if (only && mayDrive) {
         const { where, join } = compileQuery(only, params, { org, drive: true });
         return { where, join };
@@ -213,6 +213,17 @@ export class PolicyAuthorizer implements Authorizer {
       }
       return { where: clauses.length ? clauses.join(' OR ') : '1 = 0' };
     };
+    // As `sql` decides: by (gvc, name) for the links of this kind in this org, or by a targetQuery.
+    const named = new Set<string>();
+    for (const policy of granting) {
+      for (const link of policy.targetLinks) {
+        const t = parseLink(link);
+        if (t && t.kind === def.kind && t.org === org) named.add(`${t.gvc ?? ''}\u0000${t.name}`);
+      }
+    }
+    const queries = granting.flatMap((policy) => (policy.targetQuery ? [selects(policy.targetQuery)] : []));
+    const matches = (item: StoredItem) => named.has(`${item.gvc}\u0000${item.name}`) || queries.some((q) => q(item));
+    return { sql, matches };
   }
 
   async viewScope(principal: Principal, org: string): Promise<Map<string, ViewScope>> {

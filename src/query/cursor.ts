@@ -1,6 +1,7 @@
 // Keyset cursors: the position of the last item on a page, bound to the sort it was taken under.
 import { ApiError } from '../errors.js';
 import { holdsUnstorable } from '../storable.js';
+import { COLUMNS } from './paths.js';
 import { positionOf, type Position, type SortKey } from './sort.js';
 import { sortOf, type Query, type QueryPlace } from './types.js';
 
@@ -26,6 +27,9 @@ export function decodeCursor(query: Query, cursor: string): Position {
   if (typeof name !== 'string' || typeof gvc !== 'string') throw invalidCursor();
   const key = { rank, num, str };
   if (!validKey(key)) throw invalidCursor();
+  // Sorted by a column other than name (which orders by name alone), the key is of the column's type.
+  const column = COLUMNS.get(sort.by);
+  if (column && sort.by !== 'name' && key.rank !== (column.type === 'number' ? 2 : 3)) throw invalidCursor();
   return { key, name, gvc };
 }
 

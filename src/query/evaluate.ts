@@ -15,8 +15,8 @@ function matchesTerm(query: Query, term: Term, item: Record<string, unknown>, pl
   if ('tag' in term) {
     const tags = isObject(item.tags) ? item.tags : {};
     const values = term.tag === '*' ? Object.values(tags) : Object.hasOwn(tags, term.tag) ? [tags[term.tag]] : [];
-    // resource_tags stores String(value); compare what it stores.
-    return someMatches(values.map(String), term, matchesText);
+    // resource_tags stores String(value) of each tag with a value (rows.ts tagRows); compare what it stores.
+    return someMatches(values.filter(present).map(String), term, matchesText);
   }
   if ('rel' in term) {
     if (term.rel === 'gvc') return someMatches(place.gvc ? [place.gvc] : [], term, matchesText);
@@ -39,9 +39,20 @@ function present(v: unknown): boolean {
 function someMatches<T>(values: T[], term: Term, test: (v: T, op: Op, o: Operand) => boolean): boolean {
   if (term.op === '!exists') return values.length === 0;
   if (term.op === 'exists') return values.length > 0;
-  const operand = operandOf(term.value);
+  const operand = operandOfTerm(term);
   return values.some((v) => test(v, term.op, operand));
 }
+
+/** A term's operand, worked out once per term (lists decide a term for every item of a scope). */
+function operandOfTerm(term: Term): Operand {
+  let operand = operands.get(term);
+  if (operand === undefined) {
+    operand = operandOf(term.value);
+    operands.set(term, operand);
+  }
+  return operand;
+}
+const operands = new WeakMap<Term, Operand>();
 
 /** Tags and rels: strings; ordering ops compare numerically when both sides are numeric strings. */
 export function matchesText(stored: string, op: Op, o: Operand): boolean {

@@ -7,7 +7,7 @@ import { findKind } from '../kinds/index.js';
 import type { JsonSchema } from '../kinds/schema.js';
 import type { HookContext, KindDef, Place, Reference, Resource } from '../kinds/types.js';
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
-import { compileQuery, cursorOf, parseQuery, type Query } from '../query/index.js';
+import { compileQuery, cursorOf, pageInMemory, parseQuery, type Query } from '../query/index.js';
 import type { AtPosition, AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
 import { parseLink, resolveLink, resolveLinksIn, selfLink } from './links.js';
 import { present, presented } from './present.js';
@@ -115,17 +115,19 @@ export class Resources {
       build: (params) => {
         const compiled = compileQuery(query, params, { org: place.org, after: page.after, drive: true });
         // One join at most: the view filter may drive only when the query does not.
-        const filter = view?.(params, !compiled.join);
+        const filter = view?.sql(params, !compiled.join);
         const where = filter ? `(${compiled.where}) AND (${filter.where})` : compiled.where;
         return { where, orderBy: compiled.orderBy, join: compiled.join ?? filter?.join };
       },
+      memory: (items, limit) => pageInMemory(query, items, { after: page.after, limit, also: view?.matches }),
     });
     const more = rows.length > page.limit;
     const items = more ? rows.slice(0, page.limit) : rows;
     const last = items[items.length - 1];
     return {
-      items: items.map((row) => present(def, row)),
-      next: more && last ? cursorOf(query, present(def, last), { gvc: last.gvc || undefined }) : undefined,
+      // Presented once per stored state: items answered from the read cache are shared between lists.
+      items: items.map((row) => presented(def, row)),
+      next: more && last ? cursorOf(query, presented(def, last), { gvc: last.gvc || undefined }) : undefined,
       query,
       seq,
     };

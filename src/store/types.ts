@@ -29,6 +29,13 @@ export interface ListRequest {
    */
   build(params: SqlParams): { where: string; orderBy: string; join?: string };
   limit: number;
+  /**
+   * The same list decided in memory: from every item of the scope (org, kind, gvc) at one position,
+   * the items build()'s statement would return, in its order, at most `limit`. A store holding the
+   * scope may answer with it instead of running the statement (the PostgreSQL read cache); it passes
+   * the same array while the scope is unchanged, so what is derived from it can be kept.
+   */
+  memory?: (items: readonly StoredItem[], limit: number) => StoredItem[];
   /** Stop the statement once it has run this long and throw overBudget() (a caller's query must not hold the database or, on SQLite, the event loop). */
   budgetMs?: number;
 }

@@ -139,6 +139,183 @@ forEachBackend('GETs through two processes see every acknowledged write', (backe
   });
 }, ['postgres']);
 
+forEachBackend('lists and queries through two processes see every acknowledged write, exactly as the database answers them', () => {
+  let k: TestKeel;
+  let second: { app: App; store: Store };
+  /** A third process with the read cache off: every list it answers is the SQL path's. */
+  let plain: { app: App; store: Store };
+  let viewer: string;
+  const as = (token: string) => async (app: App, method: string, url: string, body?: unknown): Promise<Answer> => {
+    const res = await app.core.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.statusCode, body: res.body ? JSON.parse(res.body) : undefined, seq: res.headers['keel-seq'] as string | undefined };
+  };
+  let admin: ReturnType<typeof as>;
+  const made = async (res: Promise<Answer>, status = 201) => {
+    const r = await res;
+    assert.equal(r.status, status, JSON.stringify(r.body));
+    return r.body;
+  };
+  /** Every page of a list or query, following its next links: each page's status, items, links and position. */
+  const pages = async (call: ReturnType<typeof as>, app: App, method: string, url: string, body?: unknown) => {
+    const out: Array<{ status: number; body: unknown; seq?: string }> = [];
+    let next: string | undefined = url;
+    let first = true;
+    while (next !== undefined) {
+      assert.ok(out.length < 60, 'pagination does not advance');
+      const res: Answer = await call(app, first ? method : 'GET', next, first ? body : undefined);
+      first = false;
+      out.push({ status: res.status, body: res.body, seq: res.seq });
+      next = res.status === 200 ? res.body.links.find((l: { rel: string }) => l.rel === 'next')?.href : undefined;
+    }
+    return out;
+  };
+  const names = (res: Answer) => res.body.items.map((i: { name: string }) => i.name);
+
+  before(async () => {
+    k = await startKeel('postgres');
+    admin = as(k.token);
+    // The restricted caller and its policies come first: no process has yet loaded the org's access.
+    await made(admin(k.app, 'POST', '/org/acme/serviceaccount', { name: 'viewer' }));
+    viewer = (await made(admin(k.app, 'POST', '/org/acme/serviceaccount/viewer/-addKey', { description: 'v' }), 200)).key;
+    const bind = [{ permissions: ['view'], principalLinks: ['//serviceaccount/viewer'] }];
+    await made(admin(k.app, 'POST', '/org/acme/policy', { name: 'v-named', targetKind: 'group', targetLinks: ['//group/n1', '//group/n4', '//group/n9', '//group/absent'], bindings: bind }));
+    await made(admin(k.app, 'POST', '/org/acme/policy', { name: 'v-blue', targetKind: 'group', targetQuery: { spec: { match: 'all', terms: [{ op: '=', tag: 'team', value: 'blue' }] } }, bindings: bind }));
+    await made(admin(k.app, 'POST', '/org/acme/policy', { name: 'v-ident', targetKind: 'identity', targetLinks: ['//gvc/g1/identity/n2'], targetQuery: { spec: { match: 'any', terms: [{ op: '>', tag: 'n', value: '5' }, { op: '~', property: 'description', value: 'x' }] } }, bindings: bind }));
+    await made(admin(k.app, 'POST', '/org/acme/policy', { name: 'v-gvc', targetKind: 'gvc', target: 'all', bindings: bind }));
+    for (const gvc of ['g1', 'g2']) await made(admin(k.app, 'POST', '/org/acme/gvc', { name: gvc }));
+    second = await k.reopen();
+    plain = await k.reopen({ readCacheMb: 0 });
+  });
+  after(() => k.close());
+
+  test('a create, a tag change and a delete through one process are seen at once by lists and queries through the other, answered from its cache', async () => {
+    const byTeam = (team: string) => ({ spec: { terms: [{ op: '=', tag: 'team', value: team }] } });
+    assert.ok(!names(await admin(second.app, 'GET', '/org/acme/group?limit=100')).includes('ryw'));
+    assert.deepEqual(names(await admin(second.app, 'POST', '/org/acme/group/-query', byTeam('red'))), []);
+    await made(admin(k.app, 'POST', '/org/acme/group', { name: 'ryw', tags: { team: 'red' } }));
+    const listed = await admin(second.app, 'GET', '/org/acme/group?limit=100');
+    assert.ok(names(listed).includes('ryw'), 'a create is listed at once');
+    const events = await k.store.audit({ org: 'acme', resourceName: 'ryw', limit: 100 });
+    assert.ok(Number(listed.seq) >= events[events.length - 1].seq!, `Keel-Seq ${listed.seq} is before the create's event`);
+    assert.deepEqual(names(await admin(second.app, 'POST', '/org/acme/group/-query', byTeam('red'))), ['ryw']);
+    await made(admin(k.app, 'PATCH', '/org/acme/group/ryw', { tags: { team: 'blue' } }), 200);
+    assert.deepEqual(names(await admin(second.app, 'POST', '/org/acme/group/-query', byTeam('red'))), [], 'a tag change leaves the old tag\'s query at once');
+    assert.deepEqual(names(await admin(second.app, 'POST', '/org/acme/group/-query', byTeam('blue'))), ['ryw']);
+    // The restricted caller sees it through the targetQuery policy, and loses it with the tag.
+    assert.ok(names(await as(viewer)(second.app, 'GET', '/org/acme/group')).includes('ryw'));
+    await made(admin(second.app, 'PATCH', '/org/acme/group/ryw', { tags: { team: 'green' } }), 200);
+    assert.ok(!names(await as(viewer)(k.app, 'GET', '/org/acme/group')).includes('ryw'), 'a tag change takes an item out of a targetQuery policy\'s view at once');
+    await made(admin(k.app, 'DELETE', '/org/acme/group/ryw'), 202);
+    assert.ok(!names(await admin(second.app, 'GET', '/org/acme/group?limit=100')).includes('ryw'), 'a delete is seen by lists at once');
+    assert.deepEqual(names(await admin(second.app, 'POST', '/org/acme/group/-query', { spec: { terms: [{ op: 'exists', tag: 'team' }] } })), []);
+    assert.ok((second.store as PostgresStore).cache.usage.scopes > 0, 'the lists were answered from the cache');
+    assert.equal((plain.store as PostgresStore).cache.usage.entries, 0);
+  });
+
+  test('random writes through both processes; after each, random lists and queries as an admin and as a restricted caller, page by page: the cached processes answer exactly as the uncached one', async () => {
+    const pick = <T>(xs: readonly T[]) => xs[Math.floor(Math.random() * xs.length)];
+    const maybe = (p: number) => Math.random() < p;
+    const NAMES = Array.from({ length: 14 }, (_, i) => `n${i}`);
+    const TEXT = ['x', 'X-ray', 'alpha', 'beta', 'é', '10', '9', ''];
+    const NUMBERS = ['3', '10', '-1.5', '5', 'x', '2025-01-01T00:00:00Z'];
+    const tagsOf = () => {
+      const tags: Record<string, unknown> = {};
+      if (maybe(0.7)) tags.team = pick(['blue', 'red', 'green']);
+      if (maybe(0.6)) tags.n = maybe(0.7) ? pick(NUMBERS) : pick([3, 10, 7.5, true]);
+      if (maybe(0.2)) tags.other = pick(TEXT);
+      return tags;
+    };
+    const places = [
+      { kind: 'group', base: '/org/acme/group' },
+      { kind: 'identity', base: '/org/acme/gvc/g1/identity' },
+      { kind: 'identity', base: '/org/acme/gvc/g2/identity' },
+    ];
+    const term = () =>
+      pick([
+        () => ({ op: pick(['=', '!=', '~', 'exists', '!exists']), tag: 'team', value: pick(['blue', 'red', 'bl', 'BLUE']) }),
+        () => ({ op: pick(['>', '<', '>=', '<=', '=']), tag: 'n', value: pick([...NUMBERS, 5, 10]) }),
+        () => ({ op: pick(['=', '~', 'exists']), tag: '*', value: pick(['blue', '10', 'x']) }),
+        () => ({ op: pick(['~', '=', '>', '!exists']), property: 'description', value: pick(TEXT) }),
+        () => ({ op: pick(['>', '<', '~', '!=']), property: 'name', value: pick(['n3', 'n10', '1']) }),
+        () => ({ op: pick(['>=', '=', '<']), property: 'version', value: pick([1, 2, 3, '2']) }),
+        () => ({ op: pick(['~', '=']), property: '*', value: pick(['blu', 'n1', 'x', '2']) }),
+        () => ({ op: pick(['=', '!=', 'exists']), rel: 'gvc', value: pick(['g1', 'g2']) }),
+      ])();
+    const query = () => {
+      const spec: Record<string, unknown> = { match: pick(['all', 'any', 'none']), terms: Array.from({ length: Math.floor(Math.random() * 3) }, term) };
+      if (maybe(0.6)) spec.sort = { by: pick(['name', 'description', 'version', 'tags.n', 'tags.team', 'created', 'lastModified', 'id']), order: pick(['asc', 'desc']) };
+      return { spec };
+    };
+    const apps = () => [k.app, second.app];
+    let compared = 0;
+    for (let round = 0; round < 45; round++) {
+      // A write, through either cached process, acknowledged before the reads below begin.
+      const place = pick(places);
+      const name = pick(NAMES);
+      const app = pick(apps());
+      const exists = (await admin(app, 'GET', `${place.base}/${name}`)).status === 200;
+      const write = !exists ? 'create' : pick(['patch', 'patch', 'delete']);
+      if (write === 'create') await made(admin(app, 'POST', place.base, { name, description: pick(TEXT), tags: tagsOf() }));
+      else if (write === 'patch') await made(admin(app, 'PATCH', `${place.base}/${name}`, { description: pick(TEXT), tags: { team: maybe(0.3) ? null : pick(['blue', 'red']), n: pick(NUMBERS) } }), 200);
+      else await made(admin(app, 'DELETE', `${place.base}/${name}`), 202);
+      for (let read = 0; read < 4; read++) {
+        const at = pick(places);
+        const caller = maybe(0.5) ? admin : as(viewer);
+        const limit = 1 + Math.floor(Math.random() * 6);
+        const [method, url, body] = maybe(0.3) ? ['GET', `${at.base}?limit=${limit}`, undefined] : ['POST', `${at.base}/-query?limit=${limit}`, query()];
+        const expected = await pages(caller, plain.app, method, url, body);
+        for (const app of apps()) {
+          const got = await pages(caller, app, method, url, body);
+          assert.deepEqual(got, expected, `${method} ${url} ${JSON.stringify(body)} as ${caller === admin ? 'admin' : 'viewer'} after a ${write} of ${place.base}/${name}`);
+          compared++;
+        }
+      }
+    }
+    assert.ok(compared >= 300);
+    for (const store of [k.store, second.store]) assert.ok((store as PostgresStore).cache.usage.scopes >= 3, 'the scopes were held');
+  });
+
+  test('a scope too large for its share of the bound is listed by the database, with the same answer', async () => {
+    const small = await k.reopen({ readCacheMb: 1 });
+    // 1 MB: a scope may take a quarter, about 145 items at the least an item is taken to cost.
+    for (let i = 0; i < 160; i += 16) {
+      await Promise.all(Array.from({ length: 16 }, (_, j) => made(admin(k.app, 'POST', '/org/acme/gvc/g2/identity', { name: `bulk${String(i + j).padStart(3, '0')}`, tags: { team: (i + j) % 3 ? 'red' : 'blue' } }))));
+    }
+    for (const [method, url, body] of [
+      ['GET', '/org/acme/gvc/g2/identity?limit=50', undefined],
+      ['POST', '/org/acme/gvc/g2/identity/-query?limit=20', { spec: { terms: [{ op: '=', tag: 'team', value: 'blue' }], sort: { by: 'name', order: 'desc' } } }],
+    ] as const) {
+      for (const caller of [admin, as(viewer)]) assert.deepEqual(await pages(caller, small.app, method, url, body), await pages(caller, plain.app, method, url, body));
+    }
+    assert.equal((small.store as PostgresStore).cache.usage.scopes, 0, 'the oversized scope was not held');
+    assert.ok((small.store as PostgresStore).cache.usage.bytes <= 1024 * 1024);
+  });
+
+  test('a forged or foreign cursor is refused alike from the cache and from the database', async () => {
+    // An error's id is its own.
+    const answer = async (app: App, url: string) => {
+      const { status, body } = await admin(app, 'GET', url);
+      return { status, body: status === 200 ? body : { ...body, id: undefined } };
+    };
+    const forged = [
+      Buffer.from(JSON.stringify(['version', 'asc', 3, null, 'x', 'n1', ''])).toString('base64url'),
+      Buffer.from(JSON.stringify(['name', 'asc', 0, null, null, 'n5', ''])).toString('base64url'),
+      Buffer.from(JSON.stringify(['name', 'desc', 2, 1, null, 'n5', ''])).toString('base64url'),
+      'not-a-cursor',
+    ];
+    for (const cursor of forged) {
+      for (const sort of [undefined, { by: 'version', order: 'asc' }]) {
+        const token = Buffer.from(JSON.stringify({ query: { spec: sort ? { sort } : {} }, echo: {}, after: cursor, limit: 3 })).toString('base64url');
+        const url = `/org/acme/group/-query?next=${token}`;
+        const expected = await answer(plain.app, url);
+        for (const app of [k.app, second.app]) assert.deepEqual(await answer(app, url), expected, `${cursor} under ${JSON.stringify(sort)}`);
+      }
+      const expected = await answer(plain.app, `/org/acme/group?limit=2&cursor=${cursor}`);
+      assert.deepEqual(await answer(second.app, `/org/acme/group?limit=2&cursor=${cursor}`), expected);
+    }
+  });
+}, ['postgres']);
+
 forEachBackend('the PostgreSQL read cache when its feed is cut or has a gap', () => {
   let k: TestKeel;
   let store: Store;
@@ -182,6 +359,15 @@ forEachBackend('the PostgreSQL read cache when its feed is cut or has a gap', ()
       for (let tries = 0; read.status >= 500 && tries < 5; tries++) read = await call(second, 'GET', '/org/acme/group/cut');
       assert.equal(read.status, 200, JSON.stringify(read.body));
       assert.equal(read.body.description, String(i), 'no stale read after the cut');
+      const listed = await call(second, 'POST', '/org/acme/group/-query', { spec: { terms: [{ op: '=', property: 'description', value: String(i) }] } });
+      assert.deepEqual(listed.body.items.map((g: { name: string }) => g.name), ['cut'], 'no stale list after the cut');
+      assert.ok((await cut()) > 0);
+      assert.equal((await call(k.app, 'PATCH', '/org/acme/group/cut', { description: `${i}b` })).status, 200);
+      let again = await call(second, 'POST', '/org/acme/group/-query', { spec: { terms: [{ op: '=', property: 'description', value: String(i) }] } });
+      for (let tries = 0; again.status >= 500 && tries < 5; tries++) again = await call(second, 'POST', '/org/acme/group/-query', { spec: { terms: [{ op: '=', property: 'description', value: String(i) }] } });
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      assert.deepEqual(again.body.items, [], 'a list held before a cut is not answered from after it');
+      assert.equal((await call(k.app, 'PATCH', '/org/acme/group/cut', { description: String(i) })).status, 200);
     }
   });
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, type ResourceRow } from '../rows.js';
-import { prepared } from './statements.js';
-import type { AtPosition, ItemKey, StoredItem } from '../types.js';
+import { position, prepared } from './statements.js';
+import type { AtPosition, ItemKey, ListRequest, StoredItem } from '../types.js';
 
 /** More changes than this since the cache's position: dropping everything is cheaper than applying them. */
 const CATCH_UP_LIMIT = 5000;
@@ -17,6 +17,10 @@ const PRUNE_EVERY_MS = 10_000;
  */
 const ENTRY_OVERHEAD = 1800;
 const ENTRY_FACTOR = 4;
+/** One list scope may take at most this share of the bound; a larger one is listed by the database. */
+const SCOPE_SHARE = 4;
+/** How long a scope found too large to hold is listed by the database before it is tried again. */
+const OVERSIZED_MS = 30_000;
 
 /**
  * The position (keel_cache_epoch.n) and the changes after `$1`, from one statement's snapshot: once
@@ -28,6 +32,23 @@ const CATCH_UP = `SELECT e.n, e.pruned, c.n AS change, c.org, c.kind, c.gvc, c.n
   (SELECT json_object_agg(org, last_seq) FROM audit_heads WHERE org = ANY($2)) AS heads,
   (SELECT array_agg(DISTINCT org) FROM audit_pending WHERE org = ANY($2)) AS busy
   FROM keel_cache_epoch e LEFT JOIN LATERAL (SELECT * FROM keel_cache_changes WHERE n > $1 ORDER BY n LIMIT ${CATCH_UP_LIMIT}) c ON true`;
+const SCOPE_COLUMNS = RESOURCE_COLUMNS.replace('r.data', 'r.data::text AS data');
+/**
+ * Every item of a list scope (`$3` NULL: of every GVC), at most `$4` of them, with the position and
+ * the org's chain position (see PostgresStore.readAt) of the statement's snapshot.
+ */
+const LOAD_SCOPE = `SELECT e.n AS keel_cache_n, ${position('$1')}, r.* FROM keel_cache_epoch e
+  LEFT JOIN LATERAL (SELECT ${SCOPE_COLUMNS} FROM resources r WHERE r.org = $1 AND r.kind = $2 AND ($3::text IS NULL OR r.gvc = $3) LIMIT $4) r ON true`;
+/**
+ * The items of a list scope changed after position `$4` (their rows, or NULLs for those gone), with
+ * the position, how far the feed was pruned and the org's chain position, from one snapshot. A
+ * change naming no item (a TRUNCATE) comes as keel_whole.
+ */
+const REFRESH_SCOPE = `SELECT e.n AS keel_cache_n, e.pruned AS keel_pruned, ${position('$1')}, c.gvc AS keel_gvc, c.name AS keel_name, c.whole AS keel_whole, ${SCOPE_COLUMNS}
+  FROM keel_cache_epoch e
+  LEFT JOIN LATERAL (SELECT DISTINCT c.gvc, c.name, c.org IS NULL AS whole FROM keel_cache_changes c
+    WHERE c.n > $4 AND (c.org IS NULL OR (c.org = $1 AND c.kind = $2 AND ($3::text IS NULL OR c.gvc = $3)))) c ON true
+  LEFT JOIN resources r ON r.org = $1 AND r.kind = $2 AND r.gvc = c.gvc AND r.name = c.name`;
 /** An item (or NULLs) and the position it was read at. Its data as text: its length sizes the entry. */
 const LOAD_ITEM = `SELECT e.n AS keel_cache_n, ${RESOURCE_COLUMNS.replace('r.data', 'r.data::text AS data')} FROM keel_cache_epoch e
   LEFT JOIN resources r ON r.org = $1 AND r.kind = $2 AND r.gvc = $3 AND r.name = $4`;
@@ -59,6 +80,47 @@ interface Entry {
 }
 
 /**
+ * Every item of one list scope (an org's items of a kind in one GVC, or in all of them) as of
+ * position `at`, and the latest change to the scope a catch-up reported: while that is after `at`,
+ * the items are read again (only those changed since `at`) before a list is answered from them.
+ */
+interface Scope {
+  org: string;
+  kind: string;
+  gvc: string | undefined;
+  /** By `gvc NUL name`. */
+  items: Map<string, { item: StoredItem; bytes: number }>;
+  /** -1 until the first load has been applied. */
+  at: number;
+  seen: number;
+  bytes: number;
+  /** The items as a list (rebuilt after a change). */
+  list?: StoredItem[];
+  /** A read of the scope under way, and the tick it was sent at: a list that arrived before that may share it. */
+  reading?: { sent: number; done: Promise<ScopeRead | undefined> };
+}
+
+/** A scope's items as one statement read them, and the org's chain position then (undefined: not exact). */
+interface ScopeRead {
+  items: readonly StoredItem[];
+  seq: number | undefined;
+}
+
+interface ScopeRow extends ResourceRow {
+  keel_cache_n: string;
+  keel_seq: string | null;
+  keel_pending: string[] | null;
+  data: string;
+}
+
+const scopeId = (org: string, kind: string, gvc: string | undefined) => `\u0001${org}\u0000${kind}\u0000${gvc ?? '\u0001'}`;
+const placeOf = (item: { gvc: string; name: string }) => `${item.gvc}\u0000${item.name}`;
+const isScope = (held: Entry | Scope | undefined): held is Scope => held !== undefined && 'items' in held;
+const sizeOf = (text: string) => ENTRY_OVERHEAD + ENTRY_FACTOR * text.length;
+/** A row's org chain position, if it names exactly what the statement read (no event of the org pending then). */
+const exactSeq = (row: { keel_seq: string | null; keel_pending: string[] | null }) => (row.keel_pending === null ? Number(row.keel_seq ?? 0) : undefined);
+
+/**
  * Items of this process, served from memory but only at a position no older than the database's
  * when the read began (DESIGN.md, "Read cache on PostgreSQL"). Each read first joins a catch-up: a
  * statement sent after the read arrived (one for every read that arrived while the one before was
@@ -71,7 +133,12 @@ interface Entry {
  * change them.
  */
 export class ReadCache {
-  private readonly entries = new Map<string, Entry>();
+  /** Items by itemKeyString and list scopes by scopeId, in one eviction order. */
+  private readonly entries = new Map<string, Entry | Scope>();
+  /** Scopes found too large to hold, and until when lists of them go to the database. */
+  private readonly oversized = new Map<string, number>();
+  /** Counts list arrivals and scope reads sent, to know which read was sent after a list arrived. */
+  private ticks = 0;
   private bytes = 0;
   /** The position whose state the entries are (or a later one); -1 before the first catch-up and after a failed one. */
   private applied = -1;
@@ -94,14 +161,16 @@ export class ReadCache {
     this.pruner.unref();
   }
 
-  /** Entries held and their estimated bytes (for measurement). */
-  get usage(): { entries: number; bytes: number } {
-    return { entries: this.entries.size, bytes: this.bytes };
+  /** Entries (items and list scopes) held and their estimated bytes (for measurement). */
+  get usage(): { entries: number; bytes: number; scopes: number } {
+    let scopes = 0;
+    for (const held of this.entries.values()) if (isScope(held)) scopes++;
+    return { entries: this.entries.size, bytes: this.bytes, scopes };
   }
 
   async get(key: ItemKey, load: () => Promise<StoredItem | undefined>): Promise<StoredItem | undefined> {
     if (this.capacity <= 0 || !(await this.current())) return load();
-    const held = this.touch(itemKeyString(key));
+    const held = this.touch(itemKeyString(key)) as Entry | undefined;
     if (held) return held.item ?? undefined;
     return (await this.loadEntry(key)).item ?? undefined;
   }
@@ -113,16 +182,47 @@ export class ReadCache {
    */
   async getAt(key: ItemKey, load: () => Promise<ReadAt>): Promise<AtPosition<StoredItem | undefined>> {
     if (this.capacity <= 0) return load();
-    if (!this.tracked.has(key.org) && this.tracked.size < TRACKED_ORGS) this.tracked.add(key.org);
+    this.track(key.org);
     if (!(await this.current())) return load();
     const id = itemKeyString(key);
     const seq = this.heads.get(key.org);
-    const held = seq === undefined ? undefined : this.touch(id);
+    const held = seq === undefined ? undefined : (this.touch(id) as Entry | undefined);
     if (held && held.at <= this.applied) return { value: held.item ?? undefined, seq: seq! };
     // The database's answer names its own position exactly; the item is kept for the next read.
     const read = await load();
     this.keep(id, { item: read.value ?? null, at: read.at, bytes: ENTRY_OVERHEAD + ENTRY_FACTOR * read.size });
     return { value: read.value, seq: read.seq };
+  }
+
+  /**
+   * A list (Store.listAt) from the scope's items when the request can be decided in memory
+   * (request.memory), at a position no older than the database's when the list began, like getAt.
+   * The scope is loaded whole on its first list and then kept current: a list after a change to it
+   * first reads the items changed since (one statement, which also names the org's chain position).
+   * Lists of a scope too large for its share of the bound, and lists whose position cannot be named
+   * exactly (events of the org not yet chained), are read by `load` from the database.
+   */
+  async listAt(request: ListRequest, load: () => Promise<AtPosition<StoredItem[]>>): Promise<AtPosition<StoredItem[]>> {
+    const memory = request.memory;
+    if (this.capacity <= 0 || !memory) return load();
+    const id = scopeId(request.org, request.kind, request.gvc);
+    const until = this.oversized.get(id);
+    if (until !== undefined) {
+      if (until > Date.now()) return load();
+      this.oversized.delete(id);
+    }
+    this.track(request.org);
+    const arrived = ++this.ticks;
+    if (!(await this.current())) return load();
+    const held = this.touch(id);
+    const scope = isScope(held) ? held : this.register(id, request);
+    const seq = this.heads.get(request.org);
+    let read: ScopeRead | undefined;
+    // Nothing changed in the scope between its position and the cache's: it is the state there.
+    if (scope.at >= 0 && scope.seen <= scope.at && scope.at <= this.applied && seq !== undefined) read = { items: this.listOf(scope), seq };
+    else read = await this.readScope(id, scope, arrived);
+    if (read?.seq === undefined) return load();
+    return { value: memory(read.items, request.limit), seq: read.seq };
   }
 
   /** Drops everything (the stored state was replaced, or the cache can no longer prove what it holds). */
@@ -138,8 +238,114 @@ export class ReadCache {
     this.clear();
   }
 
+  private track(org: string): void {
+    if (!this.tracked.has(org) && this.tracked.size < TRACKED_ORGS) this.tracked.add(org);
+  }
+
+  /** A new scope, held before its first read is sent: every catch-up applied from then on tells it of its changes. */
+  private register(id: string, request: ListRequest): Scope {
+    const scope: Scope = { org: request.org, kind: request.kind, gvc: request.gvc, items: new Map(), at: -1, seen: -1, bytes: 0 };
+    this.entries.set(id, scope);
+    return scope;
+  }
+
+  private listOf(scope: Scope): StoredItem[] {
+    return (scope.list ??= [...scope.items.values()].map((held) => held.item));
+  }
+
+  /** A read of the scope sent after `arrived`: one under way already, or a new one. */
+  private readScope(id: string, scope: Scope, arrived: number): Promise<ScopeRead | undefined> {
+    if (scope.reading && scope.reading.sent > arrived) return scope.reading.done;
+    const sent = ++this.ticks;
+    const done = (scope.at < 0 ? this.loadScope(id, scope) : this.refreshScope(id, scope)).catch(() => undefined);
+    const reading = { sent, done };
+    scope.reading = reading;
+    void done.then(() => {
+      if (scope.reading === reading) scope.reading = undefined;
+    });
+    return done;
+  }
+
+  /** Whether a read at `at` may be applied to the scope: it is still held, and the read is newer than what it has. */
+  private applies(id: string, scope: Scope, at: number): boolean {
+    return this.entries.get(id) === scope && at > scope.at;
+  }
+
+  private async loadScope(id: string, scope: Scope): Promise<ScopeRead | undefined> {
+    const most = Math.floor(this.capacity / SCOPE_SHARE / ENTRY_OVERHEAD);
+    const { rows } = await this.pool.query<ScopeRow>(prepared(LOAD_SCOPE, [scope.org, scope.kind, scope.gvc ?? null, most + 1]));
+    const first = rows[0];
+    const at = Number(first.keel_cache_n);
+    const items = new Map<string, { item: StoredItem; bytes: number }>();
+    let bytes = 0;
+    for (const row of rows) {
+      if (row.id === null) continue;
+      const item = fromRow(row);
+      const size = sizeOf(row.data);
+      items.set(placeOf(item), { item, bytes: size });
+      bytes += size;
+    }
+    if (items.size > most || bytes > this.capacity / SCOPE_SHARE) {
+      this.tooLarge(id, scope);
+      return undefined;
+    }
+    const read = { items: [...items.values()].map((held) => held.item), seq: exactSeq(first) };
+    if (this.applies(id, scope, at)) {
+      scope.items = items;
+      scope.list = read.items;
+      scope.at = at;
+      this.resize(id, scope, bytes);
+    }
+    return read;
+  }
+
+  /** Reads the items changed since the scope's position; a gap in the feed (or a TRUNCATE) loads it whole. */
+  private async refreshScope(id: string, scope: Scope): Promise<ScopeRead | undefined> {
+    const from = scope.at;
+    const { rows } = await this.pool.query<ScopeRow & { keel_pruned: string; keel_gvc: string | null; keel_name: string | null; keel_whole: boolean | null }>(
+      prepared(REFRESH_SCOPE, [scope.org, scope.kind, scope.gvc ?? null, from]),
+    );
+    const first = rows[0];
+    if (Number(first.keel_pruned) > from || rows.some((row) => row.keel_whole)) return this.loadScope(id, scope);
+    const at = Number(first.keel_cache_n);
+    // The rows hold every item changed after `from`, so applied over the state at any position from
+    // `from` to `at` (another read may have moved the scope on meanwhile) they give the state at `at`.
+    if (this.entries.get(id) !== scope || at < scope.at) return undefined;
+    let bytes = scope.bytes;
+    for (const row of rows) {
+      if (row.keel_name === null) continue;
+      const place = placeOf({ gvc: row.keel_gvc!, name: row.keel_name });
+      bytes -= scope.items.get(place)?.bytes ?? 0;
+      scope.items.delete(place);
+      if (row.id === null) continue;
+      const size = sizeOf(row.data);
+      scope.items.set(place, { item: fromRow(row), bytes: size });
+      bytes += size;
+    }
+    if (bytes > this.capacity / SCOPE_SHARE) {
+      this.tooLarge(id, scope);
+      return undefined;
+    }
+    if (rows.length > 1 || first.keel_name !== null) scope.list = undefined;
+    scope.at = at;
+    this.resize(id, scope, bytes);
+    return { items: this.listOf(scope), seq: exactSeq(first) };
+  }
+
+  private tooLarge(id: string, scope: Scope): void {
+    if (this.entries.get(id) === scope) this.drop(id);
+    this.oversized.set(id, Date.now() + OVERSIZED_MS);
+  }
+
+  /** Sets a held scope's bytes, then keeps the total within the bound. */
+  private resize(id: string, scope: Scope, bytes: number): void {
+    this.bytes += bytes - scope.bytes;
+    scope.bytes = bytes;
+    this.evict();
+  }
+
   /** The entry held under `id`, moved to the back of the eviction order (Map order is insertion order). */
-  private touch(id: string): Entry | undefined {
+  private touch(id: string): Entry | Scope | undefined {
     const held = this.entries.get(id);
     if (held) {
       this.entries.delete(id);
@@ -167,6 +373,10 @@ export class ReadCache {
     this.drop(id);
     this.entries.set(id, entry);
     this.bytes += entry.bytes;
+    this.evict();
+  }
+
+  private evict(): void {
     while (this.bytes > this.capacity) {
       const oldest = this.entries.keys().next();
       if (oldest.done) break;
@@ -224,6 +434,7 @@ export class ReadCache {
             break;
           }
           this.drop(itemKeyString(row as ItemKey));
+          this.changed(row.org, row.kind!, row.gvc!, Number(row.change));
         }
       }
       // No await since the statement: held entries and heads are now both at `position`.
@@ -233,6 +444,14 @@ export class ReadCache {
     } catch {
       this.clear();
       return false;
+    }
+  }
+
+  /** Tells the scopes holding an item of (org, kind, gvc) of a change to it at position `n`. */
+  private changed(org: string, kind: string, gvc: string, n: number): void {
+    for (const id of [scopeId(org, kind, gvc), scopeId(org, kind, undefined)]) {
+      const scope = this.entries.get(id);
+      if (isScope(scope) && n > scope.seen) scope.seen = n;
     }
   }
 

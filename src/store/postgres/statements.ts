@@ -27,6 +27,13 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
 const names = new Map<string, string>();
 
 /**
+ * The org's chain position as a statement's snapshot has it: the head's seq, and the pending_ids of
+ * the org's committed events that still wait in audit_pending for theirs (see PostgresStore.readAt).
+ */
+export const position = (org: string) =>
+  `(SELECT last_seq FROM audit_heads WHERE org = ${org}) AS keel_seq, (SELECT array_agg(pending_id) FROM audit_pending WHERE org = ${org}) AS keel_pending`;
+
+/**
  * A query as a named prepared statement: PostgreSQL parses and plans it once per connection
  * instead of on every call. Only for statements whose text comes from a small fixed set.
  */

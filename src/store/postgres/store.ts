@@ -4,7 +4,7 @@ import { alreadyExists, overBudget, staleVersion } from '../conflicts.js';
 import { migrations } from '../migrations.js';
 import { fromRow, itemKeyString, itemsOf, positionedList, replicaToken, RESOURCE_COLUMNS, tagRows, type ResourceRow } from '../rows.js';
 import { NeedsLocking, OptimisticTx, type Remembered } from './optimistic.js';
-import { AUDIT_LAYOUT, getOn, inTransaction, pendingInsert, prepared, updateCtes, type Queryable } from './statements.js';
+import { AUDIT_LAYOUT, getOn, inTransaction, pendingInsert, position, prepared, updateCtes, type Queryable } from './statements.js';
 import { SqlParams } from '../sql.js';
 import { auditQuery, AUDIT_COLUMNS, fromAuditRow, type AuditRow } from '../audit-sql.js';
 import { enoughOf, fromLogRow, LINE_BYTES, INSERT_COLUMNS, labelValuesQuery, LOG_USAGE, logsQuery, logValues, oldestLogsQuery, pruneLogsQuery, usageOf, type LogRow } from '../logs-sql.js';
@@ -34,12 +34,6 @@ const QUERY_CANCELED = '57014';
 /** The read cache's bound, in MB, when the setting leaves it out. */
 export const DEFAULT_READ_CACHE_MB = 64;
 
-/**
- * The org's chain position as a statement's snapshot has it: the head's seq, and the pending_ids of
- * the org's committed events that still wait in audit_pending for theirs (see readAt).
- */
-const position = (org: string) =>
-  `(SELECT last_seq FROM audit_heads WHERE org = ${org}) AS keel_seq, (SELECT array_agg(pending_id) FROM audit_pending WHERE org = ${org}) AS keel_pending`;
 /** An item (or NULLs) with its org's position and the read cache's, from one statement's snapshot. */
 const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS}, octet_length(r.data::text) AS keel_size
   FROM (SELECT ${position('$1')}, (SELECT n FROM keel_cache_epoch) AS keel_cache_n) p
@@ -171,6 +165,10 @@ export class PostgresStore implements Store {
   }
 
   async listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
+    return this.cache.listAt(request, () => this.listFromDatabase(request));
+  }
+
+  private async listFromDatabase(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
     const { sql, values } = listStatement(request, true);
     const run = (db: Queryable) => db.query<PositionedRow>(sql, values);
     const { value, seq } = await this.readAt(request.org, async (db, held) => {
