@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js';
 import { findKind } from '../kinds/index.js';
 import { grants } from '../kinds/derive.js';
 import type { KindDef } from '../kinds/types.js';
-import { compileQuery, matchesQuery, parseQuery, selects, type Query } from '../query/index.js';
+import { asRows, compileQuery, matchesQuery, parseQuery, selects, type Query } from '../query/index.js';
 import { parseLink, selfLink } from '../resources/links.js';
 import type { SqlParams } from '../store/sql.js';
 import type { Store, StoredItem } from '../store/types.js';
@@ -327,7 +327,7 @@ function toPolicy(row: StoredItem): Policy | undefined {
   let targetQuery: Query | undefined;
   if (d.targetQuery) {
     try {
-      targetQuery = parseQuery(d.targetQuery, def);
+      targetQuery = asRows(parseQuery(d.targetQuery, def));
     } catch {
       targetQuery = undefined; // a stored query that no longer parses grants nothing
     }

@@ -24,8 +24,12 @@ function fieldsOf(item: StoredItem): Record<string, unknown> {
 }
 const seen = new WeakMap<StoredItem, Record<string, unknown>>();
 
-/** The query as it reads fields: `*` skips the columns as it skips hidden fields (evaluate.ts only uses `hidden` there). */
-function asRows(query: Query): Query {
+/**
+ * The query as SQL reads an item's fields: `*` skips the columns as it skips hidden fields
+ * (evaluate.ts only uses `hidden` there). Every in-memory match of a stored query goes through it,
+ * so a policy's targetQuery grants a GET exactly the items it lists.
+ */
+export function asRows(query: Query): Query {
   return { ...query, hidden: [...(query.hidden ?? []), ...COLUMN_ONLY] };
 }
 

@@ -261,6 +261,20 @@ forEachBackend('authentication and authorization', (backend) => {
     assertError(await as(key, 'GET', '/org/acme/gvc/later-blue'), 403, 'forbidden');
   });
 
+  test('a targetQuery policy on any property grants a GET exactly the items it lists: the id, version and dates are not properties', async () => {
+    const key = await newKey('star-reader');
+    await ok(admin('POST', '/org/acme/policy', {
+      name: 'version-one',
+      targetKind: 'gvc',
+      targetQuery: { spec: { match: 'all', terms: [{ op: '=', property: '*', value: 1 }] } },
+      bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/star-reader'] }],
+    }), 201);
+    await ok(admin('POST', '/org/acme/gvc', { name: 'at-version-one' }), 201);
+    assert.equal((await ok(admin('GET', '/org/acme/gvc/at-version-one'))).version, 1);
+    assert.deepEqual((await ok(as(key, 'GET', '/org/acme/gvc'))).items.map((g: any) => g.name), []);
+    assertError(await as(key, 'GET', '/org/acme/gvc/at-version-one'), 403, 'forbidden');
+  });
+
   test('identity principals are stored in bindings (and authenticate nothing)', async () => {
     const p = await ok(admin('POST', '/org/acme/policy', { name: 'ident', targetKind: 'secret', target: 'all', bindings: [{ permissions: ['reveal'], principalLinks: ['//gvc/prod/identity/app', '//user/ann@example.com'] }] }), 201);
     assert.deepEqual(p.bindings[0].principalLinks, ['/org/acme/gvc/prod/identity/app', '/org/acme/user/ann@example.com']);
