@@ -87,7 +87,7 @@ export class Resources {
     const member = this.auth.requireMember(principal, place.org);
     if (member) await member;
     if (def.scope === 'gvc') await this.requireGvc(def, place);
-    const { value: item, seq } = await this.store.getAt(keyOf(def, place, name));
+    const { value: item, seq } = await this.store.getAt(keyOf(def, place, name), principal.mark);
     if (!item) throw notFound(def, place, name);
     const checked = this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, readTarget(def, item));
     if (checked) await checked;
