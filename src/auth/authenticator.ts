@@ -29,6 +29,14 @@ export class KeyAuthenticator {
     this.freshMs = store.accessFeed ? Infinity : FRESH_MS;
   }
 
+  /**
+   * Where other processes share the database: true once a catch-up sent after `mark` (or this call)
+   * has told this process of their changes, or has failed and made it forget every token (see AccessFeed).
+   */
+  current(mark?: number): boolean | Promise<boolean> {
+    return this.store.accessFeed?.caughtUp(mark) ?? true;
+  }
+
   /** The principal of a token verified and still current, if any (no parsing, no hashing). */
   recent(token: string): Principal | undefined {
     const hit = this.verified.get(token);

@@ -196,7 +196,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
         const recent = credential && keys.recent(credential);
         if (recent) return signIn(recent);
         if (!credential || misses.refusal(request.ip, credential)) return done();
-        bearer.authenticate(credential, undefined).then(signIn, (err) => {
+        bearer.authenticate(credential, undefined, mark).then(signIn, (err) => {
           if (err instanceof ApiError && err.code === 'unauthorized') misses.failed(request.ip, credential, err);
           done();
         });
@@ -207,7 +207,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       if (known) return signIn(known);
       const refused = failures.refusal(request.ip, token);
       if (refused) return sendError(reply, request, refused);
-      bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, (err) => {
+      bearer.authenticate(token, (request.params as { org?: string }).org, mark).then(signIn, (err) => {
         const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? failures.failed(request.ip, token, err) : undefined;
         if (tooMany) return sendError(reply, request, tooMany);
         done(err);
