@@ -18,7 +18,10 @@ export class BearerAuthenticator {
     private readonly users: UserTokens,
   ) {}
 
-  async authenticate(token: string | undefined, org: string | undefined): Promise<Principal> {
+  /** `mark`: the AccessFeed mark of a caller that took one when its request arrived (else one is taken now). */
+  async authenticate(token: string | undefined, org: string | undefined, mark?: number): Promise<Principal> {
+    const current = token ? this.keys.current(mark) : true;
+    if (current !== true) await current;
     const known = token && this.keys.recent(token);
     if (known) return known;
     const kid = token && !parseKey(token) ? jwtKid(token) : null;

@@ -67,25 +67,31 @@ class Decisions {
   }
 }
 
-const FRESH_MS = 1000; // other processes' policy, group and user changes are seen within this time
+/** On SQLite: other processes' (the `keel` command's) policy, group and user changes are seen within this time. */
+const FRESH_MS = 1000;
 
 /**
  * Policy-based authorization (api-semantics §9): a principal holds a permission on an item when a
  * policy of the item's kind targets it (all, link or query) and binds a permission implying it to
  * the principal or to a group the principal is in. Decisions are computed from a per-org snapshot
- * that a local write invalidates at once and that is reloaded after FRESH_MS.
+ * that a local write invalidates at once. Where other processes share the database
+ * (store.accessFeed) it is kept until a catch-up reports a change of the org's access, which every
+ * request waits for before it is decided (server/app.ts); elsewhere it is reloaded after FRESH_MS.
  */
 export class PolicyAuthorizer implements Authorizer {
   private readonly ready = new Map<string, OrgAccess>();
   private readonly loading = new Map<string, Promise<OrgAccess>>();
   /** Counts each org's invalidations, so a load that raced a write is not kept. */
   private readonly generations = new Map<string, number>();
+  private readonly freshMs: number;
 
   /** `firstOrg`: the org whose superusers may create orgs, and so are told when one does not exist. */
   constructor(
     private readonly store: Store,
     private readonly firstOrg?: string,
-  ) {}
+  ) {
+    this.freshMs = store.accessFeed ? Infinity : FRESH_MS;
+  }
 
   invalidate(org: string): void {
     this.ready.delete(org);
@@ -282,7 +288,7 @@ export class PolicyAuthorizer implements Authorizer {
   /** The org's snapshot: the fresh one at hand, or one being loaded (a write since the load began makes it reload). */
   private access(org: string): OrgAccess | Promise<OrgAccess> {
     const ready = this.ready.get(org);
-    if (ready && Date.now() - ready.loadedAt < FRESH_MS) return ready;
+    if (ready && (this.freshMs === Infinity || Date.now() - ready.loadedAt < this.freshMs)) return ready;
     const pending = this.loading.get(org);
     if (pending) return pending;
     const generation = this.generations.get(org) ?? 0;

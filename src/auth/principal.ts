@@ -12,6 +12,8 @@ export interface Principal {
   /** The request this principal made (set per request; recorded in audit events). */
   requestId?: string;
   remoteIp?: string;
+  /** The store's AccessFeed mark when the request arrived (a shared database): a catch-up sent after it serves the request's reads. */
+  mark?: number;
 }
 
 /**

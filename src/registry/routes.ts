@@ -57,7 +57,7 @@ export function mountRegistry(app: FastifyInstance, deps: RegistryDeps): void {
     const refused = failures.refusal(request.ip, token);
     if (refused) throw refused;
     try {
-      return await bearer.authenticate(token, hostOrg(request));
+      return await bearer.authenticate(token, hostOrg(request), request.principal?.mark);
     } catch (err) {
       if (err instanceof ApiError && err.code === 'unauthorized') {
         const tooMany = failures.failed(request.ip, token, err);

@@ -87,7 +87,7 @@ export class Resources {
     const member = this.auth.requireMember(principal, place.org);
     if (member) await member;
     if (def.scope === 'gvc') await this.requireGvc(def, place);
-    const { value: item, seq } = await this.store.getAt(keyOf(def, place, name));
+    const { value: item, seq } = await this.store.getAt(keyOf(def, place, name), principal.mark);
     if (!item) throw notFound(def, place, name);
     const checked = this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, readTarget(def, item));
     if (checked) await checked;
@@ -120,7 +120,7 @@ export class Resources {
         return { where, orderBy: compiled.orderBy, join: compiled.join ?? filter?.join };
       },
       memory: (items, limit) => pageInMemory(query, items, { after: page.after, limit, also: view?.matches }),
-    });
+    }, principal.mark);
     const more = rows.length > page.limit;
     const items = more ? rows.slice(0, page.limit) : rows;
     const last = items[items.length - 1];

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
 import { requiredPermission } from '../auth/permissions.js';
@@ -98,6 +98,18 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     auth.invalidateAll();
     keys.invalidateAll();
   });
+  // On a shared database, each request waits for a catch-up sent after it arrived, which first
+  // forgets what other processes' changes made stale (AccessFeed).
+  const feed = store.accessFeed;
+  const stopHearing = feed?.onAccess((org) => {
+    if (org === undefined) {
+      auth.invalidateAll();
+      keys.invalidateAll();
+    } else {
+      auth.invalidate(org);
+      keys.invalidate(org);
+    }
+  });
   // Only with KEEL_FAULTS=on does fault injection exist at all (its hook runs on every request).
   const faults = config.faults ? (config.faultsFile ? Faults.fromFile(config.faultsFile) : new Faults()) : undefined;
   /** Done, or a 403 naming the permission, as the write itself would answer (see BodyPermission). */
@@ -173,10 +185,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     installAdmission(app, config); // also sets request.routeConfig, which the hooks after it read
     // --- authentication: a service-account key or a trusted JWT; the handler runs as the principal.
     // Callback style with a synchronous path for a recently verified key: no promise per request.
-    app.addHook('onRequest', (request, reply, done) => {
+    const authenticate = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void, mark: number | undefined) => {
       const signIn = (principal: Principal) => {
         // Spelled out rather than spread: one object of one shape per request, whichever kind signed in.
-        request.principal = { org: principal.org, kind: principal.kind, name: principal.name, link: principal.link, claims: principal.claims, requestId: request.id, remoteIp: request.ip };
+        request.principal = { org: principal.org, kind: principal.kind, name: principal.name, link: principal.link, claims: principal.claims, requestId: request.id, remoteIp: request.ip, mark };
         done();
       };
       // A public route takes no credential, but one presented (a registry client's key) makes the
@@ -187,7 +199,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
         const recent = credential && keys.recent(credential);
         if (recent) return signIn(recent);
         if (!credential || misses.refusal(request.ip, credential)) return done();
-        bearer.authenticate(credential, undefined).then(signIn, (err) => {
+        bearer.authenticate(credential, undefined, mark).then(signIn, (err) => {
           if (err instanceof ApiError && err.code === 'unauthorized') misses.failed(request.ip, credential, err);
           done();
         });
@@ -198,11 +210,17 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       if (known) return signIn(known);
       const refused = failures.refusal(request.ip, token);
       if (refused) return sendError(reply, request, refused);
-      bearer.authenticate(token, (request.params as { org?: string }).org).then(signIn, (err) => {
+      bearer.authenticate(token, (request.params as { org?: string }).org, mark).then(signIn, (err) => {
         const tooMany = err instanceof ApiError && err.code === 'unauthorized' ? failures.failed(request.ip, token, err) : undefined;
         if (tooMany) return sendError(reply, request, tooMany);
         done(err);
       });
+    };
+    app.addHook('onRequest', (request, reply, done) => {
+      if (!feed || !(request.routeConfig?.public ? credentialOf(request) : tokenOf(request))) return authenticate(request, reply, done, undefined);
+      // Whatever it fails on (a cut connection), the listeners were told to forget every org: the decisions below read the database.
+      const mark = feed.mark();
+      void Promise.resolve(feed.caughtUp()).then(() => authenticate(request, reply, done, mark));
     });
     // --- end authentication
     installRateLimit(app, config);
@@ -252,7 +270,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   // The Audit API's server is built below; the MCP tools reach it when called.
   mountMcp(core, () => audit, inProcess);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
-  core.addHook('onClose', async () => stopForgetting());
+  core.addHook('onClose', async () => {
+    stopForgetting();
+    stopHearing?.();
+  });
   mountClientRoutes(core, resources, store, config, { bearer, auth, failures });
   mountRegistry(core, { config, store, resources, auth, bearer, ...registry, failures });
   const collector = setInterval(() => void collectGarbage(store, registry).catch((err) => core.log.warn({ err }, 'registry garbage collection failed')), REGISTRY_GC_EVERY_MS);

@@ -357,4 +357,35 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE TRIGGER keel_cache_resources_truncate AFTER TRUNCATE ON resources FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note();`,
     },
   },
+  {
+    version: 16,
+    name: 'keys in the change feed of the read cache',
+    // PostgreSQL only: a removed (or changed) service-account key or replica token takes its place in
+    // the same order as item changes and leaves a row naming its org and no kind, so every process's
+    // catch-up forgets the org's verified tokens before the requests waiting on it are authenticated
+    // (postgres/read-cache.ts). A new key or token needs no row: no process holds it yet.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `
+        CREATE FUNCTION keel_cache_note_key() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE pos BIGINT;
+        BEGIN
+          pos := NULLIF(current_setting('keel.cache_n', true), '')::bigint;
+          IF pos IS NULL THEN
+            UPDATE keel_cache_epoch SET n = n + 1 RETURNING n INTO pos;
+            PERFORM set_config('keel.cache_n', pos::text, true);
+          END IF;
+          IF TG_OP = 'TRUNCATE' THEN
+            INSERT INTO keel_cache_changes (n) VALUES (pos);
+          ELSE
+            INSERT INTO keel_cache_changes (n, org) VALUES (pos, OLD.org);
+          END IF;
+          RETURN NULL;
+        END $$;
+        CREATE CONSTRAINT TRIGGER keel_cache_keys AFTER UPDATE OR DELETE ON service_account_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note_key();
+        CREATE TRIGGER keel_cache_keys_truncate AFTER TRUNCATE ON service_account_keys FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note_key();
+        CREATE CONSTRAINT TRIGGER keel_cache_replica_tokens AFTER UPDATE OR DELETE ON replica_tokens DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note_key();
+        CREATE TRIGGER keel_cache_replica_tokens_truncate AFTER TRUNCATE ON replica_tokens FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note_key();`,
+    },
+  },
 ];

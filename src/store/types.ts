@@ -195,14 +195,33 @@ export interface Tx {
   appendLogs(lines: readonly NewLogLine[]): Promise<void>;
 }
 
+/**
+ * How a process sharing its database with others learns of their changes before it decides
+ * (PostgreSQL's read cache): a request takes a mark when it arrives and waits for a catch-up sent
+ * after it, which first tells the access listeners which orgs' access-bearing items or keys changed.
+ */
+export interface AccessFeed {
+  /** Taken when a request arrives: a catch-up sent after it serves the request's reads. */
+  mark(): number;
+  /**
+   * True once a catch-up sent after `mark` (or after this call) has been applied; false when it
+   * failed, every listener having been told that any org may have changed (read the database).
+   */
+  caughtUp(mark?: number): boolean | Promise<boolean>;
+  /** `listener(org)`: the org's access may have changed; `listener(undefined)`: any org's. Returns the function that stops it. */
+  onAccess(listener: (org: string | undefined) => void): () => void;
+}
+
 export interface Store {
   readonly dialect: Dialect;
+  /** Present where other processes write the same database (see AccessFeed). */
+  readonly accessFeed?: AccessFeed;
   get(key: ItemKey): Promise<StoredItem | undefined>;
   list(request: ListRequest): Promise<StoredItem[]>;
-  /** get(), with the org's chain position (see AtPosition). */
-  getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>>;
-  /** list(), with the org's chain position (see AtPosition). */
-  listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>>;
+  /** get(), with the org's chain position (see AtPosition); `mark`: the caller's AccessFeed mark, when it has one. */
+  getAt(key: ItemKey, mark?: number): Promise<AtPosition<StoredItem | undefined>>;
+  /** list(), with the org's chain position (see AtPosition); `mark` as for getAt. */
+  listAt(request: ListRequest, mark?: number): Promise<AtPosition<StoredItem[]>>;
   findKey(keyName: string): Promise<KeyRecord | undefined>;
   /** A sign-in record's data, unless absent or expired. */
   findSignIn(what: string, key: string): Promise<string | undefined>;

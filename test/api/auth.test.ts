@@ -351,35 +351,30 @@ forEachBackend('access changes seen by a second Keel process', (backend) => {
     const res = await app.core.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
     return { status: res.statusCode, body: res.body ? JSON.parse(res.body) : undefined };
   };
-  /** Polls the second instance until it answers `status`; returns how long that took. */
-  const until = async (token: string, url: string, status: number): Promise<number> => {
-    const start = Date.now();
-    for (;;) {
-      const res = await call(second, token, 'GET', url);
-      if (res.status === status) return Date.now() - start;
-      if (Date.now() - start > 1500) assert.fail(`${url} still answers ${res.status}, not ${status}, after 1.5 s`);
-      await new Promise((r) => setImmediate(r));
-    }
+  /** The second instance's very next answer (no polling: it waits for its catch-up, not for time). */
+  const next = async (token: string, url: string, status: number) => {
+    const res = await call(second, token, 'GET', url);
+    assert.equal(res.status, status, `${url}: ${JSON.stringify(res.body)}`);
   };
 
-  test('membership, policy and key changes reach the other instance within 1 s', async () => {
+  test('membership, policy and key changes reach the other instance at once', async () => {
     assert.equal((await call(k.app, k.token, 'POST', '/org/acme/serviceaccount', { name: 'remote' })).status, 201);
     const key = (await call(k.app, k.token, 'POST', '/org/acme/serviceaccount/remote/-addKey', { description: 'x' })).body.key;
     assert.equal((await call(k.app, k.token, 'POST', '/org/acme/gvc', { name: 'gx' })).status, 201);
     assert.equal((await call(second, key, 'GET', '/org/acme/gvc/gx')).status, 403);
     // Group membership added on the first instance.
     assert.equal((await call(k.app, k.token, 'PATCH', '/org/acme/group/viewers', { '$append/memberLinks': ['//serviceaccount/remote'] })).status, 200);
-    assert.ok((await until(key, '/org/acme/gvc/gx', 200)) <= 1500);
+    await next(key, '/org/acme/gvc/gx', 200);
     // Removed again.
     assert.equal((await call(k.app, k.token, 'PATCH', '/org/acme/group/viewers', { '$drop/memberLinks': ['/org/acme/serviceaccount/remote'] })).status, 200);
-    await until(key, '/org/acme/gvc/gx', 403);
+    await next(key, '/org/acme/gvc/gx', 403);
     // A policy granting it directly.
     assert.equal((await call(k.app, k.token, 'POST', '/org/acme/policy', { name: 'direct', targetKind: 'gvc', targetLinks: ['//gvc/gx'], bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/remote'] }] })).status, 201);
-    await until(key, '/org/acme/gvc/gx', 200);
+    await next(key, '/org/acme/gvc/gx', 200);
     // The key revoked on the first instance stops working on the second.
     const name = key.split('.')[0];
     assert.equal((await call(k.app, k.token, 'PATCH', '/org/acme/serviceaccount/remote', { '$drop/keys': [name] })).status, 200);
-    await until(key, '/org/acme/gvc/gx', 401);
+    await next(key, '/org/acme/gvc/gx', 401);
   });
 }, ['postgres']);
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, type ResourceRow } from '../rows.js';
 import { position, prepared } from './statements.js';
-import type { AtPosition, ItemKey, ListRequest, StoredItem } from '../types.js';
+import type { AccessFeed, AtPosition, ItemKey, ListRequest, StoredItem } from '../types.js';
 
 /** More changes than this since the cache's position: dropping everything is cheaper than applying them. */
 const CATCH_UP_LIMIT = 5000;
@@ -21,6 +21,8 @@ const ENTRY_FACTOR = 4;
 const SCOPE_SHARE = 4;
 /** How long a scope found too large to hold is listed by the database before it is tried again. */
 const OVERSIZED_MS = 30_000;
+/** Kinds whose items authorization and authentication read (auth/policies.ts; a service account's keys go with it). */
+const ACCESS_KINDS = new Set(['org', 'policy', 'group', 'user', 'serviceaccount']);
 
 /**
  * The position (keel_cache_epoch.n) and the changes after `$1`, from one statement's snapshot: once
@@ -130,9 +132,10 @@ const exactSeq = (row: { keel_seq: string | null; keel_pending: string[] | null 
  * fail, and a read whose catch-up failed goes to the database while the cache starts again empty.
  * Entries are loaded on a miss and bounded by their estimated size, the least recently read
  * dropped first. Held items are shared between reads, as the SQLite store's are: callers must not
- * change them.
+ * change them. The same catch-up tells access listeners which orgs' access-bearing items or keys
+ * changed (all orgs when it cannot tell), before the reads waiting on it go on (AccessFeed).
  */
-export class ReadCache {
+export class ReadCache implements AccessFeed {
   /** Items by itemKeyString and list scopes by scopeId, in one eviction order. */
   private readonly entries = new Map<string, Entry | Scope>();
   /** Scopes found too large to hold, and until when lists of them go to the database. */
@@ -149,14 +152,18 @@ export class ReadCache {
   private running = false;
   /** Reads waiting for the next catch-up. */
   private waiting: Array<(ok: boolean) => void> = [];
-  private readonly pruner?: NodeJS.Timeout;
+  private readonly pruner: NodeJS.Timeout;
+  /** Catch-ups sent so far, and the number of the one that took the cache to `applied` (see mark()). */
+  private sent = 0;
+  private provenBy = 0;
+  private readonly listeners = new Set<(org: string | undefined) => void>();
 
   constructor(
     private readonly pool: pg.Pool,
     /** Estimated bytes held at most; 0 turns the cache off. */
     private readonly capacity: number,
   ) {
-    if (capacity <= 0) return;
+    // The feed serves authentication too: pruned even when no item is held.
     this.pruner = setInterval(() => void this.prune().catch(() => {}), PRUNE_EVERY_MS);
     this.pruner.unref();
   }
@@ -168,8 +175,27 @@ export class ReadCache {
     return { entries: this.entries.size, bytes: this.bytes, scopes };
   }
 
-  async get(key: ItemKey, load: () => Promise<StoredItem | undefined>): Promise<StoredItem | undefined> {
-    if (this.capacity <= 0 || !(await this.current())) return load();
+  mark(): number {
+    return this.sent;
+  }
+
+  caughtUp(mark?: number): boolean | Promise<boolean> {
+    return (mark !== undefined && this.proven(mark)) || this.current();
+  }
+
+  onAccess(listener: (org: string | undefined) => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  /** Whether the state held was taken to by a catch-up sent after `mark` was taken. */
+  private proven(mark: number): boolean {
+    return this.applied >= 0 && this.provenBy > mark;
+  }
+
+  /** `mark`: when the read began (see AccessFeed.mark); a catch-up sent since then serves it. */
+  async get(key: ItemKey, load: () => Promise<StoredItem | undefined>, mark?: number): Promise<StoredItem | undefined> {
+    if (this.capacity <= 0 || !(await this.caughtUp(mark))) return load();
     const held = this.touch(itemKeyString(key)) as Entry | undefined;
     if (held) return held.item ?? undefined;
     return (await this.loadEntry(key)).item ?? undefined;
@@ -180,10 +206,10 @@ export class ReadCache {
    * none of the org's events pending, so the head it read names exactly the state held; an entry
    * read at a later position than that one is not named by it, and is read again.
    */
-  async getAt(key: ItemKey, load: () => Promise<ReadAt>): Promise<AtPosition<StoredItem | undefined>> {
+  async getAt(key: ItemKey, load: () => Promise<ReadAt>, mark?: number): Promise<AtPosition<StoredItem | undefined>> {
     if (this.capacity <= 0) return load();
     this.track(key.org);
-    if (!(await this.current())) return load();
+    if (!(await this.caughtUp(mark))) return load();
     const id = itemKeyString(key);
     const seq = this.heads.get(key.org);
     const held = seq === undefined ? undefined : (this.touch(id) as Entry | undefined);
@@ -202,7 +228,7 @@ export class ReadCache {
    * Lists of a scope too large for its share of the bound, and lists whose position cannot be named
    * exactly (events of the org not yet chained), are read by `load` from the database.
    */
-  async listAt(request: ListRequest, load: () => Promise<AtPosition<StoredItem[]>>): Promise<AtPosition<StoredItem[]>> {
+  async listAt(request: ListRequest, load: () => Promise<AtPosition<StoredItem[]>>, mark?: number): Promise<AtPosition<StoredItem[]>> {
     const memory = request.memory;
     if (this.capacity <= 0 || !memory) return load();
     const id = scopeId(request.org, request.kind, request.gvc);
@@ -213,7 +239,7 @@ export class ReadCache {
     }
     this.track(request.org);
     const arrived = ++this.ticks;
-    if (!(await this.current())) return load();
+    if (!(await this.caughtUp(mark))) return load();
     const held = this.touch(id);
     const scope = isScope(held) ? held : this.register(id, request);
     const seq = this.heads.get(request.org);
@@ -231,6 +257,7 @@ export class ReadCache {
     this.bytes = 0;
     this.heads = new Map();
     this.applied = -1;
+    this.provenBy = 0;
   }
 
   close(): void {
@@ -417,32 +444,43 @@ export class ReadCache {
     try {
       const from = this.applied;
       const orgs = [...this.tracked];
+      const number = ++this.sent;
       const { rows } = await this.pool.query<CatchUpRow>(prepared(CATCH_UP, [from, orgs]));
       const first = rows[0];
       const busy = new Set(first.busy ?? []);
       const heads = new Map(orgs.filter((org) => !busy.has(org)).map((org) => [org, Number(first.heads?.[org] ?? 0)]));
       const position = Number(first.n);
+      /** Orgs whose access changed; undefined: any org's may have. */
+      let access: Set<string> | undefined = new Set();
       // Behind what the table still holds, too far behind to apply, or a database whose position
       // went back (restored from a backup): start from nothing at its position.
       if (from < 0 || from < Number(first.pruned) || Number(first.waiting) > CATCH_UP_LIMIT || position < from) {
         this.clear();
+        access = undefined;
       } else {
         for (const row of rows) {
           if (row.change === null) continue;
           if (row.org === null) {
             this.clear();
+            access = undefined;
             break;
           }
+          // A row naming an org and no kind: a key or replica token of the org went (migration 16).
+          if (row.kind === null || ACCESS_KINDS.has(row.kind)) access.add(row.org);
+          if (row.kind === null) continue;
           this.drop(itemKeyString(row as ItemKey));
-          this.changed(row.org, row.kind!, row.gvc!, Number(row.change));
+          this.changed(row.org, row.kind, row.gvc!, Number(row.change));
         }
       }
       // No await since the statement: held entries and heads are now both at `position`.
       this.applied = position;
+      this.provenBy = number;
       this.heads = heads;
+      this.tell(access);
       return true;
     } catch {
       this.clear();
+      this.tell(undefined);
       return false;
     }
   }
@@ -452,6 +490,14 @@ export class ReadCache {
     for (const id of [scopeId(org, kind, gvc), scopeId(org, kind, undefined)]) {
       const scope = this.entries.get(id);
       if (isScope(scope) && n > scope.seen) scope.seen = n;
+    }
+  }
+
+  private tell(orgs: Set<string> | undefined): void {
+    if (orgs?.size === 0) return;
+    for (const listener of this.listeners) {
+      if (orgs) for (const org of orgs) listener(org);
+      else listener(undefined);
     }
   }
 

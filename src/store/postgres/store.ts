@@ -71,6 +71,10 @@ export class PostgresStore implements Store {
   private schema = '';
   /** Items served from memory at the database's current position (read-cache.ts). */
   readonly cache: ReadCache;
+  /** The read cache's catch-ups also keep authentication and authorization current. */
+  get accessFeed(): ReadCache {
+    return this.cache;
+  }
 
   private constructor(pool: pg.Pool, reads: pg.Pool, lists: pg.Pool, pages: pg.Pool, cacheMb: number) {
     this.pool = pool;
@@ -148,8 +152,8 @@ export class PostgresStore implements Store {
     return this.cache.get(key, () => getOn(this.reads, key));
   }
 
-  async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
-    return this.cache.getAt(key, () => this.loadAt(key));
+  async getAt(key: ItemKey, mark?: number): Promise<AtPosition<StoredItem | undefined>> {
+    return this.cache.getAt(key, () => this.loadAt(key), mark);
   }
 
   private async loadAt(key: ItemKey): Promise<ReadAt> {
@@ -164,8 +168,8 @@ export class PostgresStore implements Store {
     return (await this.onListConnection(request.budgetMs, (db) => db.query<ResourceRow>(sql, values))).rows.map(fromRow);
   }
 
-  async listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
-    return this.cache.listAt(request, () => this.listFromDatabase(request));
+  async listAt(request: ListRequest, mark?: number): Promise<AtPosition<StoredItem[]>> {
+    return this.cache.listAt(request, () => this.listFromDatabase(request), mark);
   }
 
   private async listFromDatabase(request: ListRequest): Promise<AtPosition<StoredItem[]>> {
