@@ -235,6 +235,7 @@ async function startHaproxy(dir: string, pairs: Array<{ name: string; targets: s
 }
 
 export async function benchPgSystem(): Promise<Section> {
+  const date = new Date().toISOString();
   const dir = mkdtempSync(join(tmpdir(), 'keel-bench-pgsystem-'));
   const keels: RunningKeel[] = [];
   let raw: ChildProcess | undefined;
@@ -308,7 +309,7 @@ export async function benchPgSystem(): Promise<Section> {
         runs.push(results);
         loads.push({ start: start[0], end: loadavg()[0] });
       }
-      return report(runs, loads, seedSeconds, settled);
+      return report(runs, loads, seedSeconds, settled, date);
     });
   } finally {
     await endProcess(proxy?.pid);
@@ -319,7 +320,7 @@ export async function benchPgSystem(): Promise<Section> {
   }
 }
 
-function report(runs: Run[][], loads: Array<{ start: number; end: number }>, seedSeconds: number, settled: number): Section {
+function report(runs: Run[][], loads: Array<{ start: number; end: number }>, seedSeconds: number, settled: number, date: string): Section {
   const find = (round: Run[], setup: Setup, call: Call) => round.find((r) => r.setup === setup && r.call === call)!;
   const series = (setup: Setup, call: Call, f: (r: Run) => number | undefined) => runs.map((round) => f(find(round, setup, call)) ?? NaN);
   const system = (r: Run) => r.keelMicros + (r.pgMicros ?? 0);
@@ -359,7 +360,7 @@ function report(runs: Run[][], loads: Array<{ start: number; end: number }>, see
   return {
     title: 'One system: two Keel processes on PostgreSQL behind HAProxy, against SQLite and raw node:http',
     lines: [
-      `In one run: raw node:http (bench/raw-server.ts); one Keel process on SQLite; two Keel processes on one PostgreSQL schema behind HAProxy (\`${HAPROXY}\`, one thread, round robin per request, keep-alive to both) with the read cache at its default bound; two more on the same schema with \`KEEL_READ_CACHE_MB=0\` behind a second HAProxy frontend. Load: ${GENERATOR}, ${DURATION} s per run after a 1 s warm-up, each setup loaded alone while the others idle. Every Keel process runs with \`KEEL_QUERY_BUDGET_MS=10000\` (a queued query on a busy machine must not be refused); otherwise defaults. ${ROUNDS} rounds, the order of the ten runs reversed every other round.`,
+      `In one run (${date}, ${((Date.now() - Date.parse(date)) / 60000).toFixed(1)} min): raw node:http (bench/raw-server.ts); one Keel process on SQLite; two Keel processes on one PostgreSQL schema behind HAProxy (\`${HAPROXY}\`, one thread, round robin per request, keep-alive to both) with the read cache at its default bound; two more on the same schema with \`KEEL_READ_CACHE_MB=0\` behind a second HAProxy frontend. Load: ${GENERATOR}, ${DURATION} s per run after a 1 s warm-up, each setup loaded alone while the others idle. Every Keel process runs with \`KEEL_QUERY_BUDGET_MS=10000\` (a queued query on a busy machine must not be refused); otherwise defaults. ${ROUNDS} rounds, the order of the ten runs reversed every other round.`,
       '',
       'The requests: **GET** of one gvc with the admin key (a superuser); **authorized GET**, the same gvc by a service-account key whose `view` comes from a policy bound to a group it is a member of; **filtered list**, `POST /org/bench/resource/-query` for the tag `team=blue` over ' +
         `${ITEMS} resources (100 match), by that service account, whose view of resources comes from a policy's \`targetQuery\` (\`visible=yes\`): it answers ${VISIBLE_MATCHES} items. Each answer is checked (status, item count, nothing the policy hides) before loading. Data seeded through the API (${seedSeconds.toFixed(0)} s for both stores); loading began once the Keel processes had been idle for a second (after ${settled.toFixed(0)} s), so no run pays for work the seeding left behind.`,
@@ -385,7 +386,7 @@ function report(runs: Run[][], loads: Array<{ start: number; end: number }>, see
       '',
       '"met" compares the mean with the goal (for "≥ 2", both the throughput and the Keel + PostgreSQL CPU ratio).',
       '',
-      '| Round | order | 1-min load average at the start of its runs | at round start → end |',
+      '| Round | order | 1-min load average at the start of each run, in the order they ran | at round start → end |',
       '|---|---|---|---|',
       ...runs.map((round, i) => `| ${i + 1} | ${i % 2 ? 'reversed' : 'as listed'} | ${round.map((r) => r.load.toFixed(1)).join(', ')} | ${loads[i].start.toFixed(2)} → ${loads[i].end.toFixed(2)} |`),
     ],

@@ -4,7 +4,7 @@
 // control). Memory is V8's heap after a full collection (over the inspector protocol) and RSS, set
 // against what the cache counts toward its bound.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort } from '../test/support/ports.js';
@@ -75,6 +75,7 @@ async function pass(db: pg.Client, keel: RunningKeel, inspectPort: number, appNa
 
 export async function benchReadCache(): Promise<Section> {
   const model = costModel();
+  const started = { date: new Date().toISOString(), load: loadavg() };
   const db = new pg.Client({ connectionString: PG_URL });
   await db.connect();
   try {
@@ -163,6 +164,8 @@ export async function benchReadCache(): Promise<Section> {
               (model && countedPerItem !== undefined
                 ? `The cache counts an entry as ${model.overhead} + ${model.factor} × its data's JSON (ENTRY_OVERHEAD and ENTRY_FACTOR in src/store/postgres/read-cache.ts), **${countedPerItem.toFixed(0)} bytes** for these items: measured heap / counted = **${(perItem / countedPerItem).toFixed(2)}**, RSS / counted = **${(rssPerItem(miss) / countedPerItem).toFixed(2)}** (above 1: the process holds more than its bound says). At the default bound of 64 MB about ${fitsDefault} such items are held; ${ITEMS} take ${((counted ?? 0) / MB).toFixed(0)} MB of bound.`
                 : "The cache's cost model (ENTRY_OVERHEAD, ENTRY_FACTOR) was not found in src/store/postgres/read-cache.ts, so no comparison."),
+            '',
+            `Run ${started.date}; load average (1/5/15 min) ${started.load.map((l) => l.toFixed(1)).join(' / ')} at the start, ${loadavg().map((l) => l.toFixed(1)).join(' / ')} at the end; the section took ${((Date.now() - Date.parse(started.date)) / 60000).toFixed(1)} min.`,
             '',
             "The second pass should cost PostgreSQL only the catch-up statement that a batch of GETs shares, no item reads, and leave the heap where it was: against the first pass's figures, that shows the items were held. Throughput here is that of one Node client in the bench process, not the server's.",
           ],
