@@ -198,3 +198,84 @@ export function postgresCpuSeconds(): number {
   }
   return total;
 }
+
+/** `url` (a postgres:// URL) naming its connections `name`, so pg_stat_activity tells a process's backends apart. */
+export function withAppName(url: string, name: string): string {
+  const u = new URL(url);
+  u.searchParams.set('application_name', name);
+  return u.toString();
+}
+
+/** CPU seconds so far of each PostgreSQL backend serving connections named `appName`, by pid (`db` is any connection to the server). */
+export async function backendsCpu(db: { query: (text: string, values: unknown[]) => Promise<{ rows: Array<{ pid: number }> }> }, appName: string): Promise<Map<number, number>> {
+  const { rows } = await db.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [appName]);
+  return new Map(rows.map((r) => [r.pid, cpuSeconds(r.pid)]));
+}
+
+/** CPU seconds the backends of `after` used since `before` (both from backendsCpu); one opened meanwhile counts from zero, one closed meanwhile is missed. */
+export function backendsCpuSince(before: Map<number, number>, after: Map<number, number>): number {
+  return [...after].reduce((sum, [pid, cpu]) => sum + cpu - (before.get(pid) ?? 0), 0);
+}
+
+/** Ends a child process: `stop` (or SIGTERM) and, if it is still there after 10 s, SIGKILL. A process already gone is fine. */
+export async function endProcess(pid: number | undefined, stop?: () => Promise<unknown>): Promise<void> {
+  if (pid === undefined) return;
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!alive()) return;
+  const gone = async () => {
+    if (stop) await stop().catch(() => {});
+    else {
+      process.kill(pid, 'SIGTERM');
+      while (alive()) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([gone(), new Promise((resolve) => (timer = setTimeout(resolve, 10_000)))]);
+  clearTimeout(timer);
+  if (alive()) process.kill(pid, 'SIGKILL');
+}
+
+/**
+ * A Keel process started with `--inspect=127.0.0.1:<port>` (see startKeel's nodeArgs): its memory
+ * right after a full garbage collection, read over the inspector protocol, so that what a process
+ * holds is told apart from garbage not yet collected (which RSS includes).
+ */
+export async function memoryAfterGc(inspectPort: number): Promise<{ heapUsedMb: number; rssMb: number; externalMb: number }> {
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json()) as Array<{ webSocketDebuggerUrl: string }>;
+  const { default: WebSocket } = await import('ws');
+  const socket = new WebSocket(targets[0].webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    socket.once('open', resolve);
+    socket.once('error', reject);
+  });
+  let id = 0;
+  const send = (method: string, params: Record<string, unknown> = {}) =>
+    new Promise<any>((resolve, reject) => {
+      const mine = ++id;
+      const onMessage = (data: Buffer) => {
+        const message = JSON.parse(data.toString());
+        if (message.id !== mine) return;
+        socket.off('message', onMessage);
+        if (message.error) reject(new Error(`${method}: ${JSON.stringify(message.error)}`));
+        else resolve(message.result);
+      };
+      socket.on('message', onMessage);
+      socket.send(JSON.stringify({ id: mine, method, params }));
+    });
+  try {
+    await send('HeapProfiler.collectGarbage');
+    await send('HeapProfiler.collectGarbage'); // a second pass frees what the first one's finalizers let go
+    const result = await send('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true });
+    const usage = JSON.parse(result.result.value) as { heapUsed: number; rss: number; external: number };
+    return { heapUsedMb: usage.heapUsed / 2 ** 20, rssMb: usage.rss / 2 ** 20, externalMb: usage.external / 2 ** 20 };
+  } finally {
+    socket.close();
+  }
+}

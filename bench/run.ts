@@ -33,6 +33,7 @@ const SECTIONS: Record<string, () => Promise<Section>> = {
   startup: () => import('./startup.js').then((m) => m.benchStartup()),
   mcp: () => import('./mcp.js').then((m) => m.benchMcp()),
   readcache: () => import('./read-cache.js').then((m) => m.benchReadCache()),
+  pgsystem: () => import('./pg-system.js').then((m) => m.benchPgSystem()),
 };
 
 function postgresVersion(): string {
