@@ -324,6 +324,17 @@ function report(runs: Run[][], loads: Array<{ start: number; end: number }>, see
   const find = (round: Run[], setup: Setup, call: Call) => round.find((r) => r.setup === setup && r.call === call)!;
   const series = (setup: Setup, call: Call, f: (r: Run) => number | undefined) => runs.map((round) => f(find(round, setup, call)) ?? NaN);
   const system = (r: Run) => r.keelMicros + (r.pgMicros ?? 0);
+  const bySetup = (file: string, title: string, unit: string, f: (r: Run) => number | undefined) => ({
+    file,
+    title,
+    unit,
+    kind: 'bar' as const,
+    categories: ['GET', 'authorized GET', 'filtered list'],
+    series: (['sqlite', 'pgOn', 'pgOff'] as Setup[]).map((setup) => ({
+      name: { sqlite: 'SQLite', pgOn: 'PostgreSQL ×2, cache', pgOff: 'PostgreSQL ×2, no cache', raw: '' }[setup],
+      values: (['get', 'auth', 'list'] as Call[]).map((call) => mean(series(setup, call, f))),
+    })),
+  });
   /** Per round: the raw server's CPU per request over the setup's; its throughput over raw's. */
   const vsRaw = (setup: Setup, call: Call) => ({
     rps: runs.map((round) => find(round, setup, call).requestsPerSecond / find(round, 'raw', 'get').requestsPerSecond),
@@ -405,28 +416,8 @@ function report(runs: Run[][], loads: Array<{ start: number; end: number }>, see
       pgSystemLoadAverage: mean(runs.flat().map((r) => r.load)),
     },
     charts: [
-      {
-        file: 'pg-system-throughput.svg',
-        title: 'One system: requests/s by setup (mean over rounds)',
-        unit: 'requests/s',
-        kind: 'bar',
-        categories: ['GET', 'authorized GET', 'filtered list'],
-        series: (['sqlite', 'pgOn', 'pgOff'] as Setup[]).map((setup) => ({
-          name: { sqlite: 'SQLite', pgOn: 'PostgreSQL ×2, cache', pgOff: 'PostgreSQL ×2, no cache', raw: '' }[setup],
-          values: (['get', 'auth', 'list'] as Call[]).map((call) => mean(series(setup, call, (r) => r.requestsPerSecond))),
-        })),
-      },
-      {
-        file: 'pg-system-cpu.svg',
-        title: 'One system: server CPU µs per request (Keel + PostgreSQL backends)',
-        unit: 'µs',
-        kind: 'bar',
-        categories: ['GET', 'authorized GET', 'filtered list'],
-        series: (['sqlite', 'pgOn', 'pgOff'] as Setup[]).map((setup) => ({
-          name: { sqlite: 'SQLite', pgOn: 'PostgreSQL ×2, cache', pgOff: 'PostgreSQL ×2, no cache', raw: '' }[setup],
-          values: (['get', 'auth', 'list'] as Call[]).map((call) => mean(series(setup, call, system))),
-        })),
-      },
+      bySetup('pg-system-throughput.svg', 'One system: requests/s by setup (mean over rounds)', 'requests/s', (r) => r.requestsPerSecond),
+      bySetup('pg-system-cpu.svg', 'One system: server CPU µs per request (Keel + PostgreSQL backends)', 'µs', system),
     ],
   };
 }
