@@ -1,14 +1,17 @@
 // BENCH_ONLY=mcp: agents' costs. 20 sandboxes created at once (total time; goal < 5 s), and an MCP
-// tool call over streamable HTTP against the REST call it wraps, in the same run (goal ≤ 1.5×).
+// tool call over streamable HTTP against the REST call it wraps, in the same run (goal ≤ 1.5×): with
+// the SDK's client, and as a plain JSON-RPC POST that shows the server's part apart from the client's.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { PG_URL, startKeel, type RunningKeel, type Section } from './harness.js';
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import { loadavg } from 'node:os';
+import { cpuSeconds, PG_URL, startKeel, type RunningKeel, type Section } from './harness.js';
 import { withBenchSchema } from './pg-schema.js';
 
 const SANDBOXES = 20;
 const SANDBOX_ROUNDS = 3;
-const CALLS = 300;
-const CALL_ROUNDS = 4;
+const CALLS = 400;
+const CALL_ROUNDS = 6;
 
 async function sandboxTimes(keel: RunningKeel): Promise<number[]> {
   const times: number[] = [];
@@ -27,43 +30,85 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function callLatency(keel: RunningKeel): Promise<{ rest: number[]; tool: number[] }> {
+/** The three ways of making the call: the REST GET, the tool through the SDK's client, the tool as a plain JSON-RPC POST. */
+const PATHS = ['rest', 'sdk', 'rpc'] as const;
+type Path = (typeof PATHS)[number];
+
+interface Latency {
+  /** Every call's latency, ms, by path. */
+  all: Record<Path, number[]>;
+  /** Per round and path: the p50 latency (ms) and the server's CPU per call (µs). */
+  rounds: Array<Record<Path, { p50: number; cpuMicros: number }>>;
+}
+
+async function callLatency(keel: RunningKeel): Promise<Latency> {
   const path = `/org/${keel.org}/gvc/target`;
   const created = await keel.call('POST', `/org/${keel.org}/gvc`, { name: 'target' });
   if (created.status !== 201) throw new Error(`gvc: ${created.status}`);
   const client = new Client({ name: 'bench', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`${keel.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${keel.token}` } } }));
-  const rest: number[] = [];
-  const tool: number[] = [];
-  const restCall = async () => {
-    const t = performance.now();
-    const res = await fetch(keel.base + path, { headers: { authorization: `Bearer ${keel.token}` } });
-    await res.text();
-    rest.push(performance.now() - t);
-    if (res.status !== 200) throw new Error(`GET: ${res.status}`);
+  const args = { kind: 'gvc', name: 'target' };
+  // What the SDK's client sends for the same call (its headers, and its body with the same key
+  // order): one stateless POST, its answer parsed and checked, and nothing else.
+  const rpcHeaders = { authorization: `Bearer ${keel.token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': LATEST_PROTOCOL_VERSION };
+  let rpcId = 0;
+  const calls: Record<Path, () => Promise<void>> = {
+    async rest() {
+      const res = await fetch(keel.base + path, { headers: { authorization: `Bearer ${keel.token}` } });
+      await res.text();
+      if (res.status !== 200) throw new Error(`GET: ${res.status}`);
+    },
+    async sdk() {
+      const res = await client.callTool({ name: 'get_resource', arguments: args });
+      if (res.isError) throw new Error(`get_resource: ${JSON.stringify(res.content)}`);
+    },
+    async rpc() {
+      const body = JSON.stringify({ method: 'tools/call', params: { name: 'get_resource', arguments: args }, jsonrpc: '2.0', id: rpcId++ });
+      const res = await fetch(`${keel.base}/mcp`, { method: 'POST', headers: rpcHeaders, body });
+      const answer = JSON.parse(await res.text()) as { result?: { isError?: boolean } };
+      if (res.status !== 200 || !answer.result || answer.result.isError) throw new Error(`get_resource: ${res.status} ${JSON.stringify(answer)}`);
+    },
   };
-  const toolCall = async () => {
+  const timed = async (p: Path, into: number[]) => {
     const t = performance.now();
-    const res = await client.callTool({ name: 'get_resource', arguments: { kind: 'gvc', name: 'target' } });
-    tool.push(performance.now() - t);
-    if (res.isError) throw new Error(`get_resource: ${JSON.stringify(res.content)}`);
+    await calls[p]();
+    into.push(performance.now() - t);
   };
-  // Warm-up, then alternating rounds so a drift of the machine falls on both.
-  for (let i = 0; i < 50; i++) await Promise.all([restCall(), toolCall()]);
-  rest.length = 0;
-  tool.length = 0;
+  // Warm-up, then rounds whose order rotates, so a drift of the machine falls on every path.
+  for (let i = 0; i < 50; i++) for (const p of PATHS) await timed(p, []);
+  const all: Latency['all'] = { rest: [], sdk: [], rpc: [] };
+  const rounds: Latency['rounds'] = [];
   for (let round = 0; round < CALL_ROUNDS; round++) {
-    for (const run of round % 2 === 0 ? [restCall, toolCall] : [toolCall, restCall]) for (let i = 0; i < CALLS; i++) await run();
+    const order = [...PATHS.slice(round % PATHS.length), ...PATHS.slice(0, round % PATHS.length)];
+    const measured = {} as Latency['rounds'][number];
+    for (const p of order) {
+      const times: number[] = [];
+      const cpuBefore = cpuSeconds(keel.pid);
+      for (let i = 0; i < CALLS; i++) await timed(p, times);
+      measured[p] = { p50: percentile(times, 50), cpuMicros: ((cpuSeconds(keel.pid) - cpuBefore) * 1e6) / CALLS };
+      all[p].push(...times);
+    }
+    rounds.push(measured);
   }
   await client.close();
-  return { rest, tool };
+  return { all, rounds };
+}
+
+/** Mean and range of per-round values, as `mean (min–max)`. */
+function spread(values: number[], digits = 2): string {
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  return `${mean.toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
+}
+
+function mean(values: number[]): number {
+  return values.reduce((a, b) => a + b, 0) / values.length;
 }
 
 export async function benchMcp(): Promise<Section> {
   const env = { KEEL_ALLOW_SANDBOXES: 'on', KEEL_RECONCILE: 'off' };
   const sqlite = await startKeel({ env });
   let sqliteBoxes: number[];
-  let latency: { rest: number[]; tool: number[] };
+  let latency: Latency;
   try {
     sqliteBoxes = await sandboxTimes(sqlite);
     latency = await callLatency(sqlite);
@@ -79,7 +124,11 @@ export async function benchMcp(): Promise<Section> {
     }
   });
   const median = (v: number[]) => percentile(v, 50);
-  const ratio = median(latency.tool) / median(latency.rest);
+  const { all, rounds } = latency;
+  const ratio = median(all.sdk) / median(all.rest);
+  const plainRatio = median(all.rpc) / median(all.rest);
+  const perRound = (f: (r: Latency['rounds'][number]) => number) => rounds.map(f);
+  const cpu = (p: Path) => mean(perRound((r) => r[p].cpuMicros));
   return {
     title: 'Agents: sandboxes and MCP tool calls',
     lines: [
@@ -90,20 +139,33 @@ export async function benchMcp(): Promise<Section> {
       `| SQLite | ${median(sqliteBoxes).toFixed(0)} | ${Math.max(...sqliteBoxes).toFixed(0)} |`,
       `| PostgreSQL | ${median(pgBoxes).toFixed(0)} | ${Math.max(...pgBoxes).toFixed(0)} |`,
       '',
-      `One caller, sequential calls on SQLite: the MCP tool \`get_resource\` over streamable HTTP (the SDK's client; one stateless POST per call) against the GET it wraps, ${CALLS * CALL_ROUNDS / 2} calls each in alternating rounds. Goal: tool median ≤ 1.5× REST.`,
+      `One caller, sequential calls on SQLite: the MCP tool \`get_resource\` over streamable HTTP against the GET it wraps, ${CALL_ROUNDS} rounds of ${CALLS} calls per path, the paths' order rotating from round to round; ${CALLS * CALL_ROUNDS} calls per path. The tool is called two ways: with the SDK's client (the headline: what agents use; one stateless POST per call, its answer checked by the SDK) and as a plain JSON-RPC POST (\`fetch\` with the body and headers the SDK sends, the answer parsed), which leaves out the SDK client's own cost. Server CPU: the \`keel serve\` process's user + system time over a path's calls (from /proc), per call. Goal: tool median (SDK client) ≤ 1.5× REST.`,
       '',
-      '| Call | p50, ms | p99, ms |',
+      '| Call | p50, ms | p99, ms | server CPU per call, µs |',
+      '|---|---|---|---|',
+      `| REST GET /org/bench/gvc/target | ${median(all.rest).toFixed(2)} | ${percentile(all.rest, 99).toFixed(2)} | ${cpu('rest').toFixed(0)} |`,
+      `| MCP get_resource, SDK client | ${median(all.sdk).toFixed(2)} | ${percentile(all.sdk, 99).toFixed(2)} | ${cpu('sdk').toFixed(0)} |`,
+      `| MCP get_resource, plain JSON-RPC POST | ${median(all.rpc).toFixed(2)} | ${percentile(all.rpc, 99).toFixed(2)} | ${cpu('rpc').toFixed(0)} |`,
+      '',
+      '| Ratio to REST | over all calls (p50) | per round: mean (min–max) |',
       '|---|---|---|',
-      `| REST GET /org/bench/gvc/target | ${median(latency.rest).toFixed(2)} | ${percentile(latency.rest, 99).toFixed(2)} |`,
-      `| MCP get_resource | ${median(latency.tool).toFixed(2)} | ${percentile(latency.tool, 99).toFixed(2)} |`,
-      `| ratio (p50) | ${ratio.toFixed(2)}× | |`,
+      `| p50 latency, SDK client | ${ratio.toFixed(2)}× | ${spread(perRound((r) => r.sdk.p50 / r.rest.p50))} |`,
+      `| p50 latency, plain JSON-RPC POST | ${plainRatio.toFixed(2)}× | ${spread(perRound((r) => r.rpc.p50 / r.rest.p50))} |`,
+      `| server CPU per call, SDK client | | ${spread(perRound((r) => r.sdk.cpuMicros / r.rest.cpuMicros))} |`,
+      `| server CPU per call, plain JSON-RPC POST | | ${spread(perRound((r) => r.rpc.cpuMicros / r.rest.cpuMicros))} |`,
+      '',
+      `Load average at the end of the calls: ${loadavg().map((l) => l.toFixed(2)).join(' / ')} (1/5/15 min).`,
     ],
     figures: {
       sandboxes20SqliteMs: median(sqliteBoxes),
       sandboxes20PostgresMs: median(pgBoxes),
-      mcpToolP50Ms: median(latency.tool),
-      restGetP50Ms: median(latency.rest),
+      mcpToolP50Ms: median(all.sdk),
+      restGetP50Ms: median(all.rest),
       mcpOverRestRatio: ratio,
+      mcpPlainRpcP50Ms: median(all.rpc),
+      mcpPlainRpcOverRestRatio: plainRatio,
+      mcpServerCpuMicrosPerCall: cpu('rpc'),
+      restServerCpuMicrosPerCall: cpu('rest'),
     },
   };
 }

@@ -13,7 +13,23 @@ import { VERSION } from '../version.js';
 
 export interface ApiAnswer {
   status: number;
+  /** The body, parsed, or as JSON text (a JsonText) where it came as text a tool may pass on unread. */
   body: unknown;
+}
+
+/** A body as the JSON text the API answered: a tool that passes it on does not parse it, one that reads it does, once. */
+export class JsonText {
+  private parsed?: { value: unknown };
+  constructor(readonly text: string) {}
+  get value(): unknown {
+    this.parsed ??= { value: JSON.parse(this.text) };
+    return this.parsed.value;
+  }
+}
+
+/** A body's value, parsed if it is JSON text. */
+function valueOf(body: unknown): unknown {
+  return body instanceof JsonText ? body.value : body;
 }
 
 /** Keel's REST API as the session's caller. */
@@ -92,7 +108,7 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
   };
   const call = async (method: Parameters<Api['request']>[0], path: string, body?: unknown) => {
     const answer = await api.request(method, path, body);
-    if (answer.status >= 400) throw new ToolRefusal(messageOf(answer), answer.body);
+    if (answer.status >= 400) throw new ToolRefusal(messageOf(answer), valueOf(answer.body));
     return answer.body;
   };
   const tool = (toolName: string, description: string, shape: z.ZodRawShape, run: (args: Args) => Promise<unknown>, annotations: { readOnlyHint?: boolean; destructiveHint?: boolean } = {}) => {
@@ -246,7 +262,7 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
         const since = parseDuration((args.since as string | undefined) ?? '1h');
         const end = Date.now();
         const qs = new URLSearchParams({ query, limit: String(args.limit ?? 100), direction: 'backward', start: String((end - since) * 1e6), end: String(end * 1e6) });
-        const body = (await call('GET', `/logs/org/${enc(o)}/loki/api/v1/query_range?${qs}`)) as { data?: { result?: Array<{ stream: Record<string, string>; values: Array<[string, string]> }> } };
+        const body = valueOf(await call('GET', `/logs/org/${enc(o)}/loki/api/v1/query_range?${qs}`)) as { data?: { result?: Array<{ stream: Record<string, string>; values: Array<[string, string]> }> } };
         const lines = (body.data?.result ?? [])
           .flatMap((s) => s.values.map(([ns, line]) => ({ time: new Date(Number(BigInt(ns) / 1_000_000n)).toISOString(), replica: s.stream.replica, container: s.stream.container, line, ns: BigInt(ns) })))
           .sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0))
@@ -481,7 +497,7 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
         async (args) => {
           const o = await orgOf(args);
           const path = `/org/${enc(o)}/gvc/${enc(args.name as string)}`;
-          const current = (await call('GET', path)) as { version?: number; spec?: { staticPlacement?: { locationLinks?: string[] } } };
+          const current = valueOf(await call('GET', path)) as { version?: number; spec?: { staticPlacement?: { locationLinks?: string[] } } };
           const linkOf = (l: string) => `/org/${o}/location/${l}`;
           const had = current.spec?.staticPlacement?.locationLinks ?? [];
           const named = new Set((args.locations as string[]).map(linkOf));
@@ -505,13 +521,13 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
         if (!itemName) throw new ToolRefusal('document.name is required', { code: 'bad_request' });
         const existing = await api.request('GET', `${base}/${enc(itemName)}`);
         if (existing.status === 404) return call('POST', base, doc);
-        if (existing.status >= 400) throw new ToolRefusal(messageOf(existing), existing.body);
+        if (existing.status >= 400) throw new ToolRefusal(messageOf(existing), valueOf(existing.body));
         return call('PUT', `${base}/${enc(itemName)}`, doc);
       },
     );
     tool(
       'keel_reveal_secret',
-      "Reads a secret's value. Other tools never show secret values (get_resource leaves `data` out); this one needs the `reveal` permission on the secret and is audited as a reveal. Use it only when the value itself is needed.",
+      "Reads a secret's value. Other tools never show secret values (get_resource leaves `data` out); this one needs the `reveal` permission on the secret. Like any read it changes nothing and records no audit event. Use it only when the value itself is needed.",
       { name, org },
       async (args) => call('GET', `/org/${enc(await orgOf(args))}/secret/${enc(args.name as string)}/-reveal`),
       { readOnlyHint: true },
@@ -593,7 +609,7 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
           message,
           permission: granted ? granted[1].split(' or ') : undefined,
           target: granted ? granted[2] : path,
-          policies: policies.status === 200 ? ((policies.body as { items?: Array<{ name: string; bindings?: unknown }> }).items ?? []).map((p) => ({ name: p.name, bindings: p.bindings })) : `not readable: ${messageOf(policies)}`,
+          policies: policies.status === 200 ? ((valueOf(policies.body) as { items?: Array<{ name: string; bindings?: unknown }> }).items ?? []).map((p) => ({ name: p.name, bindings: p.bindings })) : `not readable: ${messageOf(policies)}`,
         };
       },
       { readOnlyHint: true },
@@ -656,8 +672,31 @@ export class ToolRefusal extends Error {
 }
 
 function resultOf(body: unknown): CallToolResult {
-  const structured = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : { value: body ?? null };
-  return { content: [{ type: 'text', text: JSON.stringify(body ?? null) }], structuredContent: structured };
+  // An object's JSON text is passed on as the API gave it, and parsed only if the result is read
+  // rather than serialized by resultJson (by the SDK's server, over stdio).
+  if (body instanceof JsonText && body.text.startsWith('{')) {
+    const result = {
+      content: [{ type: 'text' as const, text: body.text }],
+      get structuredContent() {
+        return body.value as Record<string, unknown>;
+      },
+    };
+    itemTexts.set(result, body.text);
+    return result;
+  }
+  const value = valueOf(body);
+  const structured = value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : { value: value ?? null };
+  return { content: [{ type: 'text', text: JSON.stringify(value ?? null) }], structuredContent: structured };
+}
+
+/** Results whose item is still the API's JSON text (their structuredContent is that text, parsed). */
+const itemTexts = new WeakMap<CallToolResult, string>();
+
+/** A tool's result as JSON text: the item's text put in as it is where it has not been parsed, both as the text content and as structuredContent. */
+export function resultJson(result: CallToolResult): string {
+  const text = itemTexts.get(result);
+  if (text === undefined) return JSON.stringify(result);
+  return `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`;
 }
 
 function refusalOf(err: ToolRefusal): CallToolResult {
@@ -666,7 +705,7 @@ function refusalOf(err: ToolRefusal): CallToolResult {
 }
 
 function messageOf(answer: ApiAnswer): string {
-  const body = answer.body as { message?: unknown } | undefined;
+  const body = valueOf(answer.body) as { message?: unknown } | undefined;
   return typeof body?.message === 'string' ? body.message : `HTTP ${answer.status}`;
 }
 

@@ -44,7 +44,7 @@ import { mountRegistry } from '../registry/routes.js';
 import { closeRegistry, openRegistry } from '../registry/storage.js';
 import { AccessLog } from './access-log.js';
 import { mountMcp } from './mcp.js';
-import { InProcess, pathOrQueryProblem } from './in-process.js';
+import { InProcess, pathOrQueryProblem, type RouterOptions } from './in-process.js';
 
 export interface App {
   core: FastifyInstance;
@@ -133,14 +133,14 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     if (may instanceof Promise) may.then(decide, done);
     else decide(may);
   };
-  const inProcess = new InProcess(scheduler, config.maxPageSize, faults);
+  const inProcess = new InProcess(scheduler, config.maxPageSize, ROUTER_OPTIONS, faults);
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
       genReqId: () => randomUUID(),
       requestIdHeader: false,
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], ...(options.logStream ? { stream: options.logStream } : {}) },
-      routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+      routerOptions: ROUTER_OPTIONS,
       // Starting may remove all that a killed Keel left (replicas, mounts, cgroups) before serving,
       // which takes as long as there is to remove: no fixed 10 s bound fails that start.
       pluginTimeout: 0,
@@ -152,11 +152,15 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       // The router's own refusals (a path segment that is not valid percent-encoding, or longer than
       // maxParamLength) leave as the API's error object too, not fastify's default body or a 414.
       frameworkErrors: (error, request, reply) =>
-        sendError(reply, request, ApiError.badRequest(error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is longer than 256 characters' : 'the path is not valid percent-encoded UTF-8')),
+        sendError(reply, request, ApiError.badRequest(error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? `a path segment is longer than ${ROUTER_OPTIONS.maxParamLength} characters` : 'the path is not valid percent-encoded UTF-8')),
     });
     if (options.onRoute) app.addHook('onRoute', (route) => options.onRoute!(route, api));
     // The MCP tools' reads run in process, on the routes this server would route them to.
-    if (api === 'core') app.addHook('onRoute', (route) => inProcess.add(route));
+    if (api === 'core') {
+      app.addHook('onRoute', function (route) {
+        inProcess.add(route, this);
+      });
+    }
     // Declared up front, so every request object has the same shape from its start (a property added
     // per request would make each one grow and change shape on the hot path).
     app.decorateRequest('principal');
@@ -314,6 +318,9 @@ function installBodyParsing(app: FastifyInstance): void {
 }
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/** How the APIs' routers match a path (and the MCP tools' in-process reads, which must match as they do). */
+const ROUTER_OPTIONS: RouterOptions = { ignoreTrailingSlash: true, maxParamLength: 256 };
 
 /** Unreferenced registry content is collected this often (and by `keel registry gc`). */
 const REGISTRY_GC_EVERY_MS = 60 * 60 * 1000;

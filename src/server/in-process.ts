@@ -8,10 +8,12 @@
 // log) is not done again. Only routes mounted as `inProcess` (the generic kinds' GET routes, whose
 // handlers read nothing of the request but its principal, params, query and URL) run here; a path
 // that the server routes elsewhere is left to the caller (undefined), which injects it.
-import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import FindMyWay from 'find-my-way';
 import type { Faults } from '../admin/faults.js';
 import { outcomeOf } from '../admin/faults.js';
 import { ApiError } from '../errors.js';
+import { JsonText, type ApiAnswer } from '../mcp/tools.js';
 import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
 import { errorObject } from './errors.js';
 import type { Scheduler } from './fairness.js';
@@ -24,84 +26,57 @@ declare module 'fastify' {
   }
 }
 
-export interface InProcessAnswer {
-  status: number;
-  body: unknown;
+type Handler = (request: FastifyRequest, reply: FastifyReply) => unknown;
+
+/** The server's router options that decide which route a path reaches: given to fastify and to InProcess alike. */
+export interface RouterOptions {
+  ignoreTrailingSlash: boolean;
+  maxParamLength: number;
 }
 
-type Handler = (this: unknown, request: FastifyRequest, reply: FastifyReply) => unknown;
-
-/** A node of the GET routes' tree: static segments before a parameter before a wildcard, as the server's router orders them. */
-interface Node {
-  statics: Map<string, Node>;
-  param?: { name: string; node: Node };
-  wildcard?: Route;
-  route?: Route;
-}
-
+/** A GET route of the server: its handler (bound as fastify binds it) when it runs in process, and its config. */
 interface Route {
   handler?: Handler;
   config: RouteOptions['config'];
 }
 
-/** Longest parameter (decoded) the server routes, as its router's maxParamLength. */
-const MAX_PARAM_LENGTH = 256;
-
 export class InProcess {
-  private readonly root: Node = newNode();
+  /**
+   * A router of fastify's own kind (find-my-way) with the server's options, holding every GET route
+   * of the server, so a path reaches here the route it reaches there, with the same parameters and
+   * query. Its refusals (a path not validly percent-encoded, a parameter too long) are left unset:
+   * such a path finds nothing here and is left to the server, to refuse in its own words.
+   */
+  private readonly router: FindMyWay.Instance<FindMyWay.HTTPVersion.V1>;
 
   constructor(
     private readonly scheduler: Scheduler,
     private readonly maxPageSize: number,
+    routerOptions: RouterOptions,
     private readonly faults?: Faults,
-  ) {}
+  ) {
+    this.router = FindMyWay(routerOptions);
+  }
 
-  /** Told of every route of the server (its onRoute hook): all GET routes are known, so a path finds here the route the server would give it. */
-  add(route: RouteOptions): void {
+  /** Told of every route of the server (its onRoute hook; `server`, the instance the route is mounted on). */
+  add(route: RouteOptions, server: FastifyInstance): void {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('GET')) return;
-    const known: Route = { handler: route.config?.inProcess ? (route.handler as Handler) : undefined, config: route.config };
-    let node = this.root;
-    for (const segment of segmentsOf(route.url ?? '')) {
-      if (segment === '*') {
-        node.wildcard = known;
-        return;
-      }
-      if (segment.startsWith(':')) {
-        node.param ??= { name: segment.slice(1), node: newNode() };
-        node = node.param.node;
-      } else {
-        let next = node.statics.get(segment);
-        if (!next) node.statics.set(segment, (next = newNode()));
-        node = next;
-      }
-    }
-    node.route = known;
+    const known: Route = { handler: route.config?.inProcess ? (route.handler as Handler).bind(server) : undefined, config: route.config };
+    this.router.on('GET', route.url, { constraints: route.constraints ?? {} }, unrouted, known);
   }
 
   /**
-   * GET `url` as `request`'s principal, answered as the REST call would be; undefined when the
-   * server routes the path to a route that does not run in process.
+   * GET `url` as `request`'s principal, answered as the REST call would be (its body as the JSON
+   * text a client would receive); undefined when the server routes the path to a route that does
+   * not run in process, or refuses it.
    */
-  async get(request: FastifyRequest, url: string): Promise<InProcessAnswer | undefined> {
-    const [path, search] = splitUrl(url);
-    // Matched decoded, as the server's router matches; a path it would refuse (not valid
-    // percent-encoding, a parameter too long) is left to it, to refuse in its own words.
-    let segments: string[];
-    try {
-      segments = segmentsOf(path).map(decodeURIComponent);
-    } catch {
-      return undefined;
-    }
-    const params: Record<string, string> = {};
-    const route = find(this.root, segments, 0, params);
-    if (!route?.handler) return undefined;
+  async get(request: FastifyRequest, url: string): Promise<ApiAnswer | undefined> {
+    const found = this.router.find('GET', url);
+    const route = found?.store as Route | undefined;
+    if (!found || !route?.handler) return undefined;
     const handler = route.handler;
-    const query: Record<string, string | string[]> = {};
-    for (const [key, value] of new URLSearchParams(search)) {
-      const had = query[key];
-      query[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
-    }
+    const { params, searchParams: query } = found;
     const reply = new Answer();
     const read = { id: request.id, method: 'GET', url, params, query, body: undefined, principal: request.principal, ip: request.ip, log: request.log, server: { maxPageSize: this.maxPageSize } };
     try {
@@ -116,7 +91,7 @@ export class InProcess {
         if (outcome) throw outcome;
       }
       const run = async () => {
-        const returned = await handler.call(request.server, read as unknown as FastifyRequest, reply as unknown as FastifyReply);
+        const returned = await handler(read as unknown as FastifyRequest, reply as unknown as FastifyReply);
         return reply.sent ? reply.payload : returned;
       };
       const level = route.config?.level ?? 'reads';
@@ -125,8 +100,8 @@ export class InProcess {
       if (request.exempt) payload = await run();
       else if (this.scheduler.levels[level].full(who)) throw this.scheduler.levels[level].refusal();
       else payload = await this.scheduler.run(level, who, run);
-      // What a REST client would parse: a handler's JSON text as it is, anything else as serialized.
-      return { status: reply.statusCode, body: typeof payload === 'string' ? JSON.parse(payload) : payload === undefined ? undefined : JSON.parse(JSON.stringify(payload)) };
+      // What a REST client would receive: a handler's JSON text as it is, anything else serialized.
+      return { status: reply.statusCode, body: payload === undefined ? undefined : new JsonText(typeof payload === 'string' ? payload : JSON.stringify(payload)) };
     } catch (err) {
       if (err instanceof Dropped) throw err;
       if (err instanceof ApiError) return { status: err.status, body: errorObject(err, request.id) };
@@ -136,6 +111,9 @@ export class InProcess {
     }
   }
 }
+
+/** The router's handler, never called: a route is found here, and its handler called, by InProcess.get. */
+function unrouted(): void {}
 
 /** A path segment or query value the store could not hold names nothing; a query key given twice is ambiguous (both refused for every request). */
 export function pathOrQueryProblem(params: unknown, query: unknown): ApiError | undefined {
@@ -174,40 +152,3 @@ class Answer {
 }
 
 class Dropped extends Error {}
-
-function newNode(): Node {
-  return { statics: new Map() };
-}
-
-function splitUrl(url: string): [string, string] {
-  const at = url.indexOf('?');
-  return at < 0 ? [url, ''] : [url.slice(0, at), url.slice(at + 1)];
-}
-
-/** A path's segments, a trailing slash ignored as the server ignores it. */
-function segmentsOf(path: string): string[] {
-  const segments = path.split('/').slice(1);
-  if (segments.length > 1 && segments[segments.length - 1] === '') segments.pop();
-  return segments;
-}
-
-/** The route of `segments` from `node`, its parameters set in `params`: a static segment first, then a parameter, then a wildcard. */
-function find(node: Node, segments: string[], at: number, params: Record<string, string>): Route | undefined {
-  if (at === segments.length) return node.route;
-  const segment = segments[at];
-  const next = node.statics.get(segment);
-  const found = next && find(next, segments, at + 1, params);
-  if (found) return found;
-  if (node.param && segment !== '' && segment.length <= MAX_PARAM_LENGTH) {
-    const route = find(node.param.node, segments, at + 1, params);
-    if (route) {
-      params[node.param.name] = segment;
-      return route;
-    }
-  }
-  if (node.wildcard) {
-    params['*'] = segments.slice(at).join('/');
-    return node.wildcard;
-  }
-  return undefined;
-}

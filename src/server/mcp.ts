@@ -18,7 +18,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../errors.js';
 import type { InProcess } from './in-process.js';
-import { createMcp, toolsetsIn, TOOLSETS, type Api, type Mcp } from '../mcp/tools.js';
+import { createMcp, JsonText, resultJson, toolsetsIn, TOOLSETS, type Api, type Mcp } from '../mcp/tools.js';
 
 export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, inProcess: InProcess): void {
   // Counted against its caller's requests in flight and timed as any request; each tool call is then
@@ -54,13 +54,13 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, 
     const setKey = toolsets?.join(',') ?? '';
     const lent = idle.get(setKey)?.pop() ?? (await newLent(toolsets));
     lent.caller.current = apiOf(app, auditApi(), inProcess, request);
-    let answers: JSONRPCMessage[];
+    let answers: string[];
     try {
       // A tool call is answered by the tool itself, as the SDK's server would answer it; every other
       // message goes through the SDK's server (whose per-message checks cost more than a call).
       const toolCalls = messages.filter(isToolCall);
       const rest = messages.filter((m) => !isToolCall(m));
-      answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : [])];
+      answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : []).map((m) => JSON.stringify(m))];
     } finally {
       lent.caller.current = undefined;
       const pool = idle.get(setKey) ?? [];
@@ -69,7 +69,7 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, 
     }
     // Notifications and responses only: accepted, nothing to answer.
     if (answers.length === 0) return reply.code(202).send();
-    return reply.code(200).type('application/json').send(Array.isArray(request.body) ? answers : answers[0]);
+    return reply.code(200).type('application/json').send(Array.isArray(request.body) ? `[${answers.join(',')}]` : answers[0]);
   });
   // Stateless: no stream to open and no session to end.
   const notHere = async () => {
@@ -125,8 +125,10 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-async function callAnswer(mcp: Mcp, call: ToolCall): Promise<JSONRPCMessage> {
-  return { jsonrpc: '2.0', id: call.id, result: await mcp.callTool(call.params.name, call.params.arguments) };
+/** A tool call's JSON-RPC answer, as JSON text (the result's item put in as the API gave it, see resultJson). */
+async function callAnswer(mcp: Mcp, call: ToolCall): Promise<string> {
+  const result = await mcp.callTool(call.params.name, call.params.arguments);
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(call.id)},"result":${resultJson(result)}}`;
 }
 
 async function newLent(toolsets: string[] | undefined): Promise<Lent> {
@@ -193,13 +195,10 @@ function apiOf(core: FastifyInstance, audit: FastifyInstance, inProcess: InProce
         headers: { authorization, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), 'x-request-id': request.id },
         payload: body === undefined ? undefined : JSON.stringify(body),
       });
-      let parsed: unknown;
-      try {
-        parsed = res.body ? JSON.parse(res.body) : undefined;
-      } catch {
-        parsed = { message: res.body };
-      }
-      return { status: res.statusCode, body: parsed };
+      if (!res.body) return { status: res.statusCode, body: undefined };
+      // The API's JSON is passed on as text (see JsonText); anything else becomes a message.
+      if (String(res.headers['content-type']).startsWith('application/json')) return { status: res.statusCode, body: new JsonText(res.body) };
+      return { status: res.statusCode, body: { message: res.body } };
     },
     async defaultOrg() {
       return request.principal.org;

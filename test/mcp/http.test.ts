@@ -333,6 +333,11 @@ forEachBackend('MCP over streamable HTTP: a tool\'s reads, run in process as the
       { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'seen', org: 'elsewhere' }, path: '/org/elsewhere/gvc/seen' },
       { key: viewer, tool: 'get_resource', args: { kind: 'workload', name: 'w', gvc: 'absent' }, path: '/org/acme/gvc/absent/workload/w' },
       { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'é'.repeat(200) }, path: `/org/acme/gvc/${encodeURIComponent('é'.repeat(200))}` },
+      // Names the router gives to other routes than an item's (a static segment wins over a parameter), or decodes.
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: '-query' }, path: '/org/acme/gvc/-query' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'secret', name: '-schema' }, path: '/org/acme/secret/-schema' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'a/b' }, path: '/org/acme/gvc/a%2Fb' },
+      { key: viewer, tool: 'get_resource', args: { kind: 'gvc', name: 'seen?x=1' }, path: '/org/acme/gvc/seen%3Fx%3D1' },
     ];
     for (const { key, tool, args, path } of cases) {
       const client = await connect(base, key);
@@ -347,6 +352,8 @@ forEachBackend('MCP over streamable HTTP: a tool\'s reads, run in process as the
         assert.deepEqual({ ...(res.structuredContent as object), id: undefined }, { message: rest.body.message, ...refusal, id: undefined }, label);
       } else {
         assert.equal(res.isError, undefined, label);
+        // The REST answer's own text, passed on unchanged, and the same item as structuredContent.
+        assert.equal(textOf(res), rest.raw, label);
         assert.deepEqual(res.structuredContent, rest.body, label);
       }
     }
