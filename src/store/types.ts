@@ -192,8 +192,8 @@ export interface Store {
   readonly dialect: Dialect;
   get(key: ItemKey): Promise<StoredItem | undefined>;
   list(request: ListRequest): Promise<StoredItem[]>;
-  /** get(), with the org's chain position (see AtPosition). */
-  getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>>;
+  /** get(), with the org's chain position (see AtPosition); answered at once where the backend reads synchronously (SQLite). */
+  getAt(key: ItemKey): AtPosition<StoredItem | undefined> | Promise<AtPosition<StoredItem | undefined>>;
   /** list(), with the org's chain position (see AtPosition). */
   listAt(request: ListRequest): Promise<AtPosition<StoredItem[]>>;
   findKey(keyName: string): Promise<KeyRecord | undefined>;
