@@ -110,7 +110,7 @@ async function fanOut(count: number): Promise<FanOut> {
 async function positionCost(store: Store): Promise<number> {
   const key = { org: 'bench', kind: 'gvc', gvc: '', name: 'fan' };
   const read = () => store.get(key);
-  const positioned = () => store.getAt(key);
+  const positioned = async () => store.getAt(key);
   const N = 2000;
   // CPU time, not wall time: what a read costs the process, whatever else the machine runs.
   const time = async (fn: () => Promise<unknown>) => {

@@ -36,6 +36,8 @@ interface OrgAccess {
   queryTargeted: Set<string>;
   /** Service accounts' decisions on other kinds, by target, principal and permission (see check). */
   decisions: Decisions;
+  /** Service accounts' and identities' principalLinks (their groups are fixed for this snapshot), by link. */
+  linksOf: Map<string, Set<string>>;
   loadedAt: number;
 }
 
@@ -277,11 +279,19 @@ export class PolicyAuthorizer implements Authorizer {
     return report;
   }
 
-  /** The principal's own link and the links of the org's groups it belongs to. */
+  /** The principal's own link and the links of the org's groups it belongs to (shared: callers must not change it). */
   private principalLinks(principal: Principal, access: OrgAccess): Set<string> {
-    const links = new Set([principal.link]);
+    // A JWT user's groups depend on its claims, which each token brings; anyone else's only on the snapshot.
+    const remembered = principal.kind !== 'user';
+    let links = remembered ? access.linksOf.get(principal.link) : undefined;
+    if (links) return links;
+    links = new Set([principal.link]);
     const user = principal.kind === 'user' ? access.users.get(principal.link) : undefined;
     for (const group of access.groups) if (isMember(group, principal, user)) links.add(group.link);
+    if (remembered) {
+      if (access.linksOf.size >= DECISIONS) access.linksOf.clear();
+      access.linksOf.set(principal.link, links);
+    }
     return links;
   }
 
@@ -321,7 +331,7 @@ export class PolicyAuthorizer implements Authorizer {
     }
     const users = new Map(userRows.map((row) => [`/org/${org}/user/${row.name}`, { ...row.data, id: row.id, name: row.name, created: row.created, lastModified: row.lastModified }]));
     const queryTargeted = new Set([...policies].filter(([, list]) => list.some((p) => p.targetQuery)).map(([kind]) => kind));
-    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Decisions(), loadedAt };
+    return { exists: Boolean(orgItem), policies, groups: groupRows.map(toGroup), users, queryTargeted, decisions: new Decisions(), linksOf: new Map(), loadedAt };
   }
 }
 

@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
 import { requiredPermission } from '../auth/permissions.js';
 import { selfLink } from '../resources/links.js';
@@ -20,7 +20,7 @@ import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
 import { installPaging } from './paging.js';
 import { AuthFailures } from '../auth/failures.js';
-import { connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
+import { awaitsBody, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
 import { installFairness, schedulerOf } from './fairness.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
@@ -137,10 +137,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
-      genReqId: () => randomUUID(),
+      genReqId: requestIds(),
       requestIdHeader: false,
       logger: options.logger === false ? false : { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], ...(options.logStream ? { stream: options.logStream } : {}) },
-      routerOptions: ROUTER_OPTIONS,
+      // compile: find-my-way matches with generated code rather than a walk of its tree (the same matches, fewer steps on every request).
+      routerOptions: { ...ROUTER_OPTIONS, compile: true },
       // Starting may remove all that a killed Keel left (replicas, mounts, cgroups) before serving,
       // which takes as long as there is to remove: no fixed 10 s bound fails that start.
       pluginTimeout: 0,
@@ -170,8 +171,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     app.addHook('preClose', async () => void (closing = true));
     app.addHook('onSend', (request, reply, payload, done) => {
       // An answer given before the body has all arrived (a refusal) also ends the connection: the
-      // rest of the body would otherwise keep it, and the client, waiting.
-      if (closing || request.raw.complete === false) reply.header('connection', 'close');
+      // rest of the body would otherwise keep it, and the client, waiting. (A request without a body
+      // may be answered before Node has marked it complete: nothing more of it is to come.)
+      if (closing || awaitsBody(request)) reply.header('connection', 'close');
       done(null, payload);
     });
     await installDocs(app, docs);
@@ -316,6 +318,21 @@ function installBodyParsing(app: FastifyInstance): void {
     done(new ApiError('unsupported_media_type', 'the request body must be JSON (Content-Type: application/json)'));
   });
 }
+
+/**
+ * Request ids, shaped as UUIDs: a random prefix per server, then a count, so each request's id is
+ * unique (for 2^32 requests) without drawing randomness for it (an id names a request in answers and
+ * logs; it guards nothing).
+ */
+function requestIds(): () => string {
+  const prefix = randomUUID().slice(0, 28);
+  let count = randomInt(2 ** 32);
+  return () => {
+    count = (count + 1) >>> 0;
+    return prefix + HEX[count >>> 24] + HEX[(count >>> 16) & 255] + HEX[(count >>> 8) & 255] + HEX[count & 255];
+  };
+}
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 

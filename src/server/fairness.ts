@@ -362,7 +362,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler): voi
     request.admission = { level, who, over: false };
     done();
   });
-  app.addHook('preValidation', (request, reply, done) => {
+  app.addHook('preValidation', (request, _reply, done) => {
     const admission = request.admission;
     if (!admission) return done();
     // A route that reads its body itself (the registry's uploads) would hold the seat while the body
@@ -380,8 +380,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler): voi
     } catch (err) {
       return done(err as ApiError);
     }
-    // However the response ends (answered, or its connection closed under it), the seat comes back.
-    reply.raw.once('close', () => end(request));
+    // However the response ends (answered, or its connection closed under it), the seat comes back (see whenRequestEnds).
     if (!(seat instanceof Promise)) {
       admission.release = seat;
       return done();

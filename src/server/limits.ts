@@ -57,15 +57,32 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
 
   app.decorateRequest('counted', false);
   app.decorateRequest('routeConfig');
+  const releases: Array<(request: FastifyRequest) => void> = [(request) => open.delete(request)];
+  endings.set(app, releases);
   // Callback-style hooks: these run on every request, and avoid a promise each.
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const routeConfig = (request.routeConfig = request.routeOptions.config);
     // Streams (watch) live for long; they are not the work these limits protect.
     if (routeConfig?.streaming) return done();
-    open.set(request, { reply: _reply, deadline: Date.now() + config.requestTimeoutMs });
+    open.set(request, { reply, deadline: Date.now() + config.requestTimeoutMs });
+    // However the response ends (answered, or its connection closed under it), what the request
+    // holds comes back: fastify's own end hooks miss a client that goes away while its handler runs.
+    // One listener per response serves every holding (see whenRequestEnds).
+    reply.raw.on('close', () => {
+      for (const release of releases) release(request);
+    });
     done();
   });
-  whenRequestEnds(app, (request) => open.delete(request));
+}
+
+/** The releases run when a request's response is over, by server (see whenRequestEnds). */
+const endings = new WeakMap<FastifyInstance, Array<(request: FastifyRequest) => void>>();
+
+/** Runs `release` once the request's response is over, however it ends; installAdmission comes first. */
+export function whenRequestEnds(app: FastifyInstance, release: (request: FastifyRequest) => void): void {
+  const releases = endings.get(app);
+  if (!releases) throw new Error('installAdmission must come before what is released when a request ends');
+  releases.push(release);
 }
 
 function timeout(request: FastifyRequest, reply: FastifyReply, ms: number): void {
@@ -99,7 +116,7 @@ function poolOf(principal: Principal | undefined): string {
 }
 
 /** Whether the request's body is still to arrive (its headers announce one and it has not all come). */
-function awaitsBody(request: FastifyRequest): boolean {
+export function awaitsBody(request: FastifyRequest): boolean {
   if (request.raw.complete) return false;
   const length = request.headers['content-length'];
   return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
@@ -232,9 +249,6 @@ export function installPrincipalAdmission(app: FastifyInstance, config: Config, 
     request.counted = true;
     request.countedFor = who;
     request.exempt = exempt;
-    // However the response ends (answered, or its connection closed under it), the count comes back:
-    // fastify's own end hooks miss a client that goes away while its handler runs.
-    reply.raw.once('close', () => release(request));
     done();
   };
   const release = (request: FastifyRequest) => {
@@ -295,15 +309,3 @@ export function connectionOptions(config: Config): Pick<FastifyServerOptions, 'r
 }
 
 const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
-
-/** Runs `release` once a request is over: answered, or abandoned by its client. */
-export function whenRequestEnds(app: FastifyInstance, release: (request: FastifyRequest) => void): void {
-  app.addHook('onResponse', (request, _reply, done) => {
-    release(request);
-    done();
-  });
-  app.addHook('onRequestAbort', (request, done) => {
-    release(request);
-    done();
-  });
-}

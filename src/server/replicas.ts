@@ -78,12 +78,14 @@ export function mountReplicas(app: FastifyInstance, resources: Resources, store:
   // `cpln workload run` creates a workload (its first container's env names who ran it), waits for
   // its replica, sleeps a minute and only then opens the terminal the simulation refuses: refused
   // at its first step instead, the CLI fails at once with the reason.
-  app.addHook('preHandler', async (request) => {
-    if (request.method !== 'POST' || request.routeOptions.url !== '/org/:org/gvc/:gvc/workload' || app.runtime?.kind === 'runc') return;
+  // Callback style, and decided by the method first: this runs before every handler.
+  app.addHook('preHandler', (request, _reply, done) => {
+    if (request.method !== 'POST' || request.routeOptions.url !== '/org/:org/gvc/:gvc/workload' || app.runtime?.kind === 'runc') return done();
     const env = (request.body as { spec?: { containers?: Array<{ env?: Array<{ name?: unknown }> }> } } | undefined)?.spec?.containers?.[0]?.env;
     if (Array.isArray(env) && env.some((e) => e?.name === RUN_MARKER)) {
-      throw ApiError.badRequest(`cpln workload run is not available: ${refusal('exec, connect and cp').replace(/^.*?: /, '')}; it would create a workload, wait for a replica and then find nothing to run the command in (KEEL_RUNTIME=runc runs replicas)`);
+      return done(ApiError.badRequest(`cpln workload run is not available: ${refusal('exec, connect and cp').replace(/^.*?: /, '')}; it would create a workload, wait for a replica and then find nothing to run the command in (KEEL_RUNTIME=runc runs replicas)`));
     }
+    done();
   });
 
   // The streams themselves are WebSockets. The clients print what the stream says and end on its

@@ -16,7 +16,8 @@ import { pageSizeOf } from './paging.js';
 
 const ALL_METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
-type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+/** A route handler: a promise of the answer, or nothing when it has sent the answer itself, at once. */
+type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown> | undefined;
 type Params = Record<string, string>;
 type QueryString = Record<string, string | undefined>;
 
@@ -83,7 +84,7 @@ export function mountRoutes(app: FastifyInstance, resources: Resources): void {
       },
     }, { GET: 'lists' }, { POST: { def, permissions: ['create'] }, PUT: { def, permissions: ['create', 'edit'] } });
     generic(app, item, {
-      GET: (request, reply) => resources.getAt(request.principal, def, placeOf(def, request), nameOf(request)).then((read) => sendAt(reply, read)),
+      GET: (request, reply) => sendRead(reply, resources.getAt(request.principal, def, placeOf(def, request), nameOf(request))),
       PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request))),
       PUT: async (request, reply) => {
         const result = await resources.replace(request.principal, def, placeOf(def, request), nameOf(request), request.body, writeOptions(request));
@@ -159,7 +160,7 @@ function mountOrgs(app: FastifyInstance, resources: Resources): void {
     },
   }, { GET: 'lists' });
   generic(app, '/org/:org', {
-    GET: (request, reply) => resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request)).then((read) => sendAt(reply, read)),
+    GET: (request, reply) => sendRead(reply, resources.getAt(request.principal, org, { org: orgOf(request) }, orgOf(request))),
     PATCH: async (request, reply) => sendResource(reply, await resources.patch(request.principal, org, { org: orgOf(request) }, orgOf(request), request.body, writeOptions(request))),
   }, {}, { PATCH: { def: org, permissions: ['edit'], item: 'org' } });
   // A query over one org (the CLI's map names it): the org itself when it matches and the caller may view it.
@@ -208,8 +209,18 @@ function sendResource(reply: FastifyReply, resource: Resource): FastifyReply {
 }
 
 /** Sends an item read with the position it reflects. */
-function sendAt(reply: FastifyReply, read: AtPosition<Resource>): FastifyReply {
-  return sendResource(withPosition(reply, read.seq), read.value);
+function sendAt(reply: FastifyReply, read: AtPosition<Resource>): void {
+  sendResource(withPosition(reply, read.seq), read.value);
+}
+
+/**
+ * Sends a read at once when it is at hand (the handler returns nothing, having sent), else when it
+ * comes: the promise then resolves to nothing, not to the reply, which fastify would wait on as a thenable.
+ */
+function sendRead(reply: FastifyReply, read: AtPosition<Resource> | Promise<AtPosition<Resource>>): Promise<void> | undefined {
+  if (read instanceof Promise) return read.then((done) => sendAt(reply, done));
+  sendAt(reply, read);
+  return undefined;
 }
 
 function selfOf(resource: Resource): string {

@@ -82,13 +82,19 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     // The pages' forms are posted only from Keel's own pages: another site's page cannot make a
     // signed-in browser allow someone else's code (browsers send Origin with every cross-site POST).
     const FORMS = new Set(['/login/device', '/login/authorize', '/login/invitation']);
-    app.addHook('preHandler', async (request, reply) => {
-      if (request.method !== 'POST' || !FORMS.has(request.routeOptions.url ?? '')) return;
+    // Callback style, and decided by the method first: this runs before every handler.
+    app.addHook('preHandler', (request, reply, done) => {
+      if (request.method !== 'POST' || !FORMS.has(request.routeOptions.url ?? '')) return done();
       const origin = request.headers.origin;
       if (origin && origin !== 'null' && origin !== new URL(issuerOf(request)).origin) {
-        return page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
+        page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
+        return;
       }
-      if (origin === 'null') return page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
+      if (origin === 'null') {
+        page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
+        return;
+      }
+      done();
     });
 
     const metadata = (request: FastifyRequest) => {

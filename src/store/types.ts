@@ -218,8 +218,8 @@ export interface Store {
   readonly accessFeed?: AccessFeed;
   get(key: ItemKey): Promise<StoredItem | undefined>;
   list(request: ListRequest): Promise<StoredItem[]>;
-  /** get(), with the org's chain position (see AtPosition); `mark`: the caller's AccessFeed mark, when it has one. */
-  getAt(key: ItemKey, mark?: number): Promise<AtPosition<StoredItem | undefined>>;
+  /** get(), with the org's chain position (see AtPosition); `mark`: the caller's AccessFeed mark, when it has one; answered at once where the backend reads synchronously (SQLite). */
+  getAt(key: ItemKey, mark?: number): AtPosition<StoredItem | undefined> | Promise<AtPosition<StoredItem | undefined>>;
   /** list(), with the org's chain position (see AtPosition); `mark` as for getAt. */
   listAt(request: ListRequest, mark?: number): Promise<AtPosition<StoredItem[]>>;
   findKey(keyName: string): Promise<KeyRecord | undefined>;

@@ -73,7 +73,7 @@ export class SqliteStore implements Store {
   /** Org numbers never change once given (see ChainHead.no). */
   private readonly orgNumbers = new Map<string, number>();
   /** Item reads with the position each was read at (see get()). */
-  private readonly cache = new Map<string, AtPosition<StoredItem | null>>();
+  private readonly cache = new Map<string, AtPosition<StoredItem | undefined>>();
   private cachedAt = -1;
   /** Chain heads moved by the batch under way: written once, just before it commits. */
   private chainHeads = new Map<string, ChainHead>();
@@ -216,21 +216,21 @@ export class SqliteStore implements Store {
    * in the same statement, so a cached pair is as exact as a fresh one.
    */
   async get(key: ItemKey): Promise<StoredItem | undefined> {
-    return this.readAt(key).value ?? undefined;
+    return this.readAt(key).value;
   }
 
-  async getAt(key: ItemKey): Promise<AtPosition<StoredItem | undefined>> {
-    const { value, seq } = this.readAt(key);
-    return { value: value ?? undefined, seq };
+  /** Answered at once (SQLite reads synchronously): a GET of a cached item waits for no promise. */
+  getAt(key: ItemKey): AtPosition<StoredItem | undefined> {
+    return this.readAt(key);
   }
 
-  private readAt(key: ItemKey): AtPosition<StoredItem | null> {
+  private readAt(key: ItemKey): AtPosition<StoredItem | undefined> {
     this.checkVersion();
     const id = itemKeyString(key);
     const hit = this.cache.get(id);
     if (hit !== undefined) return hit;
     const row = this.stmt(this.reader, GET_ITEM_AT).get(key.org, key.org, key.kind, key.gvc, key.name) as ResourceRow & { keel_seq: number | null };
-    const read = { value: row.id === null ? null : fromRow(row), seq: row.keel_seq ?? 0 };
+    const read = { value: row.id === null ? undefined : fromRow(row), seq: row.keel_seq ?? 0 };
     if (this.cache.size >= CACHE_ENTRIES) this.cache.clear();
     this.cache.set(id, read);
     return read;
