@@ -113,13 +113,12 @@ forEachBackend('sandboxes shared by two Keels on one store', (backend: Backend) 
     const second = await k.reopen({ allowSandboxes: true, maxSandboxes: 5 });
     const apps = [k.app, second.app];
     const sandboxesIn = async () => (await k.store.orgs()).filter((o) => o.startsWith('sandbox-'));
-    const short = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 3 });
-    assert.equal(short.status, 201, short.raw);
+    // Every sandbox of the limit's checks outlives the test: one removed at its TTL while they run
+    // would make room, however long a loaded machine takes over them. The one removed at its TTL is made after.
     const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: apps[i % 2] })));
     for (const res of burst) assert.ok(res.status === 201 || res.status === 429, res.raw);
     const made = burst.filter((r) => r.status === 201).map((r) => r.body.org as string);
-    made.unshift(short.body.org);
-    assert.ok(made.length >= 2 && made.length <= 5, `${made.length} made`);
+    assert.ok(made.length >= 1 && made.length <= 5, `${made.length} made`);
     assert.deepEqual((await sandboxesIn()).sort(), [...made].sort());
     // Filled one by one through either process: never more than 5 in the store.
     for (let i = 0; made.length < 5; i++) {
@@ -134,8 +133,13 @@ forEachBackend('sandboxes shared by two Keels on one store', (backend: Backend) 
     }
     assert.equal((await sandboxesIn()).length, 5);
 
-    // One removed on demand by the caller (through the other process), one at its TTL.
-    assert.equal((await k.call('DELETE', `/-admin/sandboxes/${made[made.length - 1]}`, undefined, { app: second.app })).status, 202);
+    // One removed on demand by the caller (through the other process), which makes room for one
+    // removed at its TTL; a third Keel started after it is made finds it in the store and watches it too.
+    const asked = made.pop()!;
+    assert.equal((await k.call('DELETE', `/-admin/sandboxes/${asked}`, undefined, { app: second.app })).status, 202);
+    const short = await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 2 });
+    assert.equal(short.status, 201, short.raw);
+    const third = await k.reopen({ allowSandboxes: true, maxSandboxes: 5 });
     const events = async () => {
       const res = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=org&actionType=delete', headers: { authorization: `Bearer ${k.token}` } });
       assert.equal(res.statusCode, 200, res.body);
@@ -146,16 +150,17 @@ forEachBackend('sandboxes shared by two Keels on one store', (backend: Backend) 
     assert.equal(ttl.resource.name, short.body.org);
     assert.equal(ttl.subject.name, 'keel');
     assert.equal(ttl.subject.data.type, 'keel');
-    const asked = byTtl.find((e) => e.resource.name === made[made.length - 1])!;
-    assert.equal(asked.resource.data.sandbox.removedBy, 'request');
-    assert.equal(asked.subject.data.principalLink, '/org/acme/serviceaccount/admin');
-    // Exactly one event per removal, though both processes watch every TTL.
+    const request = byTtl.find((e) => e.resource.name === asked)!;
+    assert.equal(request.resource.data.sandbox.removedBy, 'request');
+    assert.equal(request.subject.data.principalLink, '/org/acme/serviceaccount/admin');
+    // Exactly one event per removal, though two processes watch its TTL.
     assert.equal(byTtl.filter((e) => e.resource.name === ttl.resource.name).length, 1);
-    assert.equal((await sandboxesIn()).length, 3);
+    assert.deepEqual((await sandboxesIn()).sort(), [...made].sort());
     // Room again: either process may make one.
     assert.equal((await k.call('POST', '/-admin/sandboxes', { ttlSeconds: 600 }, { app: second.app })).status, 201);
     for (const org of await sandboxesIn()) assert.equal((await k.call('DELETE', `/-admin/sandboxes/${org}`)).status, 202);
     await second.app.core.close();
+    await third.app.core.close();
   });
 });
 
