@@ -20,7 +20,7 @@ import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
 import { installPaging } from './paging.js';
 import { AuthFailures } from '../auth/failures.js';
-import { awaitsBody, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
+import { awaitsBody, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit, rateLimitOf } from './limits.js';
 import { installFairness, schedulerOf } from './fairness.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
@@ -134,6 +134,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     else decide(may);
   };
   const inProcess = new InProcess(scheduler, config.maxPageSize, ROUTER_OPTIONS, faults);
+  // Each API's own buckets; the Core API's also charge each message of an MCP batch.
+  const rateLimits = { core: rateLimitOf(config), audit: rateLimitOf(config) };
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -229,7 +231,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       void Promise.resolve(feed.caughtUp()).then(() => authenticate(request, reply, done, mark));
     });
     // --- end authentication
-    installRateLimit(app, config);
+    installRateLimit(app, rateLimits[api]);
     // What can be decided before the body is read is decided first: a caller that is no member of
     // the org in the path, or that holds no permission the write could need, is refused before it
     // can hold a slot while sending its body.
@@ -274,7 +276,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   }
   mountAdmin(core, { config, store, faults, sandboxes });
   // The Audit API's server is built below; the MCP tools reach it when called.
-  mountMcp(core, () => audit, inProcess);
+  mountMcp(core, () => audit, inProcess, rateLimits.core);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => {
     stopForgetting();

@@ -18,9 +18,10 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../errors.js';
 import type { InProcess } from './in-process.js';
+import { identityOf, type RateLimit } from './limits.js';
 import { createMcp, JsonText, resultJson, toolsetsIn, TOOLSETS, type Api, type Mcp } from '../mcp/tools.js';
 
-export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, inProcess: InProcess): void {
+export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, inProcess: InProcess, rateLimit: RateLimit | undefined): void {
   // Counted against its caller's requests in flight and timed as any request; each tool call is then
   // admitted on its own, and the exchange that carries it holds no seat the call would wait on.
   const options = {
@@ -45,8 +46,20 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, 
     if (!accept.includes('application/json') && !accept.includes('*/*')) {
       return reply.code(406).send(rpcError(ErrorCode.InvalidRequest, 'the client must accept application/json'));
     }
+    const sent = Array.isArray(request.body) ? request.body : [request.body];
+    // A batch's calls run at once: its size is bounded before any of it is read, and each of its
+    // messages is charged against the caller's rate limit as a request of its own would be (the POST
+    // itself took one).
+    if (sent.length > MAX_BATCH_MESSAGES) {
+      return reply.code(400).send(rpcError(ErrorCode.InvalidRequest, `Invalid Request: a batch holds at most ${MAX_BATCH_MESSAGES} messages; this one holds ${sent.length}`));
+    }
+    if (rateLimit && sent.length > 1) {
+      if (sent.length > rateLimit.burst) throw new ApiError('rate_limited', `a batch of ${sent.length} messages is more than the rate limit lets one key send at once (rateBurst: ${rateLimit.burst}); send fewer`);
+      const refused = rateLimit.refusal(identityOf(request.principal, request.ip), sent.length - 1);
+      if (refused) throw refused;
+    }
     // A plain tool call is known by its shape; any other message is checked as the SDK checks it.
-    const parsed = (Array.isArray(request.body) ? request.body : [request.body]).map((m) => (isToolCall(m) ? { success: true, data: m } : JSONRPCMessageSchema.safeParse(m)));
+    const parsed = sent.map((m) => (isToolCall(m) ? { success: true, data: m } : JSONRPCMessageSchema.safeParse(m)));
     if (parsed.length === 0 || parsed.some((p) => !p.success)) {
       return reply.code(400).send(rpcError(ErrorCode.ParseError, 'the body is not a JSON-RPC message (or a batch of them)'));
     }
@@ -88,6 +101,9 @@ function toolsetsOf(request: FastifyRequest): string[] | undefined {
     throw ApiError.badRequest((err as Error).message, [{ path: 'toolsets', message: `must be among ${TOOLSETS.join(', ')}` }]);
   }
 }
+
+/** Messages one POST may carry (a JSON-RPC batch); the SDK's own transport takes up to 100. */
+export const MAX_BATCH_MESSAGES = 32;
 
 /** Servers kept idle per tool set. */
 const IDLE_SERVERS = 16;

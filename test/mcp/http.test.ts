@@ -378,3 +378,68 @@ forEachBackend('MCP over streamable HTTP: a tool\'s reads, run in process as the
     await client.close();
   });
 });
+
+/** One plain JSON-RPC POST to /mcp, as a client without the SDK sends it. */
+async function rpc(base: string, token: string, body: unknown): Promise<{ status: number; body: any; headers: Headers }> {
+  const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+const toolCall = (id: number, name: string, args: Record<string, unknown>) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
+
+forEachBackend('MCP over streamable HTTP: batches', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme');
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('a batch over MAX_BATCH_MESSAGES is refused whole, with a JSON-RPC error and nothing done; one at the cap is answered call by call', async () => {
+    const over = Array.from({ length: 33 }, (_, i) => toolCall(i, 'create_gvc', { name: `over-${i}` }));
+    const refused = await rpc(base, k.token, over);
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.error.code, -32600);
+    assert.match(refused.body.error.message, /at most 32 messages; this one holds 33/);
+    const gvcs = (await k.call('GET', '/org/acme/gvc')).body.items as Array<{ name: string }>;
+    assert.deepEqual(gvcs.filter((g) => g.name.startsWith('over-')), []);
+    const atCap = await rpc(base, k.token, Array.from({ length: 32 }, (_, i) => toolCall(i, 'get_resource', { kind: 'gvc', name: `absent-${i}` })));
+    assert.equal(atCap.status, 200);
+    assert.deepEqual(atCap.body.map((a: { id: number }) => a.id), Array.from({ length: 32 }, (_, i) => i));
+    for (const answer of atCap.body) assert.equal(answer.result.structuredContent.code, 'not_found');
+  });
+});
+
+forEachBackend('MCP over streamable HTTP: a batch against the rate limit', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  let key: string;
+  before(async () => {
+    // One request a second, eight at once: a batch's calls cost what as many POSTs would.
+    k = await startKeel(backend, 'acme', { rateLimit: 1, rateBurst: 8 });
+    base = await k.listen();
+    key = await keyIn(k, `batcher-${backend}`, 'superusers');
+  });
+  after(async () => k.close());
+
+  test('a batch of N calls costs N: past the caller\'s tokens, or past a burst, it is refused whole with 429 and nothing done', async () => {
+    const gvcsNamed = async (prefix: string) => ((await k.call('GET', '/org/acme/gvc')).body.items as Array<{ name: string }>).filter((g) => g.name.startsWith(prefix));
+    const tooBig = await rpc(base, key, Array.from({ length: 9 }, (_, i) => toolCall(i, 'create_gvc', { name: `big-${i}` })));
+    assert.equal(tooBig.status, 429);
+    assert.equal(tooBig.body.code, 'rate_limited');
+    assert.match(tooBig.body.message, /batch of 9 messages is more than .*rateBurst: 8/);
+    assert.deepEqual(await gvcsNamed('big-'), []);
+    // 7 tokens left (the refused POST took one): a batch of 6 takes 6.
+    const reads = await rpc(base, key, Array.from({ length: 6 }, (_, i) => toolCall(i, 'list_resources', { kind: 'gvc' })));
+    assert.equal(reads.status, 200, JSON.stringify(reads.body));
+    assert.equal(reads.body.length, 6);
+    // One token left, not the six a second batch needs: refused, with when to retry, and none of it made.
+    const writes = await rpc(base, key, Array.from({ length: 6 }, (_, i) => toolCall(i, 'create_gvc', { name: `late-${i}` })));
+    assert.equal(writes.status, 429, JSON.stringify(writes.body));
+    assert.equal(writes.body.code, 'rate_limited');
+    assert.ok(Number(writes.headers.get('retry-after')) >= 1);
+    assert.deepEqual(await gvcsNamed('late-'), []);
+  });
+});
