@@ -1,9 +1,10 @@
 // The MCP server over streamable HTTP at /mcp, on the Core API port. The route signs its caller in as
 // every route does (401 before any MCP exchange without a valid credential, so a key revoked
 // mid-session is refused at the next exchange), and is admitted, counted and timed as any request.
-// A tool's reads then run in process as that principal, through the generic routes' own handlers,
-// each waiting for its seat at its route's level (see InProcess); every other call of a tool (its
-// writes, and reads of other routes) is a request injected into this same app with the caller's own
+// A tool's calls of the generic routes (reads and writes) then run in process as that principal,
+// through the routes' own handlers, each checked, admitted and waiting for its seat as the REST call
+// would be (see InProcess); a call of any other route (the admin, logs and Audit API routes, whose
+// handlers read more of the request) is a request injected into this same app with the caller's own
 // credential, authenticated, admitted, authorized and audited as any other request of that caller.
 // Stateless: a POST carries one exchange, nothing is kept between them.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -200,9 +201,9 @@ function apiOf(core: FastifyInstance, audit: FastifyInstance, inProcess: InProce
   const authorization = request.headers.authorization!;
   return {
     async request(method, url, body) {
-      if (method === 'GET' && !url.startsWith('/audit/')) {
-        const read = await inProcess.get(request, url);
-        if (read) return read;
+      if (!url.startsWith('/audit/')) {
+        const answer = await inProcess.call(request, method, url, body);
+        if (answer) return answer;
       }
       // The Audit API's paths (`/audit/…`) are served by its own server, as over its own port.
       const res = await (url.startsWith('/audit/') ? audit : core).inject({
