@@ -72,7 +72,8 @@ export class InProcess {
     private readonly options: InProcessOptions,
     routerOptions: RouterOptions,
   ) {
-    this.router = FindMyWay(routerOptions);
+    // Compiled as the server's own router is (generated matchers; a tree changed later is compiled again on its next find).
+    this.router = FindMyWay(routerOptions).compile();
   }
 
   /** Told of every route of the server (its onRoute hook; `server`, the instance the route is mounted on). */
@@ -99,7 +100,8 @@ export class InProcess {
     try {
       const refused = pathOrQueryProblem(params, query);
       if (refused) throw refused;
-      await this.options.mayWrite(request.principal, method, params as Record<string, string>, route.config);
+      const checked = this.options.mayWrite(request.principal, method, params as Record<string, string>, route.config);
+      if (checked) await checked;
       const level = levelOf(method, route.config);
       const who = identityOf(request.principal, request.ip);
       if (!request.exempt && this.options.scheduler.levels[level].full(who)) throw this.options.scheduler.levels[level].refusal();

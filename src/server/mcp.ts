@@ -72,9 +72,12 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, 
     try {
       // A tool call is answered by the tool itself, as the SDK's server would answer it; every other
       // message goes through the SDK's server (whose per-message checks cost more than a call).
-      const toolCalls = messages.filter(isToolCall);
-      const rest = messages.filter((m) => !isToolCall(m));
-      answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : []).map((m) => JSON.stringify(m))];
+      if (messages.length === 1 && isToolCall(messages[0])) answers = [await callAnswer(lent.mcp, messages[0])];
+      else {
+        const toolCalls = messages.filter(isToolCall);
+        const rest = messages.filter((m) => !isToolCall(m));
+        answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : []).map((m) => JSON.stringify(m))];
+      }
     } finally {
       lent.caller.current = undefined;
       const pool = idle.get(setKey) ?? [];
