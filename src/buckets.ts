@@ -35,11 +35,15 @@ export class Buckets {
     return bucket.tokens >= 1 ? 0 : Math.ceil((1 - bucket.tokens) / this.rate);
   }
 
-  /** Takes a token if there is one; otherwise answers the seconds to wait, as wait() does. */
-  take(key: string): number {
+  /**
+   * Takes `count` tokens if there are that many (all or none); otherwise answers the seconds to wait,
+   * as wait() does. More than the capacity are never there: Infinity.
+   */
+  take(key: string, count = 1): number {
+    if (count > this.capacity) return Infinity;
     const bucket = this.current(key);
-    if (bucket.tokens < 1) return Math.ceil((1 - bucket.tokens) / this.rate);
-    bucket.tokens -= 1;
+    if (bucket.tokens < count) return Math.ceil((count - bucket.tokens) / this.rate);
+    bucket.tokens -= count;
     return 0;
   }
 }

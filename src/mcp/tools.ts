@@ -643,7 +643,7 @@ export function createMcp(api: Api, options: { toolsets?: string[] } = {}): Mcp 
     async callTool(toolName, args) {
       const known = calls.get(toolName);
       if (!known) return toolError(`MCP error ${ErrorCode.InvalidParams}: Tool ${toolName} not found`);
-      const parsed = await known.input.safeParseAsync(args ?? {});
+      const parsed = known.input.safeParse(args ?? {});
       if (!parsed.success) return toolError(`MCP error ${ErrorCode.InvalidParams}: Input validation error: Invalid arguments for tool ${toolName}: ${getParseErrorMessage(parsed.error)}`);
       try {
         return await known.run(parsed.data);
@@ -674,28 +674,36 @@ export class ToolRefusal extends Error {
 function resultOf(body: unknown): CallToolResult {
   // An object's JSON text is passed on as the API gave it, and parsed only if the result is read
   // rather than serialized by resultJson (by the SDK's server, over stdio).
-  if (body instanceof JsonText && body.text.startsWith('{')) {
-    const result = {
-      content: [{ type: 'text' as const, text: body.text }],
-      get structuredContent() {
-        return body.value as Record<string, unknown>;
-      },
-    };
-    itemTexts.set(result, body.text);
-    return result;
-  }
+  if (body instanceof JsonText && body.text.startsWith('{')) return new ItemResult(body);
   const value = valueOf(body);
   const structured = value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : { value: value ?? null };
   return { content: [{ type: 'text', text: JSON.stringify(value ?? null) }], structuredContent: structured };
 }
 
-/** Results whose item is still the API's JSON text (their structuredContent is that text, parsed). */
-const itemTexts = new WeakMap<CallToolResult, string>();
+/** A result whose item is still the API's JSON text: its structuredContent is that text, parsed when read. */
+// One class rather than an object with its own getter per result: cheaper to make, and nothing to
+// remember it by. The item is a private field, so a copy of the result (the SDK's server checks and
+// copies it, over stdio) holds its content and structuredContent only.
+class ItemResult implements CallToolResult {
+  [key: string]: unknown;
+  readonly content: Array<{ type: 'text'; text: string }>;
+  readonly #item: JsonText;
+  constructor(item: JsonText) {
+    this.#item = item;
+    this.content = [{ type: 'text', text: item.text }];
+  }
+  get structuredContent(): Record<string, unknown> {
+    return this.#item.value as Record<string, unknown>;
+  }
+  get itemText(): string {
+    return this.#item.text;
+  }
+}
 
 /** A tool's result as JSON text: the item's text put in as it is where it has not been parsed, both as the text content and as structuredContent. */
 export function resultJson(result: CallToolResult): string {
-  const text = itemTexts.get(result);
-  if (text === undefined) return JSON.stringify(result);
+  if (!(result instanceof ItemResult)) return JSON.stringify(result);
+  const text = result.itemText;
   return `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`;
 }
 

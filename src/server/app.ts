@@ -15,12 +15,13 @@ import { JwtVerifier } from '../auth/jwt.js';
 import { UserTokens } from '../auth/user-tokens.js';
 import { credentialOf, tokenOf } from '../auth/credentials.js';
 import type { Principal } from '../auth/principal.js';
+import type { BodyPermission } from './authenticate.js';
 import { installErrorHandling, sendError } from './errors.js';
 import { mountMeta } from './meta.js';
 import { installDocs } from './docs.js';
 import { installPaging } from './paging.js';
 import { AuthFailures } from '../auth/failures.js';
-import { awaitsBody, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit } from './limits.js';
+import { awaitsBody, connectionOptions, installAdmission, installPrincipalAdmission, installRateLimit, rateLimitOf } from './limits.js';
 import { installFairness, schedulerOf } from './fairness.js';
 import { mountRoutes } from './routes.js';
 import { mountAccessRoutes } from './access-routes.js';
@@ -112,28 +113,32 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
   // Only with KEEL_FAULTS=on does fault injection exist at all (its hook runs on every request).
   const faults = config.faults ? (config.faultsFile ? Faults.fromFile(config.faultsFile) : new Faults()) : undefined;
-  /** Done, or a 403 naming the permission, as the write itself would answer (see BodyPermission). */
-  const mayWrite = (request: FastifyRequest, done: (err?: Error) => void) => {
-    const needed = request.routeConfig?.bodyPermission;
-    if (!needed) return done();
-    const params = request.params as Record<string, string>;
+  /** Nothing, or a 403 naming the permission, as the write itself would answer (see BodyPermission). */
+  const holdsBodyPermission = (principal: Principal, params: Record<string, string>, needed: BodyPermission | undefined): void | Promise<void> => {
+    if (!needed) return;
     const { def, permissions } = needed;
     const target = { org: params.org, gvc: def.scope === 'gvc' ? params.gvc : undefined, name: needed.item === undefined ? undefined : params[needed.item] };
     const decide = (may: boolean) => {
-      if (may) return done();
+      if (may) return;
       const link = target.name === undefined ? def.kind : selfLink(def.kind, def.scope, target.org, target.gvc ?? '', target.name);
-      done(ApiError.forbidden(`not granted [${permissions.map((p) => requiredPermission(def, p)).join(' or ')}] on ${link}`));
+      throw ApiError.forbidden(`not granted [${permissions.map((p) => requiredPermission(def, p)).join(' or ')}] on ${link}`);
     };
-    let may: boolean | Promise<boolean>;
-    try {
-      may = auth.mayHold(request.principal, permissions, def, target);
-    } catch (err) {
-      return done(err as Error);
-    }
-    if (may instanceof Promise) may.then(decide, done);
-    else decide(may);
+    const may = auth.mayHold(principal, permissions, def, target);
+    return may instanceof Promise ? may.then(decide) : decide(may);
   };
-  const inProcess = new InProcess(scheduler, config.maxPageSize, ROUTER_OPTIONS, faults);
+  /**
+   * Whether a caller may send a write's body at all: a member of the org in the path, holding a
+   * permission the write could need. Throws (or rejects with) the refusal; synchronous when both
+   * answers are at hand.
+   */
+  const mayWrite = (principal: Principal, params: Record<string, string>, needed: BodyPermission | undefined): void | Promise<void> => {
+    if (params.org === undefined) return;
+    const member = auth.requireMember(principal, params.org);
+    return member ? member.then(() => holdsBodyPermission(principal, params, needed)) : holdsBodyPermission(principal, params, needed);
+  };
+  const inProcess = new InProcess({ scheduler, maxPageSize: config.maxPageSize, bodyLimit: config.bodyLimit, mayWrite: (principal, method, params, routeConfig) => (BODY_METHODS.has(method) ? mayWrite(principal, params, routeConfig?.bodyPermission) : undefined), faults }, ROUTER_OPTIONS);
+  // Each API's own buckets; the Core API's also charge each message of an MCP batch.
+  const rateLimits = { core: rateLimitOf(config), audit: rateLimitOf(config) };
   const newServer = async (api: 'core' | 'audit', docs: { title: string; description: string; page: boolean }) => {
     const app = Fastify({
       bodyLimit: config.bodyLimit,
@@ -229,21 +234,20 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       void Promise.resolve(feed.caughtUp()).then(() => authenticate(request, reply, done, mark));
     });
     // --- end authentication
-    installRateLimit(app, config);
+    installRateLimit(app, rateLimits[api]);
     // What can be decided before the body is read is decided first: a caller that is no member of
     // the org in the path, or that holds no permission the write could need, is refused before it
     // can hold a slot while sending its body.
     app.addHook('onRequest', (request, _reply, done) => {
-      const org = (request.params as { org?: string }).org;
-      if (!request.principal || org === undefined || !BODY_METHODS.has(request.method)) return done();
-      let member: void | Promise<void>;
+      if (!request.principal || !BODY_METHODS.has(request.method)) return done();
+      let checked: void | Promise<void>;
       try {
-        member = auth.requireMember(request.principal, org);
+        checked = mayWrite(request.principal, request.params as Record<string, string>, request.routeConfig?.bodyPermission);
       } catch (err) {
         return done(err as Error);
       }
-      if (member) member.then(() => mayWrite(request, done), done);
-      else mayWrite(request, done);
+      if (checked) checked.then(() => done(), done);
+      else done();
     });
     installPrincipalAdmission(app, config, exempt);
     installFairness(app, scheduler);
@@ -274,7 +278,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   }
   mountAdmin(core, { config, store, faults, sandboxes });
   // The Audit API's server is built below; the MCP tools reach it when called.
-  mountMcp(core, () => audit, inProcess);
+  mountMcp(core, () => audit, inProcess, rateLimits.core);
   if (faults) faults.log = (entry, message) => core.log.warn(entry, message);
   core.addHook('onClose', async () => {
     stopForgetting();

@@ -35,17 +35,17 @@ export function errorObject(err: ApiError, id: string) {
 
 /** Every failure leaves as the API's error object; anything unexpected is a logged 500 without internals. */
 export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
-    if (error instanceof ApiError) return sendError(reply, request, error);
-    const status = (error as FastifyError).statusCode;
-    if (status && status >= 400 && status < 500) {
-      const code = CODE_BY_STATUS[status] ?? 'bad_request';
-      return sendError(reply, request, new ApiError(code, clientMessage(error as FastifyError)));
-    }
-    request.log.error({ reqId: request.id, err: error }, 'unhandled error');
-    return sendError(reply, request, new ApiError('internal', 'internal error; quote the id when reporting it'));
-  });
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => sendError(reply, request, refusalOf(error, request)));
   app.setNotFoundHandler((request, reply) => sendError(reply, request, ApiError.notFound(`no such path: ${request.method} ${request.url.split('?')[0]}`)));
+}
+
+/** What a failure is answered as: an ApiError as it is, a client's error (4xx) as the API's, anything else a logged 500 without internals. */
+export function refusalOf(error: unknown, request: FastifyRequest): ApiError {
+  if (error instanceof ApiError) return error;
+  const status = (error as FastifyError).statusCode;
+  if (status && status >= 400 && status < 500) return new ApiError(CODE_BY_STATUS[status] ?? 'bad_request', clientMessage(error as FastifyError));
+  request.log.error({ reqId: request.id, err: error }, 'unhandled error');
+  return new ApiError('internal', 'internal error; quote the id when reporting it');
 }
 
 function clientMessage(error: FastifyError): string {

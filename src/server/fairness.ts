@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { sendError } from './errors.js';
@@ -342,6 +342,11 @@ export function schedulerOf(config: Config): Scheduler {
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
 
+/** The level a request of `method` to a route of `config` waits and runs in. */
+export function levelOf(method: string, config: FastifyContextConfig | undefined): Level {
+  return config?.level ?? (READ_METHODS.has(method) ? 'reads' : 'mutations');
+}
+
 /**
  * Every request (but streams, which schedule their own reads) waits for a seat of its level before
  * its handler runs. The level is chosen once the caller is known: a principal, or the address of a
@@ -356,7 +361,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler): voi
   app.addHook('onRequest', (request, reply, done) => {
     // Not counted: a stream, or a request refused before it runs. Exempt: never held.
     if (!request.counted || request.exempt || request.routeConfig?.seatless) return done();
-    const level: Level = request.routeConfig?.level ?? (READ_METHODS.has(request.method) ? 'reads' : 'mutations');
+    const level = levelOf(request.method, request.routeConfig);
     const who = identityOf(request.principal, request.ip);
     if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());
     request.admission = { level, who, over: false };

@@ -100,13 +100,38 @@ export function identityOf(principal: Principal | undefined, ip: string): string
  * A token bucket per principal identity: `rate` requests per second with bursts up to `burst`. Over
  * it: 429 rate_limited with Retry-After (the message avoids the word "quota", so clients retry).
  */
-export function installRateLimit(app: FastifyInstance, config: Config): void {
-  if (config.rateLimit <= 0) return;
-  const buckets = new Buckets(config.rateLimit, Math.max(1, config.rateBurst));
+export class RateLimit {
+  private readonly buckets: Buckets;
+  readonly burst: number;
+  constructor(private readonly rate: number, burst: number) {
+    this.burst = Math.max(1, burst);
+    this.buckets = new Buckets(rate, this.burst);
+  }
+
+  /**
+   * Takes `count` requests of `who` (all or none): undefined when taken, else the refusal. More than
+   * a burst at once is never taken: that refusal says so, and names no time to retry after.
+   */
+  refusal(who: string, count = 1): ApiError | undefined {
+    const wait = this.buckets.take(who, count);
+    if (wait === 0) return undefined;
+    if (wait === Infinity) return new ApiError('rate_limited', `${count} requests at once are more than the rate limit lets one key make at once (rateBurst: ${this.burst}); send fewer`);
+    return new ApiError('rate_limited', `rate limit exceeded: ${this.rate} requests per second per key; retry after ${wait} s`, { retryAfter: wait });
+  }
+}
+
+/** The server's rate limit, if it has one (rateLimit 0 is none). */
+export function rateLimitOf(config: Config): RateLimit | undefined {
+  return config.rateLimit > 0 ? new RateLimit(config.rateLimit, config.rateBurst) : undefined;
+}
+
+/** Each request takes one of its caller's tokens (see RateLimit) before anything else is done for it. */
+export function installRateLimit(app: FastifyInstance, limit: RateLimit | undefined): void {
+  if (!limit) return;
   app.addHook('onRequest', (request, reply, done) => {
-    const wait = buckets.take(identityOf(request.principal, request.ip));
-    if (wait === 0) return done();
-    sendError(reply.header('retry-after', String(wait)), request, new ApiError('rate_limited', `rate limit exceeded: ${config.rateLimit} requests per second per key; retry after ${wait} s`));
+    const refused = limit.refusal(identityOf(request.principal, request.ip));
+    if (!refused) return done();
+    sendError(reply, request, refused);
   });
 }
 

@@ -1,9 +1,10 @@
 // The MCP server over streamable HTTP at /mcp, on the Core API port. The route signs its caller in as
 // every route does (401 before any MCP exchange without a valid credential, so a key revoked
 // mid-session is refused at the next exchange), and is admitted, counted and timed as any request.
-// A tool's reads then run in process as that principal, through the generic routes' own handlers,
-// each waiting for its seat at its route's level (see InProcess); every other call of a tool (its
-// writes, and reads of other routes) is a request injected into this same app with the caller's own
+// A tool's calls of the generic routes (reads and writes) then run in process as that principal,
+// through the routes' own handlers, each checked, admitted and waiting for its seat as the REST call
+// would be (see InProcess); a call of any other route (the admin, logs and Audit API routes, whose
+// handlers read more of the request) is a request injected into this same app with the caller's own
 // credential, authenticated, admitted, authorized and audited as any other request of that caller.
 // Stateless: a POST carries one exchange, nothing is kept between them.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -18,9 +19,10 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../errors.js';
 import type { InProcess } from './in-process.js';
+import { identityOf, type RateLimit } from './limits.js';
 import { createMcp, JsonText, resultJson, toolsetsIn, TOOLSETS, type Api, type Mcp } from '../mcp/tools.js';
 
-export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, inProcess: InProcess): void {
+export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, inProcess: InProcess, rateLimit: RateLimit | undefined): void {
   // Counted against its caller's requests in flight and timed as any request; each tool call is then
   // admitted on its own, and the exchange that carries it holds no seat the call would wait on.
   const options = {
@@ -45,8 +47,20 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, 
     if (!accept.includes('application/json') && !accept.includes('*/*')) {
       return reply.code(406).send(rpcError(ErrorCode.InvalidRequest, 'the client must accept application/json'));
     }
+    const sent = Array.isArray(request.body) ? request.body : [request.body];
+    // A batch's calls run at once: its size is bounded before any of it is read, and each of its
+    // messages is charged against the caller's rate limit as a request of its own would be (the POST
+    // itself took one).
+    if (sent.length > MAX_BATCH_MESSAGES) {
+      return reply.code(400).send(rpcError(ErrorCode.InvalidRequest, `Invalid Request: a batch holds at most ${MAX_BATCH_MESSAGES} messages; this one holds ${sent.length}`));
+    }
+    if (rateLimit && sent.length > 1) {
+      if (sent.length > rateLimit.burst) throw new ApiError('rate_limited', `a batch of ${sent.length} messages is more than the rate limit lets one key send at once (rateBurst: ${rateLimit.burst}); send fewer`);
+      const refused = rateLimit.refusal(identityOf(request.principal, request.ip), sent.length - 1);
+      if (refused) throw refused;
+    }
     // A plain tool call is known by its shape; any other message is checked as the SDK checks it.
-    const parsed = (Array.isArray(request.body) ? request.body : [request.body]).map((m) => (isToolCall(m) ? { success: true, data: m } : JSONRPCMessageSchema.safeParse(m)));
+    const parsed = sent.map((m) => (isToolCall(m) ? { success: true, data: m } : JSONRPCMessageSchema.safeParse(m)));
     if (parsed.length === 0 || parsed.some((p) => !p.success)) {
       return reply.code(400).send(rpcError(ErrorCode.ParseError, 'the body is not a JSON-RPC message (or a batch of them)'));
     }
@@ -58,9 +72,12 @@ export function mountMcp(app: FastifyInstance, auditApi: () => FastifyInstance, 
     try {
       // A tool call is answered by the tool itself, as the SDK's server would answer it; every other
       // message goes through the SDK's server (whose per-message checks cost more than a call).
-      const toolCalls = messages.filter(isToolCall);
-      const rest = messages.filter((m) => !isToolCall(m));
-      answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : []).map((m) => JSON.stringify(m))];
+      if (messages.length === 1 && isToolCall(messages[0])) answers = [await callAnswer(lent.mcp, messages[0])];
+      else {
+        const toolCalls = messages.filter(isToolCall);
+        const rest = messages.filter((m) => !isToolCall(m));
+        answers = [...(await Promise.all(toolCalls.map((m) => callAnswer(lent.mcp, m)))), ...(rest.length ? await lent.transport.exchange(rest) : []).map((m) => JSON.stringify(m))];
+      }
     } finally {
       lent.caller.current = undefined;
       const pool = idle.get(setKey) ?? [];
@@ -88,6 +105,9 @@ function toolsetsOf(request: FastifyRequest): string[] | undefined {
     throw ApiError.badRequest((err as Error).message, [{ path: 'toolsets', message: `must be among ${TOOLSETS.join(', ')}` }]);
   }
 }
+
+/** Messages one POST may carry (a JSON-RPC batch); the SDK's own transport takes up to 100. */
+export const MAX_BATCH_MESSAGES = 32;
 
 /** Servers kept idle per tool set. */
 const IDLE_SERVERS = 16;
@@ -184,9 +204,9 @@ function apiOf(core: FastifyInstance, audit: FastifyInstance, inProcess: InProce
   const authorization = request.headers.authorization!;
   return {
     async request(method, url, body) {
-      if (method === 'GET' && !url.startsWith('/audit/')) {
-        const read = await inProcess.get(request, url);
-        if (read) return read;
+      if (!url.startsWith('/audit/')) {
+        const answer = await inProcess.call(request, method, url, body);
+        if (answer) return answer;
       }
       // The Audit API's paths (`/audit/…`) are served by its own server, as over its own port.
       const res = await (url.startsWith('/audit/') ? audit : core).inject({

@@ -27,8 +27,8 @@ type QueryString = Record<string, string | undefined>;
  * (`longReads`): they wait and run in that level of the scheduler (see fairness.ts). The methods
  * named in `permissions` are writes whose caller must be able to hold one of those permissions: one
  * that cannot is refused before its body is read (see the admission hooks in app.ts). With
- * `inProcess`, the GET handler may also be called in process (see InProcess): it must read nothing of
- * the request but its principal, params, query, URL and the server's page size.
+ * `inProcess`, the handlers may also be called in process (see InProcess): they must read nothing of
+ * the request but its method, principal, params, query, URL, body and the server's page size.
  */
 export function mount(
   app: FastifyInstance,
@@ -41,7 +41,7 @@ export function mount(
   for (const [method, handler] of Object.entries(handlers)) {
     const level = levels[method as HTTPMethods];
     const bodyPermission = permissions[method as HTTPMethods];
-    const config = { ...(level ? { level } : {}), ...(bodyPermission ? { bodyPermission } : {}), ...(inProcess && method === 'GET' ? { inProcess } : {}) };
+    const config = { ...(level ? { level } : {}), ...(bodyPermission ? { bodyPermission } : {}), ...(inProcess ? { inProcess } : {}) };
     app.route({ method: method as HTTPMethods, url, handler: handler!, config });
   }
   const others = ALL_METHODS.filter((m) => !(m in handlers));
@@ -56,7 +56,7 @@ export function mount(
   });
 }
 
-/** The generic kinds' routes: their GETs run in process too. */
+/** The generic kinds' routes: they run in process too. */
 function generic(app: FastifyInstance, url: string, handlers: Partial<Record<HTTPMethods, Handler>>, levels: Partial<Record<HTTPMethods, HeavyLevel>> = {}, permissions: Partial<Record<HTTPMethods, BodyPermission>> = {}): void {
   mount(app, url, handlers, levels, permissions, true);
 }

@@ -359,6 +359,57 @@ forEachBackend('MCP over streamable HTTP: a tool\'s reads, run in process as the
     }
   });
 
+  test('writes too: a create, a patch and a delete land as over REST and are audited under the caller; each refusal (403, 400, 409) is the REST call\'s', async () => {
+    const writer = `in-process-writer-${backend}`;
+    const writerKey = await keyIn(k, writer, 'superusers');
+    const viewer = await keyIn(k, `write-viewer-${backend}`, 'viewers');
+    const nobody = await keyIn(k, `write-nobody-${backend}`);
+    const client = await connect(base, writerKey);
+    const created = await client.callTool({ name: 'create_gvc', arguments: { name: 'made', description: 'by a tool', tags: { team: 'a' } } });
+    assert.equal(created.isError, undefined, JSON.stringify(created));
+    // The tool's answer is the item as REST then presents it, to the byte.
+    const afterCreate = await k.call('GET', '/org/acme/gvc/made', undefined, { token: writerKey });
+    assert.equal(textOf(created), afterCreate.raw);
+    assert.deepEqual(created.structuredContent, afterCreate.body);
+    const patched = await client.callTool({ name: 'update_gvc', arguments: { name: 'made', description: 'changed', tags: { team: null, tier: 'web' } } });
+    assert.equal(patched.isError, undefined, JSON.stringify(patched));
+    const afterPatch = await k.call('GET', '/org/acme/gvc/made', undefined, { token: writerKey });
+    assert.equal(textOf(patched), afterPatch.raw);
+    assert.deepEqual(afterPatch.body.tags, { tier: 'web' });
+    const deleted = await client.callTool({ name: 'delete_resource', arguments: { kind: 'gvc', name: 'made' } });
+    assert.equal(deleted.isError, undefined, JSON.stringify(deleted));
+    assert.equal((await k.call('GET', '/org/acme/gvc/made')).status, 404);
+    await client.close();
+    const audit = await k.app.audit.inject({ method: 'GET', url: '/audit/org/acme?resourceType=gvc&resourceName=made', headers: { authorization: `Bearer ${k.token}` } });
+    const events = JSON.parse(audit.body).items as Array<{ action: { type: string }; subject: { data: { principalLink: string } } }>;
+    assert.deepEqual(events.map((e) => e.action.type).sort(), ['create', 'delete', 'edit'], audit.body.slice(0, 600));
+    for (const e of events) assert.equal(e.subject.data.principalLink, `/org/acme/serviceaccount/${writer}`);
+
+    // Each refusal against the same write over REST: its status's code, message and details.
+    const refusals: Array<{ key: string; tool: string; args: Record<string, unknown>; method: string; path: string; body?: unknown; status: number }> = [
+      { key: viewer, tool: 'create_gvc', args: { name: 'sneaky' }, method: 'POST', path: '/org/acme/gvc', body: { name: 'sneaky', spec: {} }, status: 403 },
+      { key: nobody, tool: 'update_gvc', args: { name: 'seen', description: 'mine' }, method: 'PATCH', path: '/org/acme/gvc/seen', body: { description: 'mine' }, status: 403 },
+      { key: viewer, tool: 'delete_resource', args: { kind: 'gvc', name: 'seen' }, method: 'DELETE', path: '/org/acme/gvc/seen', status: 403 },
+      { key: writerKey, tool: 'create_gvc', args: { name: 'Not A Name' }, method: 'POST', path: '/org/acme/gvc', body: { name: 'Not A Name', spec: {} }, status: 400 },
+      { key: writerKey, tool: 'update_gvc', args: { name: 'seen', spec: { staticPlacement: 'everywhere' } }, method: 'PATCH', path: '/org/acme/gvc/seen', body: { spec: { staticPlacement: 'everywhere' } }, status: 400 },
+      { key: writerKey, tool: 'create_gvc', args: { name: 'seen' }, method: 'POST', path: '/org/acme/gvc', body: { name: 'seen', spec: {} }, status: 409 },
+      { key: writerKey, tool: 'create_gvc', args: { name: 'x', org: 'elsewhere' }, method: 'POST', path: '/org/elsewhere/gvc', body: { name: 'x', spec: {} }, status: 404 },
+    ];
+    for (const { key, tool, args, method, path, body, status } of refusals) {
+      const agent = await connect(base, key);
+      const res = await agent.callTool({ name: tool, arguments: args });
+      await agent.close();
+      const rest = await k.call(method, path, body, { token: key });
+      const label = `${tool} ${JSON.stringify(args)}: ${JSON.stringify(res)} against ${rest.status} ${rest.raw}`;
+      assert.equal(rest.status, status, label);
+      assert.equal(res.isError, true, label);
+      assert.equal(textOf(res), rest.body.message, label);
+      assert.deepEqual({ ...(res.structuredContent as object), id: undefined }, { message: rest.body.message, ...rest.body, id: undefined }, label);
+    }
+    assert.equal((await k.call('GET', '/org/acme/gvc/sneaky')).status, 404);
+    assert.equal((await k.call('GET', '/org/acme/gvc/seen')).body.description, 'seen', 'the refused patch changed nothing');
+  });
+
   test('fault rules apply to them as to the REST call: a refusal carries the rule\'s error, a dropped request fails the call, and nothing else is touched', async () => {
     const client = await connect(base, k.token);
     assert.equal((await k.call('PUT', '/-admin/faults', { rules: [{ name: 'gvc-down', method: 'GET', path: '/org/acme/gvc/seen', status: 503 }] })).status, 200);
@@ -376,5 +427,96 @@ forEachBackend('MCP over streamable HTTP: a tool\'s reads, run in process as the
     assert.equal((await k.call('PUT', '/-admin/faults', { rules: [] })).status, 200);
     assert.equal((await client.callTool({ name: 'get_resource', arguments: { kind: 'gvc', name: 'seen' } })).isError, undefined);
     await client.close();
+  });
+});
+
+/** One plain JSON-RPC POST to /mcp, as a client without the SDK sends it. */
+async function rpc(base: string, token: string, body: unknown): Promise<{ status: number; body: any; headers: Headers }> {
+  const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+const toolCall = (id: number, name: string, args: Record<string, unknown>) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
+
+forEachBackend('MCP over streamable HTTP: batches', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme');
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('a batch over MAX_BATCH_MESSAGES is refused whole, with a JSON-RPC error and nothing done; one at the cap is answered call by call', async () => {
+    const over = Array.from({ length: 33 }, (_, i) => toolCall(i, 'create_gvc', { name: `over-${i}` }));
+    const refused = await rpc(base, k.token, over);
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.error.code, -32600);
+    assert.match(refused.body.error.message, /at most 32 messages; this one holds 33/);
+    const gvcs = (await k.call('GET', '/org/acme/gvc')).body.items as Array<{ name: string }>;
+    assert.deepEqual(gvcs.filter((g) => g.name.startsWith('over-')), []);
+    const atCap = await rpc(base, k.token, Array.from({ length: 32 }, (_, i) => toolCall(i, 'get_resource', { kind: 'gvc', name: `absent-${i}` })));
+    assert.equal(atCap.status, 200);
+    assert.deepEqual(atCap.body.map((a: { id: number }) => a.id), Array.from({ length: 32 }, (_, i) => i));
+    for (const answer of atCap.body) assert.equal(answer.result.structuredContent.code, 'not_found');
+  });
+});
+
+forEachBackend('MCP over streamable HTTP: a batch against the rate limit', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  let key: string;
+  before(async () => {
+    // One request a second, eight at once: a batch's calls cost what as many POSTs would.
+    k = await startKeel(backend, 'acme', { rateLimit: 1, rateBurst: 8 });
+    base = await k.listen();
+    key = await keyIn(k, `batcher-${backend}`, 'superusers');
+  });
+  after(async () => k.close());
+
+  test('a batch of N calls costs N: past the caller\'s tokens, or past a burst, it is refused whole with 429 and nothing done', async () => {
+    const gvcsNamed = async (prefix: string) => ((await k.call('GET', '/org/acme/gvc')).body.items as Array<{ name: string }>).filter((g) => g.name.startsWith(prefix));
+    const tooBig = await rpc(base, key, Array.from({ length: 9 }, (_, i) => toolCall(i, 'create_gvc', { name: `big-${i}` })));
+    assert.equal(tooBig.status, 429);
+    assert.equal(tooBig.body.code, 'rate_limited');
+    assert.match(tooBig.body.message, /batch of 9 messages is more than .*rateBurst: 8/);
+    assert.deepEqual(await gvcsNamed('big-'), []);
+    // 7 tokens left (the refused POST took one): a batch of 6 takes 6.
+    const reads = await rpc(base, key, Array.from({ length: 6 }, (_, i) => toolCall(i, 'list_resources', { kind: 'gvc' })));
+    assert.equal(reads.status, 200, JSON.stringify(reads.body));
+    assert.equal(reads.body.length, 6);
+    // One token left, not the six a second batch needs: refused, with when to retry, and none of it made.
+    const writes = await rpc(base, key, Array.from({ length: 6 }, (_, i) => toolCall(i, 'create_gvc', { name: `late-${i}` })));
+    assert.equal(writes.status, 429, JSON.stringify(writes.body));
+    assert.equal(writes.body.code, 'rate_limited');
+    assert.ok(Number(writes.headers.get('retry-after')) >= 1);
+    assert.deepEqual(await gvcsNamed('late-'), []);
+  });
+});
+
+forEachBackend('MCP over streamable HTTP: a body a tool builds past bodyLimit', (backend: Backend) => {
+  let k: TestKeel;
+  let base: string;
+  before(async () => {
+    k = await startKeel(backend, 'acme', { bodyLimit: 1024 });
+    base = await k.listen();
+  });
+  after(async () => k.close());
+
+  test('is refused 413 as the same body over REST is, and nothing is made', async () => {
+    // Short location names in a small call, each made a link: the create's body is larger than the call.
+    const locations = Array.from({ length: 40 }, (_, i) => `l${String(i).padStart(3, '0')}`);
+    const call = await rpc(base, k.token, toolCall(1, 'create_gvc', { name: 'wide', locations }));
+    assert.equal(call.status, 200, JSON.stringify(call.body));
+    const result = call.body.result;
+    const body = { name: 'wide', spec: { staticPlacement: { locationLinks: locations.map((l) => `/org/acme/location/${l}`) } } };
+    assert.ok(JSON.stringify(body).length > 1024);
+    const rest = await k.call('POST', '/org/acme/gvc', body);
+    assert.equal(rest.status, 413);
+    assert.equal(result.isError, true, JSON.stringify(result));
+    assert.equal(result.content[0].text, rest.body.message);
+    assert.deepEqual({ ...result.structuredContent, id: undefined }, { message: rest.body.message, ...rest.body, id: undefined });
+    assert.equal((await k.call('GET', '/org/acme/gvc/wide')).status, 404);
   });
 });
