@@ -9,6 +9,7 @@ import type { HookContext, KindDef, Place, Reference, Resource } from '../kinds/
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, pageInMemory, parseQuery, type Query } from '../query/index.js';
 import type { AtPosition, AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+import { ACCESS_KINDS } from '../store/access-kinds.js';
 import { parseLink, resolveLink, resolveLinksIn, selfLink } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, historyEntry, PLATFORM_CONTEXT } from '../audit/events.js';
@@ -587,9 +588,6 @@ export class Resources {
 
 /** Reads of an apply whose create keeps colliding with creates of the same name (the next read finds the item, unless a delete came first). */
 const APPLY_ATTEMPTS = 20;
-
-/** Kinds whose writes can change authentication or authorization decisions. */
-const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
 
 /** What makes two references the same: the permission and the item named (or, naming none, the text). */
 function referenceKey(ref: Reference, target: { link: string } | undefined): string {
