@@ -94,7 +94,7 @@ export class Resources {
    */
   getAt(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): AtPosition<Resource> | Promise<AtPosition<Resource>> {
     return andThen(this.auth.requireMember(principal, place.org), () =>
-      andThen(this.gvcFound(def, place), () =>
+      andThen(this.gvcFound(def, place, principal.mark), () =>
         andThen(this.store.getAt(keyOf(def, place, name), principal.mark), ({ value: item, seq }) => {
           if (!item) throw notFound(def, place, name);
           return andThen(this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, readTarget(def, item)), () => ({
@@ -116,7 +116,7 @@ export class Resources {
   ): Promise<Page> {
     assertAffordable(query);
     await this.auth.requireMember(principal, place.org);
-    await this.requireGvc(def, place);
+    await this.gvcFound(def, place, principal.mark);
     const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
     const { value: rows, seq } = await this.store.listAt({
       budgetMs: this.settings.queryBudgetMs,
@@ -562,10 +562,13 @@ export class Resources {
     resolveLinksIn(item, resourceSchema(def), (link) => resolveLink(link, place, isGvcScoped));
   }
 
-  /** requireGvc(), answered at once when the store reads at once. */
-  private gvcFound(def: KindDef, place: Place): void | Promise<void> {
+  /**
+   * requireGvc() for a read, answered at once when the store reads at once; `mark`: the reader's
+   * (Principal.mark), so the GVC is read at the catch-up that serves the rest of its request.
+   */
+  private gvcFound(def: KindDef, place: Place, mark: number | undefined): void | Promise<void> {
     if (def.scope !== 'gvc' || place.gvc === undefined) return;
-    return andThen(this.store.getAt({ org: place.org, kind: 'gvc', gvc: '', name: place.gvc }), ({ value }) => {
+    return andThen(this.store.getAt({ org: place.org, kind: 'gvc', gvc: '', name: place.gvc }, mark), ({ value }) => {
       if (!value) throw ApiError.notFound(`gvc '${place.gvc}' not found`);
     });
   }
