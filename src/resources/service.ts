@@ -9,6 +9,7 @@ import type { HookContext, KindDef, Place, Reference, Resource } from '../kinds/
 import { applyPatch, MAX_DEPTH } from '../patch/index.js';
 import { compileQuery, cursorOf, pageInMemory, parseQuery, type Query } from '../query/index.js';
 import type { AtPosition, AuditRecord, ItemKey, Store, StoredItem, Tx } from '../store/types.js';
+import { ACCESS_KINDS } from '../store/access-kinds.js';
 import { parseLink, resolveLink, resolveLinksIn, selfLink } from './links.js';
 import { present, presented } from './present.js';
 import { actorOf, changeEvent, eventlogEntry, historyEntry, PLATFORM_CONTEXT } from '../audit/events.js';
@@ -93,7 +94,7 @@ export class Resources {
    */
   getAt(principal: Principal, def: KindDef, place: Place, name: string, options: { reveal?: boolean } = {}): AtPosition<Resource> | Promise<AtPosition<Resource>> {
     return andThen(this.auth.requireMember(principal, place.org), () =>
-      andThen(this.gvcFound(def, place), () =>
+      andThen(this.gvcFound(def, place, principal.mark), () =>
         andThen(this.store.getAt(keyOf(def, place, name), principal.mark), ({ value: item, seq }) => {
           if (!item) throw notFound(def, place, name);
           return andThen(this.auth.check(principal, options.reveal ? 'reveal' : 'view', def, readTarget(def, item)), () => ({
@@ -115,7 +116,7 @@ export class Resources {
   ): Promise<Page> {
     assertAffordable(query);
     await this.auth.requireMember(principal, place.org);
-    await this.requireGvc(def, place);
+    await this.gvcFound(def, place, principal.mark);
     const view: ViewFilter = await this.auth.viewFilter(principal, def, place.org);
     const { value: rows, seq } = await this.store.listAt({
       budgetMs: this.settings.queryBudgetMs,
@@ -561,10 +562,13 @@ export class Resources {
     resolveLinksIn(item, resourceSchema(def), (link) => resolveLink(link, place, isGvcScoped));
   }
 
-  /** requireGvc(), answered at once when the store reads at once. */
-  private gvcFound(def: KindDef, place: Place): void | Promise<void> {
+  /**
+   * requireGvc() for a read, answered at once when the store reads at once; `mark`: the reader's
+   * (Principal.mark), so the GVC is read at the catch-up that serves the rest of its request.
+   */
+  private gvcFound(def: KindDef, place: Place, mark: number | undefined): void | Promise<void> {
     if (def.scope !== 'gvc' || place.gvc === undefined) return;
-    return andThen(this.store.getAt({ org: place.org, kind: 'gvc', gvc: '', name: place.gvc }), ({ value }) => {
+    return andThen(this.store.getAt({ org: place.org, kind: 'gvc', gvc: '', name: place.gvc }, mark), ({ value }) => {
       if (!value) throw ApiError.notFound(`gvc '${place.gvc}' not found`);
     });
   }
@@ -587,9 +591,6 @@ export class Resources {
 
 /** Reads of an apply whose create keeps colliding with creates of the same name (the next read finds the item, unless a delete came first). */
 const APPLY_ATTEMPTS = 20;
-
-/** Kinds whose writes can change authentication or authorization decisions. */
-const ACCESS_KINDS = new Set(['group', 'policy', 'serviceaccount', 'user', 'org']);
 
 /** What makes two references the same: the permission and the item named (or, naming none, the text). */
 function referenceKey(ref: Reference, target: { link: string } | undefined): string {

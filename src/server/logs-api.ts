@@ -23,7 +23,7 @@ import { LineMatcher, MAX_MATCH_WORK } from '../logs/match.js';
 import { readLines, toStreams } from '../logs/read.js';
 import { msOfTs, NS_PER_MS, parseDuration, parseTime, tsOf, tsOfMs } from '../logs/time.js';
 import { LOG_LABELS, type LogLabel, type LogLine, type Store } from '../store/types.js';
-import { ACCESS_KINDS } from '../streams/feed.js';
+import { ACCESS_KINDS } from '../store/access-kinds.js';
 import { tokenOf } from '../auth/credentials.js';
 
 const BASE = '/logs/org/:org/loki/api/v1';

@@ -388,4 +388,60 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE TRIGGER keel_cache_replica_tokens_truncate AFTER TRUNCATE ON replica_tokens FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note_key();`,
     },
   },
+  {
+    version: 17,
+    name: 'audit chain changes in the change feed of the read cache',
+    // PostgreSQL only: an org's chain head moves only when a seal chains events that waited in
+    // audit_pending, so an event entering audit_pending takes a place in the read cache's order too
+    // (and audit_heads rows added or removed other than by a seal, as a restore does). A catch-up
+    // that finds the position unmoved then knows every head it read at that position still holds,
+    // and reads only the position (postgres/read-cache.ts). Such a place leaves no row in
+    // keel_cache_changes: no item changed. The position-taking lines that migrations 15 and 16
+    // each repeated become one function the three trigger functions share.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `
+        CREATE FUNCTION keel_cache_position() RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE pos BIGINT;
+        BEGIN
+          pos := NULLIF(current_setting('keel.cache_n', true), '')::bigint;
+          IF pos IS NULL THEN
+            UPDATE keel_cache_epoch SET n = n + 1 RETURNING n INTO pos;
+            PERFORM set_config('keel.cache_n', pos::text, true);
+          END IF;
+          RETURN pos;
+        END $$;
+        CREATE OR REPLACE FUNCTION keel_cache_note() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE pos BIGINT := keel_cache_position();
+        BEGIN
+          IF TG_OP = 'TRUNCATE' THEN
+            INSERT INTO keel_cache_changes (n) VALUES (pos);
+          ELSE
+            IF TG_OP <> 'INSERT' THEN INSERT INTO keel_cache_changes VALUES (pos, OLD.org, OLD.kind, OLD.gvc, OLD.name); END IF;
+            IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND (OLD.org, OLD.kind, OLD.gvc, OLD.name) IS DISTINCT FROM (NEW.org, NEW.kind, NEW.gvc, NEW.name)) THEN
+              INSERT INTO keel_cache_changes VALUES (pos, NEW.org, NEW.kind, NEW.gvc, NEW.name);
+            END IF;
+          END IF;
+          RETURN NULL;
+        END $$;
+        CREATE OR REPLACE FUNCTION keel_cache_note_key() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE pos BIGINT := keel_cache_position();
+        BEGIN
+          IF TG_OP = 'TRUNCATE' THEN
+            INSERT INTO keel_cache_changes (n) VALUES (pos);
+          ELSE
+            INSERT INTO keel_cache_changes (n, org) VALUES (pos, OLD.org);
+          END IF;
+          RETURN NULL;
+        END $$;
+        CREATE FUNCTION keel_cache_note_chain() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM keel_cache_position();
+          RETURN NULL;
+        END $$;
+        CREATE CONSTRAINT TRIGGER keel_cache_audit_pending AFTER INSERT ON audit_pending DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note_chain();
+        CREATE CONSTRAINT TRIGGER keel_cache_audit_heads AFTER INSERT OR DELETE ON audit_heads DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION keel_cache_note_chain();
+        CREATE TRIGGER keel_cache_audit_heads_truncate AFTER TRUNCATE ON audit_heads FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note_chain();`,
+    },
+  },
 ];

@@ -2,12 +2,11 @@ import { changes, type AppendedEvent } from '../audit/changes.js';
 import { PLATFORM_CONTEXT } from '../audit/events.js';
 import { Coalesced } from '../coalesced.js';
 import { parseLink } from '../resources/links.js';
+import { ACCESS_KINDS } from '../store/access-kinds.js';
 import type { AuditRecord, Store } from '../store/types.js';
 
 /** Actions that change an item (others, such as a secret's reveal, are not watch events). */
 export const CHANGE_ACTIONS = new Set(['create', 'edit', 'delete', 'status']);
-/** Kinds whose changes can change who may read what: their events make watchers be checked again. */
-export const ACCESS_KINDS = new Set(['serviceaccount', 'policy', 'group', 'user', 'org']);
 
 const POLL_MS = 250; // how soon changes made by other Keel processes arrive
 const READ_BATCH = 500;

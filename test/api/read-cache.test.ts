@@ -60,6 +60,26 @@ forEachBackend('GETs through two processes see every acknowledged write', (backe
     assert.equal((await call(k.app, 'GET', '/org/acme/group/seen')).status, 404);
   });
 
+  test('an audit event written through one process, changing no item: a GET through the other names a position that covers it', async () => {
+    assert.equal((await call(k.app, 'POST', '/org/acme/group', { name: 'still' })).status, 201);
+    assert.equal((await call(k.app, 'POST', '/org/acme/auditctx', { name: 'app-events' })).status, 201);
+    // Read once so the item and the org's head are held.
+    assert.equal((await call(second, 'GET', '/org/acme/group/still')).status, 200);
+    for (let i = 0; i < 3; i++) {
+      const posted = await k.app.audit.inject({
+        method: 'POST',
+        url: '/audit/org/acme/auditctx/app-events',
+        headers: { authorization: `Bearer ${k.token}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({ resource: { type: 'invoice', name: `inv-${i}` }, action: { type: 'approve' } }),
+      });
+      assert.equal(posted.statusCode, 201, posted.body);
+      const [event] = await k.store.audit({ org: 'acme', newestFirst: true, limit: 1 });
+      const read = await call(second, 'GET', '/org/acme/group/still');
+      assert.equal(read.status, 200);
+      assert.ok(Number(read.seq) >= event.seq!, `Keel-Seq ${read.seq} is before the event ${event.seq}, acknowledged before the GET began`);
+    }
+  });
+
   test("an item's history and a secret's revealed value through the other process show every acknowledged write", async () => {
     assert.equal((await call(k.app, 'POST', '/org/acme/secret', { name: 'pass', type: 'opaque', data: { payload: 'v1', encoding: 'plain' } })).status, 201);
     for (let i = 2; i <= 5; i++) {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, type ResourceRow } from '../rows.js';
+import { ACCESS_KINDS } from '../access-kinds.js';
 import { position, prepared } from './statements.js';
 import type { AccessFeed, AtPosition, ItemKey, ListRequest, StoredItem } from '../types.js';
 
@@ -21,19 +22,24 @@ const ENTRY_FACTOR = 4;
 const SCOPE_SHARE = 4;
 /** How long a scope found too large to hold is listed by the database before it is tried again. */
 const OVERSIZED_MS = 30_000;
-/** Kinds whose items authorization and authentication read (auth/policies.ts; a service account's keys go with it). */
-const ACCESS_KINDS = new Set(['org', 'policy', 'group', 'user', 'serviceaccount']);
 
 /**
- * The position (keel_cache_epoch.n) and the changes after `$1`, from one statement's snapshot: once
- * they are applied the cache holds exactly what the database held at that position. With them, the
- * chain heads of the orgs in `$2` and which of those orgs have events not yet chained.
+ * The position (keel_cache_epoch.n), how far the feed was pruned, the changes after `$1` (one more
+ * than CATCH_UP_LIMIT at most: that one only says there are too many), the chain heads of the orgs
+ * in `$2` and which of those orgs have events not yet chained, from one statement's snapshot: once
+ * they are applied the cache holds exactly what the database held at that position.
  */
 const CATCH_UP = `SELECT e.n, e.pruned, c.n AS change, c.org, c.kind, c.gvc, c.name,
-  (SELECT count(*) FROM keel_cache_changes WHERE n > $1) AS waiting,
   (SELECT json_object_agg(org, last_seq) FROM audit_heads WHERE org = ANY($2)) AS heads,
   (SELECT array_agg(DISTINCT org) FROM audit_pending WHERE org = ANY($2)) AS busy
-  FROM keel_cache_epoch e LEFT JOIN LATERAL (SELECT * FROM keel_cache_changes WHERE n > $1 ORDER BY n LIMIT ${CATCH_UP_LIMIT}) c ON true`;
+  FROM keel_cache_epoch e LEFT JOIN LATERAL (SELECT * FROM keel_cache_changes WHERE n > $1 ORDER BY n LIMIT ${CATCH_UP_LIMIT + 1}) c ON true`;
+/**
+ * Just the position: what a catch-up reads first when it knows every tracked org's head. Unmoved,
+ * it proves the items and heads held still hold: every item change, and every event that a seal
+ * could chain, took a position when it committed (migrations 15 to 17). The cheapest statement
+ * there is; most catch-ups under a read load are this one.
+ */
+const POSITION = 'SELECT n FROM keel_cache_epoch';
 const SCOPE_COLUMNS = RESOURCE_COLUMNS.replace('r.data', 'r.data::text AS data');
 /**
  * Every item of a list scope (`$3` NULL: of every GVC), at most `$4` of them, with the position and
@@ -57,15 +63,14 @@ const LOAD_ITEM = `SELECT e.n AS keel_cache_n, ${RESOURCE_COLUMNS.replace('r.dat
 
 interface CatchUpRow {
   n: string;
+  heads: Record<string, number | string> | null;
+  busy: string[] | null;
   pruned: string;
   change: string | null;
   org: string | null;
   kind: string | null;
   gvc: string | null;
   name: string | null;
-  waiting: string;
-  heads: Record<string, number | string> | null;
-  busy: string[] | null;
 }
 
 /** An item and its org's chain position as read from the database, with the cache position of that read and the size of its data. */
@@ -147,6 +152,7 @@ export class ReadCache implements AccessFeed {
   private applied = -1;
   /** Orgs whose chain position catch-ups read (those getAt was asked about). */
   private readonly tracked = new Set<string>();
+  private trackedArray: string[] = [];
   /** Each tracked org's chain position at `applied`, unless events of it were still pending then. */
   private heads = new Map<string, number>();
   private running = false;
@@ -204,20 +210,32 @@ export class ReadCache implements AccessFeed {
   /**
    * get() with the org's chain position (Store.getAt): from memory when the last catch-up found
    * none of the org's events pending, so the head it read names exactly the state held; an entry
-   * read at a later position than that one is not named by it, and is read again.
+   * read at a later position than that one is not named by it, and is read again. Answered at once,
+   * with no promise, when the request's catch-up has been applied and the item is held.
    */
-  async getAt(key: ItemKey, load: () => Promise<ReadAt>, mark?: number): Promise<AtPosition<StoredItem | undefined>> {
-    if (this.capacity <= 0) return load();
+  getAt(key: ItemKey, load: (key: ItemKey) => Promise<ReadAt>, mark?: number): AtPosition<StoredItem | undefined> | Promise<AtPosition<StoredItem | undefined>> {
+    if (this.capacity <= 0) return load(key);
     this.track(key.org);
-    if (!(await this.caughtUp(mark))) return load();
-    const id = itemKeyString(key);
-    const seq = this.heads.get(key.org);
-    const held = seq === undefined ? undefined : (this.touch(id) as Entry | undefined);
-    if (held && held.at <= this.applied) return { value: held.item ?? undefined, seq: seq! };
+    const held = mark !== undefined && this.proven(mark) ? this.heldAt(key) : undefined;
+    return held ?? this.getAtCaughtUp(key, load, mark);
+  }
+
+  private async getAtCaughtUp(key: ItemKey, load: (key: ItemKey) => Promise<ReadAt>, mark?: number): Promise<AtPosition<StoredItem | undefined>> {
+    if (!(await this.caughtUp(mark))) return load(key);
+    const held = this.heldAt(key);
+    if (held) return held;
     // The database's answer names its own position exactly; the item is kept for the next read.
-    const read = await load();
-    this.keep(id, { item: read.value ?? null, at: read.at, bytes: ENTRY_OVERHEAD + ENTRY_FACTOR * read.size });
+    const read = await load(key);
+    this.keep(itemKeyString(key), { item: read.value ?? null, at: read.at, bytes: ENTRY_OVERHEAD + ENTRY_FACTOR * read.size });
     return { value: read.value, seq: read.seq };
+  }
+
+  /** The item as held at the cache's position, with its org's chain position there, if both are known. */
+  private heldAt(key: ItemKey): AtPosition<StoredItem | undefined> | undefined {
+    const seq = this.heads.get(key.org);
+    if (seq === undefined) return undefined;
+    const held = this.touch(itemKeyString(key)) as Entry | undefined;
+    return held && held.at <= this.applied ? { value: held.item ?? undefined, seq } : undefined;
   }
 
   /**
@@ -443,18 +461,25 @@ export class ReadCache implements AccessFeed {
   private async catchUp(): Promise<boolean> {
     try {
       const from = this.applied;
-      const orgs = [...this.tracked];
+      const orgs = this.trackedList();
       const number = ++this.sent;
+      // With every tracked org's head known at `from` (none had events pending then), an unmoved
+      // position means nothing that could change an item or a head committed since.
+      if (from >= 0 && this.heads.size === orgs.length) {
+        const { rows } = await this.pool.query<{ n: string }>(prepared(POSITION, []));
+        if (Number(rows[0].n) === from) {
+          this.proveAt(from, number, this.heads);
+          return true;
+        }
+      }
       const { rows } = await this.pool.query<CatchUpRow>(prepared(CATCH_UP, [from, orgs]));
       const first = rows[0];
-      const busy = new Set(first.busy ?? []);
-      const heads = new Map(orgs.filter((org) => !busy.has(org)).map((org) => [org, Number(first.heads?.[org] ?? 0)]));
       const position = Number(first.n);
       /** Orgs whose access changed; undefined: any org's may have. */
       let access: Set<string> | undefined = new Set();
       // Behind what the table still holds, too far behind to apply, or a database whose position
       // went back (restored from a backup): start from nothing at its position.
-      if (from < 0 || from < Number(first.pruned) || Number(first.waiting) > CATCH_UP_LIMIT || position < from) {
+      if (from < 0 || from < Number(first.pruned) || rows.length > CATCH_UP_LIMIT || position < from) {
         this.clear();
         access = undefined;
       } else {
@@ -472,10 +497,7 @@ export class ReadCache implements AccessFeed {
           this.changed(row.org, row.kind, row.gvc!, Number(row.change));
         }
       }
-      // No await since the statement: held entries and heads are now both at `position`.
-      this.applied = position;
-      this.provenBy = number;
-      this.heads = heads;
+      this.proveAt(position, number, this.headsOf(orgs, first));
       this.tell(access);
       return true;
     } catch {
@@ -483,6 +505,26 @@ export class ReadCache implements AccessFeed {
       this.tell(undefined);
       return false;
     }
+  }
+
+  /** The tracked orgs as a statement parameter (a new array only when one was added). */
+  private trackedList(): string[] {
+    if (this.trackedArray.length !== this.tracked.size) this.trackedArray = [...this.tracked];
+    return this.trackedArray;
+  }
+
+  /** The chain position of each of `orgs` that has no event pending, as a catch-up's row has them. */
+  private headsOf(orgs: readonly string[], row: CatchUpRow): Map<string, number> {
+    const heads = new Map<string, number>();
+    for (const org of orgs) if (!row.busy?.includes(org)) heads.set(org, Number(row.heads?.[org] ?? 0));
+    return heads;
+  }
+
+  /** Held entries and heads are the state at `position`, as catch-up `number` found it (no await since its statement). */
+  private proveAt(position: number, number: number, heads: Map<string, number>): void {
+    this.applied = position;
+    this.provenBy = number;
+    this.heads = heads;
   }
 
   /** Tells the scopes holding an item of (org, kind, gvc) of a change to it at position `n`. */

@@ -152,16 +152,16 @@ export class PostgresStore implements Store {
     return this.cache.get(key, () => getOn(this.reads, key));
   }
 
-  async getAt(key: ItemKey, mark?: number): Promise<AtPosition<StoredItem | undefined>> {
-    return this.cache.getAt(key, () => this.loadAt(key), mark);
+  getAt(key: ItemKey, mark?: number): AtPosition<StoredItem | undefined> | Promise<AtPosition<StoredItem | undefined>> {
+    return this.cache.getAt(key, this.loadAt, mark);
   }
 
-  private async loadAt(key: ItemKey): Promise<ReadAt> {
+  private readonly loadAt = async (key: ItemKey): Promise<ReadAt> => {
     const values = [key.org, key.kind, key.gvc, key.name];
     const rows = await this.readAt(key.org, async (db) => (await db.query<PositionedRow>(prepared(GET_ITEM_AT, values))).rows);
     const row = rows.value[0];
     return { value: row.id === null ? undefined : fromRow(row), seq: rows.seq, at: Number(row.keel_cache_n), size: Number(row.keel_size ?? 0) };
-  }
+  };
 
   async list(request: ListRequest): Promise<StoredItem[]> {
     const { sql, values } = listStatement(request, false);
