@@ -1,11 +1,13 @@
 // The RESTART turn (src/store/sqlite/housekeeper.ts): when the WAL has outgrown its limit and the
 // writer holds the lock, the housekeeping thread raises a flag; the writer, which asks writerTurn()
 // before each batch, waits until the checkpoint has had the lock and the log has started over.
-// The first test is the thread's side of it, the second the store's.
+// The first test is the thread's side of it, the second the store's. The third stops the thread
+// while a catch-up is under way, as closing a store does.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Housekeeper } from '../../src/store/sqlite/housekeeper.js';
@@ -98,6 +100,33 @@ test("the store's writer holds its next batch while the thread's flag is up, and
   } finally {
     lower();
     await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('stopping while a catch-up is under way waits for the thread, in a process with nothing else to keep it running', async () => {
+  // In a child process: there, as at the end of a `keel` command or a test file, the thread's
+  // reference is all that keeps the process alive until the stop is done.
+  const dir = mkdtempSync(join(tmpdir(), 'keel-stop-'));
+  const file = join(dir, 'keel.db');
+  await new SqliteStore(file).close();
+  const script = `
+    import { Housekeeper } from ${JSON.stringify(new URL('../../src/store/sqlite/housekeeper.ts', import.meta.url).pathname)};
+    import { lookupFileOf } from ${JSON.stringify(new URL('../../src/store/sqlite/lookup.ts', import.meta.url).pathname)};
+    const file = ${JSON.stringify(file)};
+    const housekeeper = new Housekeeper(file, { everyMs: 3_600_000, restartFrames: 1000, restartTurnMs: 1000, lookupFile: lookupFileOf(file), lookupEveryMs: 3_600_000 }, (message) => console.error(message));
+    await housekeeper.catchUp(); // the thread is up and has read the store once
+    const caughtUp = housekeeper.catchUp().then(() => 'answered', (err) => err.message);
+    await housekeeper.stop();
+    console.log('stopped; the catch-up was ' + (await caughtUp));`;
+  try {
+    // A file, not `-e`: with --input-type=module the thread's own (CommonJS) source would be read as a module too.
+    const child = join(dir, 'stop.mts');
+    writeFileSync(child, script);
+    const run = spawnSync(process.execPath, ['--import', 'tsx', child], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(run.status, 0, `the process ended before the stop was done (exit ${run.status}): ${run.stderr}`);
+    assert.match(run.stdout, /^stopped; the catch-up was /m);
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -129,6 +129,8 @@ export class Housekeeper {
   /** The catch-up under way, and the one that callers during it share, which starts after it. */
   private current?: Promise<void>;
   private following?: Promise<void>;
+  /** Set by stop(): the thread stays referenced until it exits, whatever answers arrive meanwhile. */
+  private stopping = false;
 
   constructor(file: string, options: HousekeeperOptions, onError: (message: string) => void) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
@@ -137,7 +139,7 @@ export class Housekeeper {
       const waiter = message.caughtUp === undefined ? undefined : this.waiting.get(message.caughtUp);
       if (!waiter) return void onError(message.error ?? 'unknown');
       this.waiting.delete(message.caughtUp!);
-      if (this.waiting.size === 0) this.worker.unref();
+      if (this.waiting.size === 0 && !this.stopping) this.worker.unref();
       if (message.error) waiter.reject(new Error(`audit lookup: ${message.error}`));
       else waiter.resolve();
     });
@@ -202,7 +204,11 @@ export class Housekeeper {
 
   /** Stops after any checkpoint or catch-up under way. */
   async stop(): Promise<void> {
-    this.worker.ref(); // an unreferenced worker's exit would not keep the process waiting for it
+    // An unreferenced worker's exit would not keep the process waiting for it: nor may the answer to
+    // a catch-up still under way unreference it again, or a process with nothing else to do exits
+    // here with the stop unfinished.
+    this.stopping = true;
+    this.worker.ref();
     this.worker.postMessage('stop');
     await this.exited; // and 'exit' has failed what was still waiting (also when the thread had died before)
   }
