@@ -63,6 +63,13 @@ interface Waiting {
 /** Work is short when its principal's typical cost is at most this share of the mean of the active principals' costs. */
 const SHORT_SHARE = 0.5;
 
+/**
+ * Work is heavy only when its principal's typical cost is also at least this share of that mean: on a
+ * machine loaded enough to stretch every list's seat time past `heavyMs`, a caller whose lists are a
+ * fraction of what the heavy queries around it hold is still not one of them.
+ */
+const HEAVY_SHARE = 0.5;
+
 /** The level's seats for any work (0) and those kept for short work (1): each with its own virtual time. */
 type Lane = 0 | 1;
 
@@ -106,7 +113,8 @@ const REMEMBERED_COSTS = 10_000;
  * other seats. A key that slips a heavy query into a short seat after cheap calls is charged what it
  * held, and is no longer short for its next ones.
  *
- * Heavy work (a principal's typical cost at least `heavyMs`) may hold only `heavySeats` of the seats
+ * Heavy work (a principal's typical cost at least `heavyMs`, and at least half the mean of the
+ * principals' now asking) may hold only `heavySeats` of the seats
  * at once. Seat-time is not the only thing shared: a heavy query keeps a core busy (in a list worker,
  * or in PostgreSQL on the same machine), and on a small machine two of them leave nothing for the
  * request thread and everyone else's lists; the other seats then take lighter work, and heavy work
@@ -143,10 +151,13 @@ export class PriorityLevel {
   acquire(who: string, options: { mustWait?: boolean; onQueued?: (withdraw: () => void) => void } = {}): Release | Promise<Release> {
     let flow = this.flows.get(who);
     if (!flow) this.flows.set(who, (flow = { who, queue: [], running: 0, finish: [this.virtualTime[0], this.virtualTime[1]], headTag: [undefined, undefined] }));
-    if (this.waiting === 0 && this.running[0] < this.seats[0] && this.mayStart(who)) return this.dispatch(flow, 0);
+    if (this.waiting === 0 && this.running[0] < this.seats[0]) {
+      const heavy = this.isHeavy(who);
+      if (this.mayStart(heavy)) return this.dispatch(flow, 0, heavy);
+    }
     if (this.running[1] < this.seats[1]) {
       const short = this.shortBelow();
-      if (this.isShort(who, short) && !this.shortWaiting(short)) return this.dispatch(flow, 1);
+      if (this.isShort(who, short) && !this.shortWaiting(short)) return this.dispatch(flow, 1, false);
     }
     if (!options.mustWait && flow.queue.length >= queuedFor(who, this.limits.queued)) {
       this.forgetIfIdle(flow);
@@ -173,7 +184,7 @@ export class PriorityLevel {
   /** Whether `who` could not queue one more piece of work now (checked before a body is read, so a refused caller sends none). */
   full(who: string): boolean {
     // Heavy work waits while a seat is free if the heavy seats are taken: its line is as full then.
-    return (this.running[0] >= this.seats[0] || !this.mayStart(who)) && (this.flows.get(who)?.queue.length ?? 0) >= queuedFor(who, this.limits.queued);
+    return (this.running[0] >= this.seats[0] || !this.mayStart(this.isHeavy(who))) && (this.flows.get(who)?.queue.length ?? 0) >= queuedFor(who, this.limits.queued);
   }
 
   /** The 429 a principal whose queue is full gets. */
@@ -186,24 +197,31 @@ export class PriorityLevel {
     );
   }
 
-  private isHeavy(who: string): boolean {
-    return this.costOf(who) >= this.limits.heavyMs;
+  /** Whether `who`'s work is heavy; `mean` (the active principals' mean cost) is worked out only when its cost is at least `heavyMs`. */
+  private isHeavy(who: string, mean?: number): boolean {
+    const cost = this.costOf(who);
+    return cost >= this.limits.heavyMs && cost >= (mean ?? this.meanCost()) * HEAVY_SHARE;
   }
 
-  /** Whether `who`'s work may take a seat of lane 0 now (heavy work only while a heavy seat is free). */
-  private mayStart(who: string): boolean {
-    return this.heavyRunning < this.limits.heavySeats || !this.isHeavy(who);
+  /** Whether work may take a seat of lane 0 now (heavy work only while a heavy seat is free). */
+  private mayStart(heavy: boolean): boolean {
+    return !heavy || this.heavyRunning < this.limits.heavySeats;
   }
 
   private costOf(who: string): number {
     return this.costs.get(who) ?? this.averageMs;
   }
 
-  /** The cost at or below which work is short now: a share of the mean cost of the principals running or waiting. */
-  private shortBelow(): number {
+  /** The mean cost of the principals running or waiting. */
+  private meanCost(): number {
     let sum = 0;
     for (const flow of this.flows.values()) sum += this.costOf(flow.who);
-    return this.flows.size === 0 ? 0 : (sum / this.flows.size) * SHORT_SHARE;
+    return this.flows.size === 0 ? 0 : sum / this.flows.size;
+  }
+
+  /** The cost at or below which work is short now. */
+  private shortBelow(): number {
+    return this.meanCost() * SHORT_SHARE;
   }
 
   /** Whether short work waits (then a newcomer must not pass it for a short seat). */
@@ -219,10 +237,9 @@ export class PriorityLevel {
     return known !== undefined && known <= short;
   }
 
-  private dispatch(flow: Flow, lane: Lane): Release {
+  private dispatch(flow: Flow, lane: Lane, heavy: boolean): Release {
     const startTag = Math.max(flow.finish[lane], this.virtualTime[lane]);
     const charged = this.costOf(flow.who);
-    const heavy = lane === 0 && charged >= this.limits.heavyMs;
     if (heavy) this.heavyRunning++;
     flow.finish[lane] = startTag + charged;
     // Self-clocked: the virtual time is the finish tag of the work last started, so a principal that
@@ -266,12 +283,17 @@ export class PriorityLevel {
   private startNext(lane: Lane, short: number): boolean {
     let chosen: Flow | undefined;
     let chosenTag = Infinity;
+    let chosenHeavy = false;
+    let mean: number | undefined;
     for (const flow of this.flows.values()) {
-      if (flow.queue.length === 0 || (lane === 1 ? !this.isShort(flow.who, short) : !this.mayStart(flow.who))) continue;
+      if (flow.queue.length === 0) continue;
+      const heavy = lane === 0 && this.costOf(flow.who) >= this.limits.heavyMs && this.isHeavy(flow.who, (mean ??= this.meanCost()));
+      if (lane === 1 ? !this.isShort(flow.who, short) : !this.mayStart(heavy)) continue;
       const tag = (flow.headTag[lane] ??= Math.max(flow.finish[lane], this.virtualTime[lane]) + this.costOf(flow.who));
       if (tag < chosenTag) {
         chosen = flow;
         chosenTag = tag;
+        chosenHeavy = heavy;
       }
     }
     if (!chosen) return false;
@@ -280,7 +302,7 @@ export class PriorityLevel {
     this.waiting--;
     // Started on a later turn of the event loop: seats handed on one after another in promise
     // continuations would run every waiting piece of work in this one turn, ahead of all I/O.
-    setImmediate(entry.start, this.dispatch(chosen, lane));
+    setImmediate(entry.start, this.dispatch(chosen, lane, chosenHeavy));
     return true;
   }
 
