@@ -520,3 +520,85 @@ forEachBackend('MCP over streamable HTTP: a body a tool builds past bodyLimit', 
     assert.equal((await k.call('GET', '/org/acme/gvc/wide')).status, 404);
   });
 });
+
+forEachBackend('MCP over streamable HTTP: a flood of write batches', (backend: Backend) => {
+  const KEYS = 20;
+  const CALLS = 32;
+  let k: TestKeel;
+  let base: string;
+  let flooders: string[];
+  let bystander: string;
+  before(async () => {
+    // Few mutation seats, so the flood's calls wait for them: who goes first is the scheduler's choice.
+    k = await startKeel(backend, 'acme', { maxMutationsInFlight: 2 });
+    base = await k.listen();
+    // Neither the flooders nor the bystander are superusers (who are never held): both wait their turn.
+    assert.equal((await k.call('POST', '/org/acme/group', { name: 'gvc-makers' })).status, 201);
+    const policy = { name: 'gvc-makers', targetKind: 'gvc', target: 'all', bindings: [{ permissions: ['create', 'view'], principalLinks: ['/org/acme/group/gvc-makers'] }] };
+    assert.equal((await k.call('POST', '/org/acme/policy', policy)).status, 201);
+    flooders = await Promise.all(Array.from({ length: KEYS }, (_, i) => keyIn(k, `flooder-${i}`, 'gvc-makers')));
+    bystander = await keyIn(k, 'bystander', 'gvc-makers');
+  });
+  after(async () => k.close());
+
+  /** The bystander's create over REST; its answer's status. */
+  const bystanderWrites = async (name: string) => {
+    const res = await fetch(`${base}/org/acme/gvc`, { method: 'POST', headers: { authorization: `Bearer ${bystander}`, 'content-type': 'application/json' }, body: JSON.stringify({ name }) });
+    await res.text();
+    return res.status;
+  };
+  /** How many other creates were made between each of the bystander's creates (named `by-…`) and the one before it. */
+  const createsBetween = async (): Promise<number[]> => {
+    const creates = (await k.store.audit({ org: 'acme', resourceType: 'gvc', actionType: 'create', limit: 10_000 })).sort((a, b) => a.seq - b.seq);
+    const mine = creates.flatMap((e, i) => (e.resourceName.startsWith('by-') ? [i] : []));
+    return mine.slice(1).map((at, n) => at - mine[n] - 1);
+  };
+
+  test("20 keys' 32-call write batches at once: the bystander's REST writes all land, each after a bounded share of the flood; every call is done or refused whole", async () => {
+    // Its quiet baseline: nothing else is written between its creates.
+    for (let i = 0; i < 5; i++) assert.equal(await bystanderWrites(`by-quiet-${i}`), 201);
+    assert.deepEqual(await createsBetween(), [0, 0, 0, 0]);
+
+    let flooding = true;
+    const flood = Promise.all(
+      flooders.map((key, f) => rpc(base, key, Array.from({ length: CALLS }, (_, i) => toolCall(i, 'create_gvc', { name: `flood-${f}-${i}` })))),
+    ).finally(() => (flooding = false));
+    // The bystander writes one after another for as long as the flood lasts.
+    const statuses: number[] = [];
+    for (let i = 0; flooding || i < 3; i++) statuses.push(await bystanderWrites(`by-busy-${i}`));
+    const answers = await flood;
+
+    assert.ok(statuses.every((s) => s === 201), JSON.stringify(statuses));
+    // With 20 principals ahead in the queue, a fair scheduler lets each of the bystander's writes in
+    // after about one call of each (and those running; the first, after those made before it arrived):
+    // far fewer than the flood's 640 calls, which a first-come order (or calls that bypassed the
+    // scheduler) would put before its first write.
+    const between = (await createsBetween()).slice(4);
+    const label = `flood creates between the bystander's: ${JSON.stringify(between)}`;
+    assert.ok(between.length >= 3, label);
+    assert.ok(Math.max(...between) <= (KEYS * CALLS) / 4, label);
+    assert.ok([...between].sort((a, b) => a - b)[between.length >> 1] <= 2 * KEYS, label);
+
+    const made = new Set(((await k.store.audit({ org: 'acme', resourceType: 'gvc', actionType: 'create', limit: 10_000 })) as Array<{ resourceName: string }>).map((e) => e.resourceName));
+    let done = 0;
+    for (const [f, answer] of answers.entries()) {
+      assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      assert.deepEqual(answer.body.map((a: { id: number }) => a.id), Array.from({ length: CALLS }, (_, i) => i));
+      for (const [i, { result }] of (answer.body as Array<{ result: { isError?: boolean; content: Array<{ text: string }>; structuredContent: { code?: string; name?: string } } }>).entries()) {
+        const name = `flood-${f}-${i}`;
+        const exists = (await k.call('GET', `/org/acme/gvc/${name}`)).status === 200;
+        if (result.isError) {
+          // Refused whole: a message that says why and when to retry, and nothing made.
+          assert.match(result.content[0].text, /retry/, JSON.stringify(result));
+          assert.ok(result.structuredContent.code, JSON.stringify(result));
+          assert.ok(!exists && !made.has(name), `${name} refused yet made`);
+        } else {
+          assert.equal(result.structuredContent.name, name);
+          assert.ok(exists && made.has(name), `${name} answered made, yet not there`);
+          done++;
+        }
+      }
+    }
+    assert.ok(done > 0, 'no call of the flood was done');
+  });
+});
