@@ -30,8 +30,13 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-/** The three ways of making the call: the REST GET, the tool through the SDK's client, the tool as a plain JSON-RPC POST. */
-const PATHS = ['rest', 'sdk', 'rpc'] as const;
+/**
+ * The ways of making the call: the REST GET; the tool through the SDK's client as it comes; through
+ * the SDK's client with the `fetch` docs/agents.md gives, whose requests each have a signal of their
+ * own (the transport's shared signal otherwise collects one abort listener per request in Node's
+ * fetch until a full collection, and each request walks them); the tool as a plain JSON-RPC POST.
+ */
+const PATHS = ['rest', 'sdk', 'sdkOwnSignal', 'rpc'] as const;
 type Path = (typeof PATHS)[number];
 
 interface Latency {
@@ -41,12 +46,22 @@ interface Latency {
   rounds: Array<Record<Path, { p50: number; cpuMicros: number }>>;
 }
 
+/** docs/agents.md's fetch for the SDK's transport: each request gets a signal of its own, following the transport's. */
+const ownSignalFetch = (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+  const own = new AbortController();
+  const abort = () => own.abort(init?.signal?.reason);
+  init?.signal?.addEventListener('abort', abort, { once: true });
+  return fetch(input, { ...init, signal: own.signal }).finally(() => init?.signal?.removeEventListener('abort', abort));
+};
+
 async function callLatency(keel: RunningKeel): Promise<Latency> {
   const path = `/org/${keel.org}/gvc/target`;
   const created = await keel.call('POST', `/org/${keel.org}/gvc`, { name: 'target' });
   if (created.status !== 201) throw new Error(`gvc: ${created.status}`);
   const client = new Client({ name: 'bench', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`${keel.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${keel.token}` } } }));
+  const ownSignalClient = new Client({ name: 'bench', version: '1' });
+  await ownSignalClient.connect(new StreamableHTTPClientTransport(new URL(`${keel.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${keel.token}` } }, fetch: ownSignalFetch }));
   const args = { kind: 'gvc', name: 'target' };
   // What the SDK's client sends for the same call (its headers, and its body with the same key
   // order): one stateless POST, its answer parsed and checked, and nothing else.
@@ -60,6 +75,10 @@ async function callLatency(keel: RunningKeel): Promise<Latency> {
     },
     async sdk() {
       const res = await client.callTool({ name: 'get_resource', arguments: args });
+      if (res.isError) throw new Error(`get_resource: ${JSON.stringify(res.content)}`);
+    },
+    async sdkOwnSignal() {
+      const res = await ownSignalClient.callTool({ name: 'get_resource', arguments: args });
       if (res.isError) throw new Error(`get_resource: ${JSON.stringify(res.content)}`);
     },
     async rpc() {
@@ -76,7 +95,7 @@ async function callLatency(keel: RunningKeel): Promise<Latency> {
   };
   // Warm-up, then rounds whose order rotates, so a drift of the machine falls on every path.
   for (let i = 0; i < 50; i++) for (const p of PATHS) await timed(p, []);
-  const all: Latency['all'] = { rest: [], sdk: [], rpc: [] };
+  const all: Latency['all'] = { rest: [], sdk: [], sdkOwnSignal: [], rpc: [] };
   const rounds: Latency['rounds'] = [];
   for (let round = 0; round < CALL_ROUNDS; round++) {
     const order = [...PATHS.slice(round % PATHS.length), ...PATHS.slice(0, round % PATHS.length)];
@@ -91,6 +110,7 @@ async function callLatency(keel: RunningKeel): Promise<Latency> {
     rounds.push(measured);
   }
   await client.close();
+  await ownSignalClient.close();
   return { all, rounds };
 }
 
@@ -127,6 +147,7 @@ export async function benchMcp(): Promise<Section> {
   const { all, rounds } = latency;
   const ratio = median(all.sdk) / median(all.rest);
   const plainRatio = median(all.rpc) / median(all.rest);
+  const ownSignalRatio = median(all.sdkOwnSignal) / median(all.rest);
   const perRound = (f: (r: Latency['rounds'][number]) => number) => rounds.map(f);
   const cpu = (p: Path) => mean(perRound((r) => r[p].cpuMicros));
   return {
@@ -139,17 +160,19 @@ export async function benchMcp(): Promise<Section> {
       `| SQLite | ${median(sqliteBoxes).toFixed(0)} | ${Math.max(...sqliteBoxes).toFixed(0)} |`,
       `| PostgreSQL | ${median(pgBoxes).toFixed(0)} | ${Math.max(...pgBoxes).toFixed(0)} |`,
       '',
-      `One caller, sequential calls on SQLite: the MCP tool \`get_resource\` over streamable HTTP against the GET it wraps, ${CALL_ROUNDS} rounds of ${CALLS} calls per path, the paths' order rotating from round to round; ${CALLS * CALL_ROUNDS} calls per path. The tool is called two ways: with the SDK's client (the headline: what agents use; one stateless POST per call, its answer checked by the SDK) and as a plain JSON-RPC POST (\`fetch\` with the body and headers the SDK sends, the answer parsed), which leaves out the SDK client's own cost. Server CPU: the \`keel serve\` process's user + system time over a path's calls (from /proc), per call. Goal: tool median (SDK client) ≤ 1.5× REST.`,
+      `One caller, sequential calls on SQLite: the MCP tool \`get_resource\` over streamable HTTP against the GET it wraps, ${CALL_ROUNDS} rounds of ${CALLS} calls per path, the paths' order rotating from round to round; ${CALLS * CALL_ROUNDS} calls per path. The tool is called three ways: with the SDK's client as it comes (what agents use; one stateless POST per call, its answer checked by the SDK); with the SDK's client given the \`fetch\` option of docs/agents.md (each request its own abort signal: as it comes, the transport's one signal collects an abort listener per request in Node's fetch, which later requests walk); and as a plain JSON-RPC POST (\`fetch\` with the body and headers the SDK sends, the answer parsed), which leaves out the SDK client's own cost. Server CPU: the \`keel serve\` process's user + system time over a path's calls (from /proc), per call. Goal: tool median (SDK client) ≤ 1.5× REST.`,
       '',
       '| Call | p50, ms | p99, ms | server CPU per call, µs |',
       '|---|---|---|---|',
       `| REST GET /org/bench/gvc/target | ${median(all.rest).toFixed(2)} | ${percentile(all.rest, 99).toFixed(2)} | ${cpu('rest').toFixed(0)} |`,
       `| MCP get_resource, SDK client | ${median(all.sdk).toFixed(2)} | ${percentile(all.sdk, 99).toFixed(2)} | ${cpu('sdk').toFixed(0)} |`,
+      `| MCP get_resource, SDK client, a signal per request | ${median(all.sdkOwnSignal).toFixed(2)} | ${percentile(all.sdkOwnSignal, 99).toFixed(2)} | ${cpu('sdkOwnSignal').toFixed(0)} |`,
       `| MCP get_resource, plain JSON-RPC POST | ${median(all.rpc).toFixed(2)} | ${percentile(all.rpc, 99).toFixed(2)} | ${cpu('rpc').toFixed(0)} |`,
       '',
       '| Ratio to REST | over all calls (p50) | per round: mean (min–max) |',
       '|---|---|---|',
       `| p50 latency, SDK client | ${ratio.toFixed(2)}× | ${spread(perRound((r) => r.sdk.p50 / r.rest.p50))} |`,
+      `| p50 latency, SDK client, a signal per request | ${ownSignalRatio.toFixed(2)}× | ${spread(perRound((r) => r.sdkOwnSignal.p50 / r.rest.p50))} |`,
       `| p50 latency, plain JSON-RPC POST | ${plainRatio.toFixed(2)}× | ${spread(perRound((r) => r.rpc.p50 / r.rest.p50))} |`,
       `| server CPU per call, SDK client | | ${spread(perRound((r) => r.sdk.cpuMicros / r.rest.cpuMicros))} |`,
       `| server CPU per call, plain JSON-RPC POST | | ${spread(perRound((r) => r.rpc.cpuMicros / r.rest.cpuMicros))} |`,
@@ -162,6 +185,8 @@ export async function benchMcp(): Promise<Section> {
       mcpToolP50Ms: median(all.sdk),
       restGetP50Ms: median(all.rest),
       mcpOverRestRatio: ratio,
+      mcpOwnSignalP50Ms: median(all.sdkOwnSignal),
+      mcpOwnSignalOverRestRatio: ownSignalRatio,
       mcpPlainRpcP50Ms: median(all.rpc),
       mcpPlainRpcOverRestRatio: plainRatio,
       mcpServerCpuMicrosPerCall: cpu('rpc'),
