@@ -57,4 +57,18 @@ forEachBackend('catch-ups of the PostgreSQL read cache', (backend) => {
     assert.equal(await feed.caughtUp(sent + 1000), true);
     assert.equal(feed.mark(), sent + 1);
   });
+
+  test('a read waiting when its store closes is answered with a refusal to trust the cache (read the database), and opens no connection again', async () => {
+    const own = await storeFor(backend);
+    try {
+      const feed = own.store.accessFeed!;
+      assert.equal(await feed.caughtUp(), true);
+      const waiting = feed.caughtUp(feed.mark());
+      await own.store.close();
+      // Had its catch-up opened a connection after the close, this test file's process would not exit.
+      assert.equal(await waiting, false);
+    } finally {
+      await own.cleanup();
+    }
+  });
 }, ['postgres']);

@@ -164,6 +164,8 @@ export class ReadCache implements AccessFeed {
    * costs no checkout; opened by the first and again after one it failed on.
    */
   private link?: pg.Client;
+  /** After close(): a catch-up already scheduled fails rather than open a connection again. */
+  private closed = false;
   private readonly pruner: NodeJS.Timeout;
   /** Catch-ups sent so far, and the number of the one that took the cache to `applied` (see mark()). */
   private sent = 0;
@@ -287,6 +289,7 @@ export class ReadCache implements AccessFeed {
   close(): void {
     clearInterval(this.pruner);
     this.clear();
+    this.closed = true;
     this.link?.end().catch(() => {});
     this.link = undefined;
   }
@@ -479,6 +482,7 @@ export class ReadCache implements AccessFeed {
   /** The catch-ups' connection, opened if there is none. */
   private async connection(): Promise<pg.Client> {
     if (this.link) return this.link;
+    if (this.closed) throw new Error('the store is closed');
     const link = new pg.Client(this.pool.options);
     // A cut connection fails the catch-up under way (a query on it rejects); the next opens another.
     const gone = () => {
