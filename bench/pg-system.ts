@@ -6,6 +6,7 @@
 // whose view comes from a group-bound policy; a query by tag over 1000 items by that service account,
 // whose view of them comes from a policy's targetQuery. Each ratio is taken within a round (the
 // machine is shared, so only figures measured minutes apart compare), then its mean and spread.
+// BENCH_PGSYSTEM_RUNS (say `raw:get,sqlite:get,pgOn:get`) loads only those setup:request pairs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -39,8 +40,9 @@ interface Server {
   label: string;
   base: string;
   keelPids: number[];
-  /** application_name of its processes' PostgreSQL connections. */
+  /** application_name of its processes' PostgreSQL connections, and the schema they use. */
   appName?: string;
+  schema?: string;
   proxyPid?: number;
 }
 
@@ -51,6 +53,8 @@ interface Run extends Driven {
   keelMicros: number;
   pgMicros?: number;
   proxyMicros?: number;
+  /** Requests per read of keel_cache_epoch (a catch-up's position read, or a whole catch-up). */
+  perPositionRead?: number;
   load: number;
 }
 
@@ -59,7 +63,7 @@ interface Secrets {
   reader: string;
 }
 
-const RUNS: Array<[Setup, Call]> = [
+const ALL_RUNS: Array<[Setup, Call]> = [
   ['raw', 'get'],
   ['sqlite', 'get'],
   ['pgOn', 'get'],
@@ -71,6 +75,8 @@ const RUNS: Array<[Setup, Call]> = [
   ['pgOn', 'list'],
   ['pgOff', 'list'],
 ];
+const CHOSEN = process.env.BENCH_PGSYSTEM_RUNS?.split(',').map((run) => run.trim());
+const RUNS = CHOSEN ? ALL_RUNS.filter(([setup, call]) => CHOSEN.includes(`${setup}:${call}`)) : ALL_RUNS;
 
 const SETUP_LABEL: Record<Setup, string> = {
   raw: 'raw node:http',
@@ -150,6 +156,16 @@ async function check(server: Server, secrets: Secrets): Promise<void> {
   if (wrong.length) throw new Error(`${server.label}: ${wrong.join('; ')}`);
 }
 
+/**
+ * Scans of the schema's keel_cache_epoch so far: every catch-up reads it once. Backends report their
+ * counts about once a second, so a run's difference is off by up to a second's worth.
+ */
+async function epochReads(db: pg.Client, schema: string): Promise<number> {
+  const { rows } = await db.query(`SELECT seq_scan + COALESCE(idx_scan, 0) AS n FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'keel_cache_epoch'`, [schema]);
+  await db.query('SELECT pg_stat_clear_snapshot()');
+  return Number(rows[0]?.n ?? NaN);
+}
+
 async function measure(db: pg.Client, server: Server, call: Call, secrets: Secrets): Promise<Run> {
   const request = requestOf(server, call, secrets);
   await drive(request, 1); // warm-up: connections open, pools filled, caches loaded
@@ -158,6 +174,7 @@ async function measure(db: pg.Client, server: Server, call: Call, secrets: Secre
   const keelBefore = keelCpu();
   const pgBefore = server.appName ? await backendsCpu(db, server.appName) : undefined;
   const proxyBefore = server.proxyPid ? cpuSeconds(server.proxyPid) : 0;
+  const readsBefore = server.schema ? await epochReads(db, server.schema) : NaN;
   const driven = await drive(request, DURATION);
   const keelAfter = keelCpu();
   const proxyAfter = server.proxyPid ? cpuSeconds(server.proxyPid) : 0;
@@ -166,6 +183,7 @@ async function measure(db: pg.Client, server: Server, call: Call, secrets: Secre
     // A backend that closed during the run is missed: pools keep theirs under load.
     pgSeconds = backendsCpuSince(pgBefore!, await backendsCpu(db, server.appName));
   }
+  const reads = server.schema ? (await epochReads(db, server.schema)) - readsBefore : NaN;
   const bad = driven.non2xx + driven.errors;
   if (driven.requests === 0 || bad > driven.requests / 100) throw new Error(`${server.label}, ${CALL_LABEL[call]}: ${driven.non2xx} non-2xx answers and ${driven.errors} errors of ${driven.requests}`);
   const per = (seconds: number) => (seconds * 1e6) / driven.requests;
@@ -176,6 +194,7 @@ async function measure(db: pg.Client, server: Server, call: Call, secrets: Secre
     keelMicros: per(keelAfter - keelBefore),
     pgMicros: pgSeconds === undefined ? undefined : per(pgSeconds),
     proxyMicros: server.proxyPid ? per(proxyAfter - proxyBefore) : undefined,
+    perPositionRead: reads > 0 ? driven.requests / reads : undefined,
     load,
   };
 }
@@ -284,8 +303,8 @@ export async function benchPgSystem(): Promise<Section> {
       const servers: Record<Setup, Server> = {
         raw: { setup: 'raw', label: SETUP_LABEL.raw, base: `http://127.0.0.1:${rawPort}`, keelPids: [raw.pid!] },
         sqlite: { setup: 'sqlite', label: SETUP_LABEL.sqlite, base: sqlite.base, keelPids: [sqlite.pid] },
-        pgOn: { setup: 'pgOn', label: SETUP_LABEL.pgOn, base: `http://127.0.0.1:${started.ports[0]}`, keelPids: [on1.pid, on2.pid], appName: appOn, proxyPid: proxy.pid },
-        pgOff: { setup: 'pgOff', label: SETUP_LABEL.pgOff, base: `http://127.0.0.1:${started.ports[1]}`, keelPids: [off1.pid, off2.pid], appName: appOff, proxyPid: proxy.pid },
+        pgOn: { setup: 'pgOn', label: SETUP_LABEL.pgOn, base: `http://127.0.0.1:${started.ports[0]}`, keelPids: [on1.pid, on2.pid], appName: appOn, schema, proxyPid: proxy.pid },
+        pgOff: { setup: 'pgOff', label: SETUP_LABEL.pgOff, base: `http://127.0.0.1:${started.ports[1]}`, keelPids: [off1.pid, off2.pid], appName: appOff, schema, proxyPid: proxy.pid },
       };
       const secretsOf = (setup: Setup): Secrets => (setup === 'sqlite' ? { admin: sqlite.token, reader: sqliteReader } : { admin: on1.token, reader: pgReader });
       for (const setup of ['sqlite', 'pgOn', 'pgOff'] as Setup[]) {
@@ -321,7 +340,9 @@ export async function benchPgSystem(): Promise<Section> {
 }
 
 function report(runs: Run[][], loads: Array<{ start: number; end: number }>, seedSeconds: number, settled: number, date: string): Section {
-  const find = (round: Run[], setup: Setup, call: Call) => round.find((r) => r.setup === setup && r.call === call)!;
+  // A run left out (BENCH_PGSYSTEM_RUNS) reads as NaN everywhere: shown as –.
+  const missing = { requestsPerSecond: NaN, p50: NaN, p99: NaN, keelMicros: NaN, load: NaN, non2xx: 0, errors: 0 } as Run;
+  const find = (round: Run[], setup: Setup, call: Call) => round.find((r) => r.setup === setup && r.call === call) ?? missing;
   const series = (setup: Setup, call: Call, f: (r: Run) => number | undefined) => runs.map((round) => f(find(round, setup, call)) ?? NaN);
   const system = (r: Run) => r.keelMicros + (r.pgMicros ?? 0);
   const bySetup = (file: string, title: string, unit: string, f: (r: Run) => number | undefined) => ({
@@ -355,7 +376,7 @@ function report(runs: Run[][], loads: Array<{ start: number; end: number }>, see
       const xs = series(setup, call, f);
       return xs.every((x) => Number.isNaN(x)) ? '' : spread(xs, digits);
     };
-    return `| ${name} | ${col((r) => r.requestsPerSecond, 0)} | ${col((r) => r.p50, 1)} | ${col((r) => r.p99, 1)} | ${col((r) => r.keelMicros, 1)} | ${col((r) => r.pgMicros, 1)} | ${col((r) => r.proxyMicros, 1)} | ${series(setup, call, (r) => r.non2xx + r.errors).reduce((a, b) => a + b, 0)} |`;
+    return `| ${name} | ${col((r) => r.requestsPerSecond, 0)} | ${col((r) => r.p50, 1)} | ${col((r) => r.p99, 1)} | ${col((r) => r.keelMicros, 1)} | ${col((r) => r.pgMicros, 1)} | ${col((r) => r.proxyMicros, 1)} | ${col((r) => r.perPositionRead, 1)} | ${series(setup, call, (r) => r.non2xx + r.errors).reduce((a, b) => a + b, 0)} |`;
   });
 
   const sqliteGet = vsRaw('sqlite', 'get');
@@ -376,10 +397,10 @@ function report(runs: Run[][], loads: Array<{ start: number; end: number }>, see
       'The requests: **GET** of one gvc with the admin key (a superuser); **authorized GET**, the same gvc by a service-account key whose `view` comes from a policy bound to a group it is a member of; **filtered list**, `POST /org/bench/resource/-query` for the tag `team=blue` over ' +
         `${ITEMS} resources (100 match), by that service account, whose view of resources comes from a policy's \`targetQuery\` (\`visible=yes\`): it answers ${VISIBLE_MATCHES} items. Each answer is checked (status, item count, nothing the policy hides) before loading. Data seeded through the API (${seedSeconds.toFixed(0)} s for both stores); loading began once the Keel processes had been idle for a second (after ${settled.toFixed(0)} s), so no run pays for work the seeding left behind.`,
       '',
-      'Per request, mean ± standard deviation over the rounds. CPU columns are server CPU time (user + system, from /proc) per completed request, in µs: **Keel** is the Keel processes of the setup together (raw node:http for the first row); **PostgreSQL** the backends serving that setup\'s connections (found by `application_name` in `pg_stat_activity`; not the WAL writer, checkpointer or autovacuum); **HAProxy** the proxy process. Latencies in ms.',
+      'Per request, mean ± standard deviation over the rounds. CPU columns are server CPU time (user + system, from /proc) per completed request, in µs: **Keel** is the Keel processes of the setup together (raw node:http for the first row); **PostgreSQL** the backends serving that setup\'s connections (found by `application_name` in `pg_stat_activity`; not the WAL writer, checkpointer or autovacuum); **HAProxy** the proxy process. **Requests per catch-up**: completed requests over the scans of `keel_cache_epoch` meanwhile (each catch-up, position-only or whole, reads it once; the statistics lag by up to a second). Latencies in ms.',
       '',
-      '| Setup: request | req/s | p50 ms | p99 ms | Keel CPU µs | PostgreSQL CPU µs | HAProxy CPU µs | non-2xx + errors |',
-      '|---|---|---|---|---|---|---|---|',
+      '| Setup: request | req/s | p50 ms | p99 ms | Keel CPU µs | PostgreSQL CPU µs | HAProxy CPU µs | requests per catch-up | non-2xx + errors |',
+      '|---|---|---|---|---|---|---|---|---|',
       ...targets,
       '',
       'Ratios, each taken within one round, then mean ± standard deviation over the rounds (each round in parentheses). Against raw node:http: **throughput** is the setup\'s req/s over raw\'s; **CPU (Keel)** raw\'s CPU per request over the Keel processes\'; **CPU (Keel + PostgreSQL)** raw\'s over Keel\'s and its backends\' together (for SQLite the same as Keel). The cache\'s effect: throughput with the cache over without, and CPU per request without over with. CPU ratios are what the server would do with the cores to itself; throughput ratios drift towards 1 when other work takes turns on the cores (see the load average) and include HAProxy, the load generator and PostgreSQL on the same two cores.',

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, type ResourceRow } from '../rows.js';
 import { ACCESS_KINDS } from '../access-kinds.js';
 import { position, prepared } from './statements.js';
@@ -39,7 +39,7 @@ const CATCH_UP = `SELECT e.n, e.pruned, c.n AS change, c.org, c.kind, c.gvc, c.n
  * could chain, took a position when it committed (migrations 15 to 17). The cheapest statement
  * there is; most catch-ups under a read load are this one.
  */
-const POSITION = 'SELECT n FROM keel_cache_epoch';
+const POSITION = { ...prepared('SELECT n FROM keel_cache_epoch', []), rowMode: 'array' } as const;
 const SCOPE_COLUMNS = RESOURCE_COLUMNS.replace('r.data', 'r.data::text AS data');
 /**
  * Every item of a list scope (`$3` NULL: of every GVC), at most `$4` of them, with the position and
@@ -155,9 +155,17 @@ export class ReadCache implements AccessFeed {
   private trackedArray: string[] = [];
   /** Each tracked org's chain position at `applied`, unless events of it were still pending then. */
   private heads = new Map<string, number>();
+  /** A catch-up is under way or about to be sent. */
   private running = false;
   /** Reads waiting for the next catch-up. */
   private waiting: Array<(ok: boolean) => void> = [];
+  /**
+   * The connection catch-ups run on, one at a time: its own, so a catch-up waits for no pool and
+   * costs no checkout; opened by the first and again after one it failed on.
+   */
+  private link?: pg.Client;
+  /** After close(): a catch-up already scheduled fails rather than open a connection again. */
+  private closed = false;
   private readonly pruner: NodeJS.Timeout;
   /** Catch-ups sent so far, and the number of the one that took the cache to `applied` (see mark()). */
   private sent = 0;
@@ -281,6 +289,9 @@ export class ReadCache implements AccessFeed {
   close(): void {
     clearInterval(this.pruner);
     this.clear();
+    this.closed = true;
+    this.link?.end().catch(() => {});
+    this.link = undefined;
   }
 
   private track(org: string): void {
@@ -443,36 +454,69 @@ export class ReadCache implements AccessFeed {
   private current(): Promise<boolean> {
     return new Promise((resolve) => {
       this.waiting.push(resolve);
-      if (!this.running) void this.drain();
+      this.schedule();
     });
   }
 
-  private async drain(): Promise<void> {
+  /**
+   * Sends the next catch-up once the current turn of the event loop has read what it can: every
+   * request that arrived in the same turn (under load, one turn reads many connections) shares it,
+   * and a lone request waits for no more than that turn.
+   */
+  private schedule(): void {
+    if (this.running) return;
     this.running = true;
-    while (this.waiting.length > 0) {
-      const batch = this.waiting;
-      this.waiting = [];
-      const ok = await this.catchUp();
+    setImmediate(this.drain);
+  }
+
+  private readonly drain = (): void => {
+    const batch = this.waiting;
+    this.waiting = [];
+    void this.catchUp().then((ok) => {
+      this.running = false;
       for (const resolve of batch) resolve(ok);
+      if (this.waiting.length > 0) this.schedule();
+    });
+  };
+
+  /** The catch-ups' connection, opened if there is none. */
+  private async connection(): Promise<pg.Client> {
+    if (this.link) return this.link;
+    if (this.closed) throw new Error('the store is closed');
+    const link = new pg.Client(this.pool.options);
+    // A cut connection fails the catch-up under way (a query on it rejects); the next opens another.
+    const gone = () => {
+      if (this.link === link) this.link = undefined;
+      void link.end().catch(() => {});
+    };
+    link.on('error', gone);
+    link.on('end', gone);
+    this.link = link;
+    try {
+      await link.connect();
+    } catch (err) {
+      if (this.link === link) this.link = undefined;
+      throw err;
     }
-    this.running = false;
+    return link;
   }
 
   private async catchUp(): Promise<boolean> {
     try {
       const from = this.applied;
       const orgs = this.trackedList();
+      const link = this.link ?? (await this.connection());
       const number = ++this.sent;
       // With every tracked org's head known at `from` (none had events pending then), an unmoved
       // position means nothing that could change an item or a head committed since.
       if (from >= 0 && this.heads.size === orgs.length) {
-        const { rows } = await this.pool.query<{ n: string }>(prepared(POSITION, []));
-        if (Number(rows[0].n) === from) {
+        const { rows } = await link.query<[string]>(POSITION);
+        if (Number(rows[0][0]) === from) {
           this.proveAt(from, number, this.heads);
           return true;
         }
       }
-      const { rows } = await this.pool.query<CatchUpRow>(prepared(CATCH_UP, [from, orgs]));
+      const { rows } = await link.query<CatchUpRow>(prepared(CATCH_UP, [from, orgs]));
       const first = rows[0];
       const position = Number(first.n);
       /** Orgs whose access changed; undefined: any org's may have. */
