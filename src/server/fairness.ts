@@ -15,12 +15,19 @@ declare module 'fastify' {
   }
 }
 
-interface Admission {
-  level: Level;
-  who: string;
-  release?: Release;
-  withdraw?: () => void;
-  over: boolean;
+/** Also the options of its seat's acquire (see PriorityLevel.acquire): none are made per request. */
+class Admission {
+  release?: Release = undefined;
+  withdraw?: () => void = undefined;
+  over = false;
+  constructor(
+    readonly level: Level,
+    readonly who: string,
+  ) {}
+
+  onQueued(withdraw: () => void): void {
+    this.withdraw = withdraw;
+  }
 }
 
 /**
@@ -371,7 +378,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler): voi
     const level = levelOf(request.method, request.routeConfig);
     const who = identityOf(request.principal, request.ip);
     if (scheduler.levels[level].full(who)) return sendError(reply, request, scheduler.levels[level].refusal());
-    request.admission = { level, who, over: false };
+    request.admission = new Admission(level, who);
     done();
   });
   app.addHook('preValidation', (request, _reply, done) => {
@@ -388,7 +395,7 @@ export function installFairness(app: FastifyInstance, scheduler: Scheduler): voi
     if (admission.over || request.raw.socket?.destroyed) return;
     let seat: Release | Promise<Release>;
     try {
-      seat = scheduler.levels[admission.level].acquire(admission.who, { onQueued: (withdraw) => (admission.withdraw = withdraw) });
+      seat = scheduler.levels[admission.level].acquire(admission.who, admission);
     } catch (err) {
       return done(err as ApiError);
     }
