@@ -38,15 +38,17 @@ declare module 'fastify' {
  */
 export function installAdmission(app: FastifyInstance, config: Config): void {
   // One sweeper instead of a timer per request: timers are costly on the hot path, and a
-  // deadline checked every TICK_MS is precise enough for a timeout of seconds.
-  const open = new Map<FastifyRequest, { reply: FastifyReply; deadline: number }>();
+  // deadline checked every TICK_MS is precise enough for a timeout of seconds. The requests it
+  // watches are a list in deadline order (every request has the same timeout): a request leaves it
+  // in constant time when its response ends, without the delete (and shrinking) of a map, and the
+  // sweeper looks only at those whose deadline has passed.
+  const open = new OpenRequests();
   const tick = Math.min(250, Math.max(10, Math.floor(config.requestTimeoutMs / 4)));
   const sweeper = setInterval(() => {
-    const now = Date.now();
-    for (const [request, entry] of open) {
-      if (entry.deadline > now) continue;
-      open.delete(request);
-      timeout(request, entry.reply, config.requestTimeoutMs);
+    const now = performance.now();
+    for (let entry = open.first; entry && entry.deadline <= now; entry = open.first) {
+      open.remove(entry);
+      timeout(entry.request, entry.reply, config.requestTimeoutMs);
     }
   }, tick);
   sweeper.unref();
@@ -57,22 +59,58 @@ export function installAdmission(app: FastifyInstance, config: Config): void {
 
   app.decorateRequest('counted', false);
   app.decorateRequest('routeConfig');
-  const releases: Array<(request: FastifyRequest) => void> = [(request) => open.delete(request)];
+  const releases: Array<(request: FastifyRequest) => void> = [];
   endings.set(app, releases);
   // Callback-style hooks: these run on every request, and avoid a promise each.
   app.addHook('onRequest', (request, reply, done) => {
     const routeConfig = (request.routeConfig = request.routeOptions.config);
     // Streams (watch) live for long; they are not the work these limits protect.
     if (routeConfig?.streaming) return done();
-    open.set(request, { reply, deadline: Date.now() + config.requestTimeoutMs });
+    const entry = open.add(request, reply, performance.now() + config.requestTimeoutMs);
     // However the response ends (answered, or its connection closed under it), what the request
     // holds comes back: fastify's own end hooks miss a client that goes away while its handler runs.
     // One listener per response serves every holding (see whenRequestEnds).
     reply.raw.on('close', () => {
+      open.remove(entry);
       for (const release of releases) release(request);
     });
     done();
   });
+}
+
+/** A request watched for its timeout, in a list of them. */
+interface OpenRequest {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  deadline: number;
+  previous?: OpenRequest;
+  next?: OpenRequest;
+  /** Still in the list. */
+  listed: boolean;
+}
+
+/** Requests in the order they are added (so of their deadlines): a doubly linked list, each removed at once. */
+class OpenRequests {
+  first?: OpenRequest;
+  private last?: OpenRequest;
+
+  add(request: FastifyRequest, reply: FastifyReply, deadline: number): OpenRequest {
+    const entry: OpenRequest = { request, reply, deadline, previous: this.last, next: undefined, listed: true };
+    if (this.last) this.last.next = entry;
+    else this.first = entry;
+    this.last = entry;
+    return entry;
+  }
+
+  remove(entry: OpenRequest): void {
+    if (!entry.listed) return;
+    entry.listed = false;
+    if (entry.previous) entry.previous.next = entry.next;
+    else this.first = entry.next;
+    if (entry.next) entry.next.previous = entry.previous;
+    else this.last = entry.previous;
+    entry.previous = entry.next = undefined;
+  }
 }
 
 /** The releases run when a request's response is over, by server (see whenRequestEnds). */
@@ -147,7 +185,11 @@ export function awaitsBody(request: FastifyRequest): boolean {
   return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-/** Counts by key, in a map that holds only the keys counted now. */
+/**
+ * Counts by key. A key whose count falls to zero keeps its entry until the next prune(): deleting it
+ * at once would make the map delete (and shrink) for nearly every request, whose caller usually has
+ * nothing else in flight.
+ */
 class Counts {
   private readonly counts = new Map<string, number>();
   total = 0;
@@ -159,10 +201,12 @@ class Counts {
     this.total++;
   }
   remove(key: string): void {
-    const left = this.of(key) - 1;
-    if (left <= 0) this.counts.delete(key);
-    else this.counts.set(key, left);
+    this.counts.set(key, this.of(key) - 1);
     this.total--;
+  }
+  /** Drops the keys counted zero: the map holds only the keys counted now, and those since the last prune. */
+  prune(): void {
+    for (const [key, count] of this.counts) if (count <= 0) this.counts.delete(key);
   }
 }
 
@@ -229,6 +273,9 @@ export function installPrincipalAdmission(app: FastifyInstance, config: Config, 
         slowBodies.add(body.who);
       } else if (!body.reply.sent && !body.reply.raw.headersSent) refuse(body.reply, body.request, tooManyBodies(body.request, count));
     }
+    inFlight.prune();
+    slowBodies.prune();
+    bodies.prune();
     if (first === young.length) (young = []), (first = 0);
     else if (first > 1024 && first * 2 > young.length) (young = young.slice(first)), (first = 0);
   }, SLOW_BODY_MS / 2);
