@@ -18,7 +18,7 @@ import type { Faults } from '../admin/faults.js';
 import { outcomeOf } from '../admin/faults.js';
 import { ApiError } from '../errors.js';
 import { JsonText, type ApiAnswer } from '../mcp/tools.js';
-import { holdsUnstorable, unstorable, UNSTORABLE_TEXT } from '../storable.js';
+import { holdsUnstorable, UNSTORABLE_TEXT } from '../storable.js';
 import type { Principal } from '../auth/principal.js';
 import { errorObject, refusalOf } from './errors.js';
 import { levelOf, type Scheduler } from './fairness.js';
@@ -129,103 +129,20 @@ export class InProcess {
   }
 
   /**
-   * The body as the route would receive it over HTTP: what JSON holds of it, refused as the body
-   * parser refuses one (larger than bodyLimit, text no store can hold). A tool builds its body from
-   * the call's arguments, which arrived as JSON: one walk copies it as JSON would carry it (a property
-   * left undefined is left out), checks its text and bounds the size of its JSON text; only a body
-   * whose bound passes bodyLimit is serialized to be measured. Anything else (a Date, a class
-   * instance) is sent as JSON and parsed.
+   * The body as the route would receive it over HTTP: sent as JSON and parsed, so it is refused as the
+   * body parser refuses one (larger than bodyLimit, text no store can hold) and holds what JSON holds.
+   * The few microseconds of the round trip buy JSON's own rules (undefined left out, toJSON, a
+   * cycle refused) rather than a copy that would have to restate them.
    */
   private bodyOf(body: unknown): unknown {
     if (body === undefined) return undefined;
-    const copied = jsonCopy(body);
-    const value: unknown = copied ? copied.value : JSON.parse(JSON.stringify(body));
-    if ((!copied || copied.bound > this.options.bodyLimit) && Buffer.byteLength(JSON.stringify(value)) > this.options.bodyLimit) {
-      throw new ApiError('payload_too_large', 'the request body is larger than the server accepts');
-    }
-    if (copied ? copied.unstorable : holdsUnstorable(value)) throw ApiError.badRequest(`strings must not contain ${UNSTORABLE_TEXT}`);
-    return value;
+    const text = JSON.stringify(body);
+    if (Buffer.byteLength(text) > this.options.bodyLimit) throw new ApiError('payload_too_large', 'the request body is larger than the server accepts');
+    const parsed: unknown = JSON.parse(text);
+    if (holdsUnstorable(parsed)) throw ApiError.badRequest(`strings must not contain ${UNSTORABLE_TEXT}`);
+    return parsed;
   }
 }
-
-/**
- * A copy of a value made of plain objects, arrays, strings, finite numbers, booleans and null, as
- * JSON.parse(JSON.stringify(value)) would give it (undefined properties left out, undefined in an
- * array made null); with a bound on its JSON text's size in bytes (each UTF-16 unit of a string at
- * most 6, as `\uXXXX`) and whether any of its text is unstorable. Undefined for anything else (a
- * class instance, a Date, a non-finite number), which JSON itself must carry. Iterative, as bodies
- * may nest deeply.
- */
-function jsonCopy(value: unknown): { value: unknown; bound: number; unstorable: boolean } | undefined {
-  let bound = 0;
-  let bad = false;
-  const text = (s: string) => {
-    bound += 2 + 6 * s.length;
-    if (!bad && unstorable(s)) bad = true;
-  };
-  /** Containers copied but not yet filled in. */
-  const stack: Array<{ from: unknown; into: unknown[] | Record<string, unknown> }> = [];
-  /** A value's copy (an array or object still to fill in, on the stack); undefined to leave out; NOT_PLAIN to give up. */
-  const copyOf = (v: unknown): unknown => {
-    switch (typeof v) {
-      case 'string':
-        text(v);
-        return v;
-      case 'number':
-        if (!Number.isFinite(v)) return NOT_PLAIN;
-        bound += 25;
-        return v;
-      case 'boolean':
-        bound += 5;
-        return v;
-      case 'undefined':
-        return undefined;
-      case 'object': {
-        bound += 5;
-        if (v === null) return null;
-        if (Array.isArray(v)) {
-          const into: unknown[] = [];
-          stack.push({ from: v, into });
-          return into;
-        }
-        const proto = Object.getPrototypeOf(v);
-        if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
-        const into: Record<string, unknown> = {};
-        stack.push({ from: v, into });
-        return into;
-      }
-      default:
-        return NOT_PLAIN;
-    }
-  };
-  const top = copyOf(value);
-  if (top === NOT_PLAIN) return undefined;
-  while (stack.length) {
-    const { from, into } = stack.pop()!;
-    if (Array.isArray(into)) {
-      for (const item of from as unknown[]) {
-        const copy = copyOf(item);
-        if (copy === NOT_PLAIN) return undefined;
-        into.push(copy === undefined ? null : copy);
-        bound += 1;
-      }
-      continue;
-    }
-    for (const key of Object.keys(from as object)) {
-      const copy = copyOf((from as Record<string, unknown>)[key]);
-      if (copy === NOT_PLAIN) return undefined;
-      if (copy === undefined) continue;
-      // Assigned, this key would set the copy's prototype rather than hold a value.
-      if (key === '__proto__') return undefined;
-      text(key);
-      bound += 2;
-      into[key] = copy;
-    }
-  }
-  return { value: top ?? null, bound, unstorable: bad };
-}
-
-const NOT_PLAIN = Symbol('not plain JSON');
 
 /** The router's handler, never called: a route is found here, and its handler called, by InProcess.call. */
 function unrouted(): void {}
