@@ -1,5 +1,6 @@
 import { KEEL_ACTOR } from './audit/events.js';
 import type { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
 import { ADMIN_ACCOUNT, ensureAdminKey, fixedAdminKey, writeAdminToken } from './admin/keys.js';
 import { applySeed, readSeed } from './admin/seed.js';
 import { join } from 'node:path';
@@ -38,6 +39,14 @@ export async function bootstrap(config: Config, store: Store): Promise<string | 
 }
 
 export async function serve(config: Config): Promise<void> {
+  // V8 allocates an object straight into the old generation once objects from the same place in
+  // the code have been seen to outlive young collections (allocation-site pretenuring). A server's
+  // request objects live a millisecond, but a stretch of slow requests (a burst of writes, each
+  // waiting on its commit) makes their sites look long-lived, and the decision then stays: every
+  // later request's objects fill the old generation, each young collection scans them (1 ms became
+  // 5-9 ms) and full collections come every few seconds. After a thousand writes a GET cost half as
+  // much again; without pretenuring it costs what it did on a fresh store (docs/operations.md).
+  setFlagsFromString('--no-allocation-site-pretenuring');
   // A bad KEEL_ADMIN_KEY or KEEL_INIT stops the start before anything is written.
   if (config.adminKey) fixedAdminKey(config.adminKey, config.org);
   const seed = config.init ? readSeed(config.init) : [];
