@@ -6,7 +6,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,11 +88,9 @@ async function callLatency(keel: RunningKeel): Promise<Latency> {
   };
   // Raw node:http answering Keel's own answers to these two calls, byte for byte.
   const bodies = mkdtempSync(join(tmpdir(), 'keel-bench-mcp-'));
-  writeFileSync(join(bodies, 'get.json'), await (await fetch(keel.base + path, { headers: { authorization: `Bearer ${keel.token}` } })).text());
-  writeFileSync(join(bodies, 'post.json'), await (await fetch(`${keel.base}/mcp`, { method: 'POST', headers: rpcHeaders, body: rpcBody() })).text());
-  const floor = spawn(process.execPath, [join(BENCH_DIR, 'raw-server.js')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RAW_GET_BODY: join(bodies, 'get.json'), RAW_POST_BODY: join(bodies, 'post.json') } });
-  const floorBase = `http://127.0.0.1:${Number(await waitForOutput(floor, /^(\d+)\n/))}`;
-  const pidOf = (p: Path) => (p === 'floorGet' || p === 'floorPost' ? floor.pid! : keel.pid);
+  let floor: ChildProcess | undefined;
+  let floorBase = '';
+  const pidOf = (p: Path) => (p === 'floorGet' || p === 'floorPost' ? floor!.pid! : keel.pid);
   const calls: Record<Path, () => Promise<void>> = {
     rest: () => get(keel.base),
     floorGet: () => get(floorBase),
@@ -113,6 +111,10 @@ async function callLatency(keel: RunningKeel): Promise<Latency> {
     into.push(performance.now() - t);
   };
   try {
+    writeFileSync(join(bodies, 'get.json'), await (await fetch(keel.base + path, { headers: { authorization: `Bearer ${keel.token}` } })).text());
+    writeFileSync(join(bodies, 'post.json'), await (await fetch(`${keel.base}/mcp`, { method: 'POST', headers: rpcHeaders, body: rpcBody() })).text());
+    floor = spawn(process.execPath, [join(BENCH_DIR, 'raw-server.js')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RAW_GET_BODY: join(bodies, 'get.json'), RAW_POST_BODY: join(bodies, 'post.json') } });
+    floorBase = `http://127.0.0.1:${Number(await waitForOutput(floor, /^(\d+)\n/))}`;
     // Warm-up, then rounds whose order rotates, so a drift of the machine falls on every path.
     for (let i = 0; i < 50; i++) for (const p of PATHS) await timed(p, []);
     const all: Latency['all'] = { rest: [], sdk: [], sdkOwnSignal: [], rpc: [], floorGet: [], floorPost: [] };
@@ -133,7 +135,7 @@ async function callLatency(keel: RunningKeel): Promise<Latency> {
   } finally {
     await client.close();
     await ownSignalClient.close();
-    floor.kill('SIGTERM');
+    floor?.kill('SIGTERM');
     rmSync(bodies, { recursive: true, force: true });
   }
 }

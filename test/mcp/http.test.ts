@@ -519,6 +519,16 @@ forEachBackend('MCP over streamable HTTP: a body a tool builds past bodyLimit', 
     assert.deepEqual({ ...result.structuredContent, id: undefined }, { message: rest.body.message, ...rest.body, id: undefined });
     assert.equal((await k.call('GET', '/org/acme/gvc/wide')).status, 404);
   });
+
+  test('a call whose arguments hold text no store can hold (a NUL, a lone surrogate) is refused 400 with the reason, and nothing is made', async () => {
+    for (const [name, description] of [['nul', 'a\u0000b'], ['half', 'a\ud800b']]) {
+      const call = await rpc(base, k.token, toolCall(1, 'create_gvc', { name, description }));
+      assert.equal(call.status, 400, JSON.stringify(call.body));
+      assert.equal(call.body.code, 'bad_request');
+      assert.match(call.body.message, /NUL characters or unpaired surrogates/);
+      assert.equal((await k.call('GET', `/org/acme/gvc/${name}`)).status, 404);
+    }
+  });
 });
 
 forEachBackend('MCP over streamable HTTP: a flood of write batches', (backend: Backend) => {
