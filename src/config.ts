@@ -14,6 +14,8 @@ export interface Config {
   databaseUrl?: string;
   /** On PostgreSQL, the estimated MB of items each process holds in its read cache at most (0 turns it off). */
   readCacheMb: number;
+  /** On PostgreSQL, how long a read lease lasts in ms (0: every read asks the database for its position). */
+  readLeaseMs: number;
   /** The org created on first start. */
   org: string;
   logLevel: string;
@@ -243,6 +245,7 @@ export const OPTIONS: Option[] = [
   option('dataDir', 'KEEL_DATA_DIR', '--data-dir', text, 'SQLite file (keel.db) and admin.token'),
   option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
   option('readCacheMb', 'KEEL_READ_CACHE_MB', '--read-cache-mb', whole(0, 1_000_000), 'on PostgreSQL: estimated MB of items held in the read cache at most, the least recently read dropped first (0 turns it off; see docs/storage.md)'),
+  option('readLeaseMs', 'KEEL_READ_LEASE_MS', '--read-lease-ms', whole(0, 60_000), 'on PostgreSQL: reads come from the cache with no round trip while a lease of this many ms holds, and writes wait for every live lease (0: every read asks the database; see docs/storage.md)'),
   option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),
   option('logLevel', 'KEEL_LOG_LEVEL', '--log-level', oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'log level (JSON lines on stdout)'),
   option('accessLog', 'KEEL_ACCESS_LOG', '--access-log', oneOf(['errors', 'all', 'off']) as Parser<Config['accessLog']>, 'request lines: errors (status >= 400, and slow requests), all, or off'),
@@ -359,6 +362,7 @@ export const DEFAULTS: Config = {
   maxSandboxes: 100,
   sandboxMaxTtlSeconds: 86_400,
   readCacheMb: 64,
+  readLeaseMs: 2000,
   audit: true,
   auditMaxAgeDays: 0,
   auditMaxEvents: 0,

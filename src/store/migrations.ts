@@ -444,4 +444,30 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
         CREATE TRIGGER keel_cache_audit_heads_truncate AFTER TRUNCATE ON audit_heads FOR EACH STATEMENT EXECUTE FUNCTION keel_cache_note_chain();`,
     },
   },
+  {
+    version: 18,
+    name: 'read leases',
+    // PostgreSQL only: a process holding a read lease answers reads from its cache without asking
+    // the database for its position, and a writer answers only once every live lease has applied
+    // its change (postgres/leases.ts). A transaction taking a position now tells the listening
+    // processes at commit (the payload names the schema: channels are per database), so they catch
+    // up at once instead of at their next read. Leases are unlogged: after a crash of the database
+    // every process has lost its connection, and with it its lease, anyway.
+    sql: {
+      sqlite: `SELECT 1;`,
+      postgres: `
+        CREATE UNLOGGED TABLE keel_cache_leases (id TEXT PRIMARY KEY, applied BIGINT NOT NULL, expires TIMESTAMPTZ NOT NULL);
+        CREATE OR REPLACE FUNCTION keel_cache_position() RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE pos BIGINT;
+        BEGIN
+          pos := NULLIF(current_setting('keel.cache_n', true), '')::bigint;
+          IF pos IS NULL THEN
+            UPDATE keel_cache_epoch SET n = n + 1 RETURNING n INTO pos;
+            PERFORM set_config('keel.cache_n', pos::text, true);
+            PERFORM pg_notify('keel_cache', current_schema());
+          END IF;
+          RETURN pos;
+        END $$;`,
+    },
+  },
 ];

@@ -16,9 +16,9 @@ export function describeStore(location: StoreLocation): string {
 }
 
 /** `say`: told what a slow first start is doing, for a person watching. */
-export async function openStore(options: { databaseUrl?: string; dataDir: string; readCacheMb?: number }, say?: (line: string) => void): Promise<Store> {
+export async function openStore(options: { databaseUrl?: string; dataDir: string; readCacheMb?: number; readLeaseMs?: number }, say?: (line: string) => void): Promise<Store> {
   const location = storeLocation(options);
   // Each backend's driver is loaded only when it is the one in use.
-  if (location.dialect === 'postgres') return (await import('./postgres/store.js')).PostgresStore.open(location.url, { readCacheMb: options.readCacheMb, say });
+  if (location.dialect === 'postgres') return (await import('./postgres/store.js')).PostgresStore.open(location.url, { readCacheMb: options.readCacheMb, readLeaseMs: options.readLeaseMs, say });
   return new (await import('./sqlite/store.js')).SqliteStore(location.file);
 }

@@ -38,14 +38,14 @@ export interface TestKeel {
   close(): Promise<void>;
 }
 
-export async function storeFor(backend: Backend, readCacheMb?: number): Promise<{ store: Store; url?: string; dir: string; cleanup(): Promise<void> }> {
+export async function storeFor(backend: Backend, readCacheMb?: number, readLeaseMs?: number): Promise<{ store: Store; url?: string; dir: string; cleanup(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'keel-test-'));
   if (backend === 'sqlite') {
     const store = await openStore({ dataDir: dir });
     return { store, dir, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
   }
   const schema = await createTestSchema();
-  const store = await openStore({ dataDir: dir, databaseUrl: schema.url, readCacheMb });
+  const store = await openStore({ dataDir: dir, databaseUrl: schema.url, readCacheMb, readLeaseMs });
   return {
     store,
     url: schema.url,
@@ -62,7 +62,7 @@ export async function storeFor(backend: Backend, readCacheMb?: number): Promise<
  * with `logStream`, the server logs there at `settings.logLevel` instead of not at all.
  */
 export async function startKeel(backend: Backend, org = 'acme', settings: Partial<Config> = {}, logStream?: NodeJS.WritableStream): Promise<TestKeel> {
-  const { store, url, dir, cleanup } = await storeFor(backend, settings.readCacheMb);
+  const { store, url, dir, cleanup } = await storeFor(backend, settings.readCacheMb, settings.readLeaseMs);
   const config: Config = { ...DEFAULTS, host: '127.0.0.1', port: 0, auditPort: 0, dataDir: dir, databaseUrl: url, org, logLevel: 'silent', ...settings };
   const { token } = await createOrg(store, { name: org, actor: KEEL_ACTOR, superusers: [], accountLink: accountLinkOf(org), adminServiceAccount: 'admin' });
   const app = await buildApp(config, store, logStream ? { logStream } : { logger: false });
@@ -92,7 +92,7 @@ export async function startKeel(backend: Backend, org = 'acme', settings: Partia
       return { status: res.statusCode, headers: res.headers as Response['headers'], body: parsed, raw: res.body };
     },
     async reopen(overrides = {}) {
-      const second = await openStore({ dataDir: dir, databaseUrl: url, readCacheMb: overrides.readCacheMb ?? config.readCacheMb });
+      const second = await openStore({ dataDir: dir, databaseUrl: url, readCacheMb: overrides.readCacheMb ?? config.readCacheMb, readLeaseMs: overrides.readLeaseMs ?? config.readLeaseMs });
       const secondApp = await buildApp({ ...config, ...overrides }, second, { logger: false });
       extra.push({ app: secondApp, store: second });
       return { app: secondApp, store: second };

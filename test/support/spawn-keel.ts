@@ -10,6 +10,7 @@ const CLI = join(import.meta.dirname, '..', '..', 'src', 'cli.ts');
 export interface KeelProcess {
   base: string;
   dataDir: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -38,6 +39,7 @@ export async function spawnKeel(databaseUrl: string, env: Record<string, string>
   return {
     base,
     dataDir,
+    pid: child.pid!,
     async stop() {
       child.kill('SIGTERM');
       await exited;

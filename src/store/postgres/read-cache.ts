@@ -2,6 +2,7 @@ import pg from 'pg';
 import { fromRow, itemKeyString, RESOURCE_COLUMNS, type ResourceRow } from '../rows.js';
 import { ACCESS_KINDS } from '../access-kinds.js';
 import { position, prepared } from './statements.js';
+import { FORGET_EXPIRED, RELEASE, RENEW } from './leases.js';
 import type { AccessFeed, AtPosition, ItemKey, ListRequest, StoredItem } from '../types.js';
 
 /** More changes than this since the cache's position: dropping everything is cheaper than applying them. */
@@ -22,6 +23,10 @@ const ENTRY_FACTOR = 4;
 const SCOPE_SHARE = 4;
 /** How long a scope found too large to hold is listed by the database before it is tried again. */
 const OVERSIZED_MS = 30_000;
+/** A lease is renewed this many times in its length: one late renewal does not end it. */
+const RENEWALS_PER_LEASE = 3;
+/** How much sooner than the database a process takes its lease to run out (clocks' rates differ a little). */
+const LEASE_MARGIN_MS = 100;
 
 /**
  * The position (keel_cache_epoch.n), how far the feed was pruned, the changes after `$1` (one more
@@ -139,6 +144,14 @@ const exactSeq = (row: { keel_seq: string | null; keel_pending: string[] | null 
  * dropped first. Held items are shared between reads, as the SQLite store's are: callers must not
  * change them. The same catch-up tells access listeners which orgs' access-bearing items or keys
  * changed (all orgs when it cannot tell), before the reads waiting on it go on (AccessFeed).
+ *
+ * With a read lease (lease()), reads skip the catch-up: the process tells the database how far it
+ * has applied the feed and until when it answers from memory, hears each change as a notice and
+ * catches up at once, and every writer waits for it before answering (leases.ts). It answers from
+ * memory only while its own count of the lease, started before it asked, runs, and only with state
+ * from a catch-up sent after that lease was committed: a writer that did not see the lease then
+ * committed before that catch-up's snapshot, so the catch-up holds its change. A lost connection
+ * ends the lease at once; the reads then catch up as without one.
  */
 export class ReadCache implements AccessFeed {
   /** Items by itemKeyString and list scopes by scopeId, in one eviction order. */
@@ -171,6 +184,17 @@ export class ReadCache implements AccessFeed {
   private sent = 0;
   private provenBy = 0;
   private readonly listeners = new Set<(org: string | undefined) => void>();
+  private lease?: { id: string; schema: string; ms: number; timer: NodeJS.Timeout };
+  /** performance.now() until which reads are answered from memory with no catch-up. */
+  private leasedUntil = 0;
+  /** When the last renewal that committed on the current connection was sent (performance.now()). */
+  private renewedAt?: number;
+  /** The position the lease last reported as applied. */
+  private reported = -1;
+  /** A read has asked (a process that only writes holds no lease), a renewal is due, a change was heard. */
+  private reading = false;
+  private renewDue = false;
+  private changeHeard = false;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -194,7 +218,30 @@ export class ReadCache implements AccessFeed {
   }
 
   caughtUp(mark?: number): boolean | Promise<boolean> {
-    return (mark !== undefined && this.proven(mark)) || this.current();
+    return this.leased() || (mark !== undefined && this.proven(mark)) || this.current();
+  }
+
+  /**
+   * Holds a read lease of `ms` milliseconds as `id` on the schema's change feed from the first read
+   * on, renewed a few times within its length (see the class comment). Called once, after the
+   * store has opened.
+   */
+  holdLease(id: string, schema: string, ms: number): void {
+    if (this.capacity <= 0 || ms <= 0) return;
+    const timer = setInterval(() => {
+      if (!this.reading || this.closed) return;
+      this.renewDue = true;
+      this.schedule();
+    }, Math.max(1, Math.floor(ms / RENEWALS_PER_LEASE)));
+    timer.unref();
+    this.lease = { id, schema, ms, timer };
+  }
+
+  /** Reads may be answered from memory now: the lease holds, and every tracked org's head is known. */
+  private leased(): boolean {
+    if (!this.lease) return false;
+    if (!this.reading) this.reading = this.renewDue = true; // the first read takes the lease
+    return this.leasedUntil > performance.now() && this.heads.size === this.tracked.size;
   }
 
   onAccess(listener: (org: string | undefined) => void): () => void {
@@ -204,7 +251,7 @@ export class ReadCache implements AccessFeed {
 
   /** Whether the state held was taken to by a catch-up sent after `mark` was taken. */
   private proven(mark: number): boolean {
-    return this.applied >= 0 && this.provenBy > mark;
+    return this.leased() || (this.applied >= 0 && this.provenBy > mark);
   }
 
   /** `mark`: when the read began (see AccessFeed.mark); a catch-up sent since then serves it. */
@@ -284,14 +331,19 @@ export class ReadCache implements AccessFeed {
     this.heads = new Map();
     this.applied = -1;
     this.provenBy = 0;
+    this.leasedUntil = 0;
   }
 
-  close(): void {
+  /** Stops catching up, and gives the lease back so that no writer waits for it to run out. */
+  async close(): Promise<void> {
     clearInterval(this.pruner);
     this.clear();
     this.closed = true;
     this.link?.end().catch(() => {});
     this.link = undefined;
+    if (!this.lease) return;
+    clearInterval(this.lease.timer);
+    await this.pool.query(RELEASE, [this.lease.id]).catch(() => {});
   }
 
   private track(org: string): void {
@@ -472,12 +524,47 @@ export class ReadCache implements AccessFeed {
   private readonly drain = (): void => {
     const batch = this.waiting;
     this.waiting = [];
-    void this.catchUp().then((ok) => {
+    void this.cycle(batch.length > 0).then((ok) => {
       this.running = false;
       for (const resolve of batch) resolve(ok);
-      if (this.waiting.length > 0) this.schedule();
+      if (this.waiting.length > 0 || this.renewDue || this.changeHeard || this.ackDue()) this.schedule();
     });
   };
+
+  /**
+   * A renewal when one is due (or the position applied is not yet reported), then a catch-up when
+   * reads wait, a change was heard or the lease was renewed (only a catch-up sent after a renewal
+   * lets reads go on under it); an acknowledgement alone needs none.
+   */
+  private async cycle(reads: boolean): Promise<boolean> {
+    const renewal = this.renewDue;
+    if (this.lease && (renewal || this.ackDue())) await this.renew(this.lease);
+    if (!reads && !renewal && !this.changeHeard) return true;
+    this.changeHeard = false;
+    return this.catchUp();
+  }
+
+  /** The lease is held and has reported less than the cache has applied: a writer may be waiting for it. */
+  private ackDue(): boolean {
+    return this.lease !== undefined && this.reading && this.applied > this.reported && this.leasedUntil > 0;
+  }
+
+  private async renew(lease: { id: string; schema: string; ms: number }): Promise<void> {
+    this.renewDue = false;
+    // A cache that cannot name its state renews nothing: its lease runs out and no writer waits on it.
+    if (this.applied < 0) return;
+    try {
+      const link = this.link ?? (await this.connection());
+      const sent = performance.now();
+      const applied = this.applied;
+      await link.query(prepared(RENEW, [lease.id, applied, lease.ms, applied > this.reported ? lease.schema : null]));
+      this.reported = applied;
+      if (this.link === link) this.renewedAt = sent;
+    } catch {
+      this.renewedAt = undefined;
+      this.leasedUntil = 0;
+    }
+  }
 
   /** The catch-ups' connection, opened if there is none. */
   private async connection(): Promise<pg.Client> {
@@ -486,7 +573,12 @@ export class ReadCache implements AccessFeed {
     const link = new pg.Client(this.pool.options);
     // A cut connection fails the catch-up under way (a query on it rejects); the next opens another.
     const gone = () => {
-      if (this.link === link) this.link = undefined;
+      if (this.link === link) {
+        this.link = undefined;
+        // Notices of changes no longer arrive: answering from memory would miss them.
+        this.renewedAt = undefined;
+        this.leasedUntil = 0;
+      }
       void link.end().catch(() => {});
     };
     link.on('error', gone);
@@ -494,6 +586,15 @@ export class ReadCache implements AccessFeed {
     this.link = link;
     try {
       await link.connect();
+      if (this.lease) {
+        const schema = this.lease.schema;
+        link.on('notification', (notice) => {
+          if (notice.payload !== schema || this.link !== link) return;
+          this.changeHeard = true;
+          this.schedule();
+        });
+        await link.query('LISTEN keel_cache');
+      }
     } catch (err) {
       if (this.link === link) this.link = undefined;
       throw err;
@@ -507,12 +608,14 @@ export class ReadCache implements AccessFeed {
       const orgs = this.trackedList();
       const link = this.link ?? (await this.connection());
       const number = ++this.sent;
+      const lease = this.renewedAt;
       // With every tracked org's head known at `from` (none had events pending then), an unmoved
       // position means nothing that could change an item or a head committed since.
       if (from >= 0 && this.heads.size === orgs.length) {
         const { rows } = await link.query<[string]>(POSITION);
         if (Number(rows[0][0]) === from) {
           this.proveAt(from, number, this.heads);
+          this.extendLease(link, lease);
           return true;
         }
       }
@@ -542,6 +645,7 @@ export class ReadCache implements AccessFeed {
         }
       }
       this.proveAt(position, number, this.headsOf(orgs, first));
+      this.extendLease(link, lease);
       this.tell(access);
       return true;
     } catch {
@@ -549,6 +653,12 @@ export class ReadCache implements AccessFeed {
       this.tell(undefined);
       return false;
     }
+  }
+
+  /** After a catch-up sent on `link` once the renewal sent at `renewedAt` had committed: reads may skip catch-ups until that lease runs out here. */
+  private extendLease(link: pg.Client, renewedAt: number | undefined): void {
+    if (!this.lease || renewedAt === undefined || this.link !== link || this.applied < 0) return;
+    this.leasedUntil = Math.max(this.leasedUntil, renewedAt + this.lease.ms - LEASE_MARGIN_MS);
   }
 
   /** The tracked orgs as a statement parameter (a new array only when one was added). */
@@ -589,6 +699,7 @@ export class ReadCache implements AccessFeed {
 
   /** Drops feed rows far behind the newest, recording how far (a cache behind that starts again). */
   private async prune(): Promise<void> {
+    if (this.lease) await this.pool.query(FORGET_EXPIRED);
     await this.pool.query(
       `WITH cut AS (SELECT n - ${KEEP_CHANGES} AS through FROM keel_cache_epoch),
         gone AS (DELETE FROM keel_cache_changes WHERE n <= (SELECT through FROM cut))

@@ -12,6 +12,7 @@ import type { AtPosition, AuditFilter, AuditRecord, ItemKey, KeyRecord, ListRequ
 import { randomUUID } from 'node:crypto';
 import { replacements, type Snapshots } from '../snapshots.js';
 import { keelTables, PostgresSnapshots } from './snapshots.js';
+import { DEFAULT_LEASE_MS, LeaseWaits } from './leases.js';
 import { ReadCache, type ReadAt } from './read-cache.js';
 
 // A write runs first as an optimistic transaction (optimistic.ts: one statement, applied only if
@@ -69,6 +70,9 @@ export class PostgresStore implements Store {
   private listener?: pg.Client;
   private readonly instance = randomUUID();
   private schema = '';
+  /** A writer's wait for the other processes' read leases (leases.ts). */
+  private readonly waits: LeaseWaits;
+  private leaseMs = DEFAULT_LEASE_MS;
   /** Items served from memory at the database's current position (read-cache.ts). */
   readonly cache: ReadCache;
   /** The read cache's catch-ups also keep authentication and authorization current. */
@@ -84,13 +88,14 @@ export class PostgresStore implements Store {
     this.cache = new ReadCache(reads, cacheMb * 1024 * 1024);
     this.snapshots = new PostgresSnapshots(pool, { replaced: () => this.replaced(), chain: async (orgs) => void (await Promise.all(orgs.map((org) => this.sealer.seal(org)))) });
     this.sealer = new Sealer(pool);
+    this.waits = new LeaseWaits(pool);
     // Events left pending by a process that died between commit and sealing are sealed by whoever sweeps first.
     this.sweeper = setInterval(() => void this.sealer.sweep().catch(() => {}), SWEEP_EVERY_MS);
     this.sweeper.unref();
   }
 
   /** `say`: told what a slow start is doing (migrations, waiting for another process's), for a person watching. */
-  static async open(url: string, options: { poolSize?: number; readCacheMb?: number; say?: (line: string) => void } = {}): Promise<PostgresStore> {
+  static async open(url: string, options: { poolSize?: number; readCacheMb?: number; readLeaseMs?: number; say?: (line: string) => void } = {}): Promise<PostgresStore> {
     const poolSize = options.poolSize ?? 10;
     const pool = new pg.Pool({ connectionString: url, max: poolSize });
     const reads = new pg.Pool({ connectionString: url, max: Math.max(2, Math.ceil(poolSize / 2)) });
@@ -100,6 +105,8 @@ export class PostgresStore implements Store {
     const store = new PostgresStore(pool, reads, lists, pages, options.readCacheMb ?? DEFAULT_READ_CACHE_MB);
     await store.migrate(options.say);
     await store.listen(url);
+    store.leaseMs = options.readLeaseMs ?? DEFAULT_LEASE_MS;
+    store.cache.holdLease(store.instance, store.schema, store.leaseMs);
     return store;
   }
 
@@ -109,10 +116,15 @@ export class PostgresStore implements Store {
     await listener.connect();
     this.schema = (await listener.query('SELECT current_schema() AS s')).rows[0].s as string;
     listener.on('notification', (message) => {
+      if (message.channel === 'keel_cache_ack') {
+        if (message.payload === this.schema) this.waits.heard();
+        return;
+      }
       const [schema, instance] = (message.payload ?? '').split(' ');
       if (schema === this.schema && instance !== this.instance) this.forget();
     });
     await listener.query('LISTEN keel_replaced');
+    await listener.query('LISTEN keel_cache_ack');
     this.listener = listener;
   }
 
@@ -129,6 +141,19 @@ export class PostgresStore implements Store {
   async replaced(): Promise<void> {
     this.forget();
     await this.pool.query('SELECT pg_notify($1, $2)', ['keel_replaced', `${this.schema} ${this.instance}`]);
+    await this.settle();
+  }
+
+  /**
+   * Before a change is answered: every live read lease has applied it (leases.ts). Should the
+   * database not answer, every lease that could miss the change runs out within its length.
+   */
+  private async settle(): Promise<void> {
+    try {
+      await this.waits.settle();
+    } catch {
+      await delay(Math.max(this.leaseMs, DEFAULT_LEASE_MS));
+    }
   }
 
   private async migrate(say?: (line: string) => void): Promise<void> {
@@ -270,6 +295,7 @@ export class PostgresStore implements Store {
   async deleteReplicaTokens(scope: string, replica?: string): Promise<void> {
     if (replica === undefined) await this.pool.query('DELETE FROM replica_tokens WHERE scope = $1', [scope]);
     else await this.pool.query('DELETE FROM replica_tokens WHERE scope = $1 AND replica = $2', [scope, replica]);
+    await this.settle();
   }
 
   async orgs(): Promise<string[]> {
@@ -420,6 +446,7 @@ export class PostgresStore implements Store {
       }
       this.remember(tx.written);
       this.sealAfterCommit(tx.appended);
+      if (tx.updates) await this.settle();
       return result;
     }
     return this.lockingTransaction(fn);
@@ -450,6 +477,7 @@ export class PostgresStore implements Store {
         client.release();
       }
       this.sealAfterCommit(appended);
+      await this.settle();
       return result;
     }
   }
@@ -477,7 +505,7 @@ export class PostgresStore implements Store {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    this.cache.close();
+    await this.cache.close();
     await this.listener?.end().catch(() => {});
     await this.sealer.idle();
     await Promise.all([this.pool.end(), this.reads.end(), this.lists.end(), this.pages.end()]);

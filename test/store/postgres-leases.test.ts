@@ -1,0 +1,107 @@
+// Read leases on PostgreSQL: a process holding one answers reads from memory with no round trip,
+// and a write is answered only once every live lease has applied it. A process that stops holds
+// writers only until its lease runs out, and once it runs again it answers nothing from before;
+// one that shuts down gives its lease back.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import type { App } from '../../src/server/app.js';
+import type { Store } from '../../src/store/types.js';
+import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
+import { spawnKeel, type KeelProcess } from '../support/spawn-keel.js';
+import { waitFor } from '../support/wait.js';
+
+/** The stopped process's lease: short, so that the writes waiting for it are quick. */
+const SHORT_LEASE_MS = 600;
+
+forEachBackend('read leases', (backend) => {
+  let k: TestKeel;
+  let second: { app: App; store: Store };
+  let db: pg.Client;
+  before(async () => {
+    k = await startKeel(backend);
+    second = await k.reopen();
+    db = new pg.Client({ connectionString: k.config.databaseUrl });
+    await db.connect();
+  });
+  after(async () => {
+    await db.end();
+    await k.close();
+  });
+
+  const get = async (app: App, url: string) => {
+    const res = await app.core.inject({ method: 'GET', url, headers: { authorization: `Bearer ${k.token}` } });
+    return { status: res.statusCode, body: JSON.parse(res.body) };
+  };
+  /** Reads through the store until its lease holds: a read then needs no catch-up (the answer is not a promise). */
+  const leaseHeld = async (store: Store) => {
+    const feed = store.accessFeed!;
+    await waitFor('the lease', async () => {
+      const answer = feed.caughtUp(feed.mark());
+      return answer === true || (await answer, false);
+    }, (held) => held);
+  };
+
+  test('with its lease held a process answers reads with no catch-up, and a write through another is answered only once it has been applied there', async () => {
+    assert.equal((await k.call('POST', '/org/acme/group', { name: 'leased', description: '0' })).status, 201);
+    assert.equal((await get(second.app, '/org/acme/group/leased')).body.description, '0');
+    await leaseHeld(second.store);
+    const feed = second.store.accessFeed!;
+    for (let i = 1; i <= 20; i++) {
+      const sent = feed.mark();
+      assert.equal((await k.call('PATCH', '/org/acme/group/leased', { description: String(i) })).status, 200);
+      // Caught up on the notice of the change, before the write was answered.
+      assert.ok(feed.mark() > sent, 'the change was caught up');
+      assert.equal((await get(second.app, '/org/acme/group/leased')).body.description, String(i), 'the write acknowledged before the read began');
+      // Until the write's audit event is chained, a read learns the org's position by a catch-up.
+      await leaseHeld(second.store);
+      assert.equal(feed.caughtUp(feed.mark()), true, 'a read under the lease waits for no catch-up');
+      assert.equal((await get(second.app, '/org/acme/group/leased')).body.description, String(i));
+    }
+  });
+
+  test('a stopped process holds a write only until its lease runs out, and once running again answers nothing from before', { timeout: 60_000 }, async () => {
+    await leaseHeld(k.store);
+    await leaseHeld(second.store);
+    const ours = new Set((await db.query('SELECT id FROM keel_cache_leases')).rows.map((row) => row.id as string));
+    /** The other process's lease: whether it is live, or undefined when it has none. */
+    const theirs = async () => {
+      const { rows } = await db.query('SELECT id, expires > now() AS live FROM keel_cache_leases');
+      return rows.find((row) => !ours.has(row.id))?.live as boolean | undefined;
+    };
+    const other: KeelProcess = await spawnKeel(k.config.databaseUrl!, { KEEL_READ_LEASE_MS: String(SHORT_LEASE_MS) });
+    try {
+      const read = async () => {
+        const res = await fetch(`${other.base}/org/acme/group/stopped`, { headers: { authorization: `Bearer ${k.token}` } });
+        return (await res.json()) as { description?: string };
+      };
+      assert.equal((await k.call('POST', '/org/acme/group', { name: 'stopped', description: '0' })).status, 201);
+      for (let round = 1; round <= 3; round++) {
+        await waitFor('the other process to hold its lease', async () => (await read()).description === String(round - 1) && (await theirs()), (live) => live === true);
+        process.kill(other.pid, 'SIGSTOP');
+        try {
+          assert.equal((await k.call('PATCH', '/org/acme/group/stopped', { description: String(round) })).status, 200, 'the write is answered while the other process is stopped');
+          assert.equal(await theirs(), false, "the write waited for the stopped process's lease to run out");
+        } finally {
+          process.kill(other.pid, 'SIGCONT');
+        }
+        assert.equal((await read()).description, String(round), 'no read from before the write');
+      }
+    } finally {
+      await other.stop();
+    }
+    assert.equal(await theirs(), undefined, 'a process that shuts down gives its lease back');
+  });
+
+  test('with leases off a process holds none, and every read catches up', async () => {
+    const off = await k.reopen({ readLeaseMs: 0 });
+    const feed = off.store.accessFeed!;
+    const leases = Number((await db.query('SELECT count(*) AS n FROM keel_cache_leases')).rows[0].n);
+    for (let i = 0; i < 5; i++) {
+      const sent = feed.mark();
+      assert.equal((await get(off.app, '/org/acme/group/leased')).status, 200);
+      assert.ok(feed.mark() > sent, 'each read sent a catch-up');
+    }
+    assert.equal(Number((await db.query('SELECT count(*) AS n FROM keel_cache_leases')).rows[0].n), leases);
+  });
+}, ['postgres']);
