@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import type { App } from '../../src/server/app.js';
+import { randomBytes } from 'node:crypto';
+import { buildApp, type App } from '../../src/server/app.js';
+import { openStore } from '../../src/store/open.js';
 import type { Store } from '../../src/store/types.js';
 import { forEachBackend, startKeel, type TestKeel } from '../support/keel.js';
 import { spawnKeel, type KeelProcess } from '../support/spawn-keel.js';
@@ -18,14 +20,22 @@ forEachBackend('read leases', (backend) => {
   let k: TestKeel;
   let second: { app: App; store: Store };
   let db: pg.Client;
+  /** The second store's connections carry this name, so only they are cut. */
+  const appName = `keel_lease_${randomBytes(4).toString('hex')}`;
   before(async () => {
     k = await startKeel(backend);
-    second = await k.reopen();
+    const url = new URL(k.config.databaseUrl!);
+    url.searchParams.set('application_name', appName);
+    const store = await openStore({ dataDir: k.config.dataDir, databaseUrl: url.toString() });
+    second = { app: await buildApp(k.config, store, { logger: false }), store };
     db = new pg.Client({ connectionString: k.config.databaseUrl });
     await db.connect();
   });
   after(async () => {
     await db.end();
+    await second.app.core.close();
+    await second.app.audit.close();
+    await second.store.close();
     await k.close();
   });
 
@@ -91,6 +101,25 @@ forEachBackend('read leases', (backend) => {
       await other.stop();
     }
     assert.equal(await theirs(), undefined, 'a process that shuts down gives its lease back');
+  });
+
+  test("a writer's lost notice connection is opened again, and its writes are answered meanwhile, each seen at once by the other process", async () => {
+    assert.equal((await k.call('POST', '/org/acme/group', { name: 'noticed', description: '0' })).status, 201);
+    const write = async (description: string) => {
+      const res = await second.app.core.inject({ method: 'PATCH', url: '/org/acme/group/noticed', headers: { authorization: `Bearer ${k.token}`, 'content-type': 'application/json' }, payload: JSON.stringify({ description }) });
+      assert.equal(res.statusCode, 200, res.body);
+    };
+    const listener = async () => (await db.query("SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = 'LISTEN keel_cache_ack'", [appName])).rows.map((row) => row.pid as number);
+    const cut = await listener();
+    assert.equal(cut.length, 1, 'the writer listens for acknowledgements');
+    await db.query('SELECT pg_terminate_backend($1)', [cut[0]]);
+    for (let i = 1; i <= 3; i++) {
+      await write(String(i));
+      assert.equal((await get(k.app, '/org/acme/group/noticed')).body.description, String(i));
+    }
+    await waitFor('the notice connection to be opened again', listener, (pids) => pids.length === 1 && pids[0] !== cut[0]);
+    await write('after');
+    assert.equal((await get(k.app, '/org/acme/group/noticed')).body.description, 'after');
   });
 
   test('with leases off a process holds none, and every read catches up', async () => {

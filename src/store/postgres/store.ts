@@ -34,6 +34,8 @@ const RECENT_ITEMS = 10_000;
 const QUERY_CANCELED = '57014';
 /** The read cache's bound, in MB, when the setting leaves it out. */
 export const DEFAULT_READ_CACHE_MB = 64;
+/** How soon a lost notice connection is opened again (and again after each failed try). */
+const LISTEN_RETRY_MS = 1000;
 
 /** An item (or NULLs) with its org's position and the read cache's, from one statement's snapshot. */
 const GET_ITEM_AT = `SELECT p.*, ${RESOURCE_COLUMNS}, octet_length(r.data::text) AS keel_size
@@ -73,6 +75,7 @@ export class PostgresStore implements Store {
   /** A writer's wait for the other processes' read leases (leases.ts). */
   private readonly waits: LeaseWaits;
   private leaseMs = DEFAULT_LEASE_MS;
+  private closing = false;
   /** Items served from memory at the database's current position (read-cache.ts). */
   readonly cache: ReadCache;
   /** The read cache's catch-ups also keep authentication and authorization current. */
@@ -112,12 +115,13 @@ export class PostgresStore implements Store {
 
   private async listen(url: string): Promise<void> {
     const listener = new pg.Client({ connectionString: url });
-    listener.on('error', () => {}); // then only the caches' own expiry (a second) brings other processes' replacements
+    listener.on('error', () => {});
     await listener.connect();
     this.schema = (await listener.query('SELECT current_schema() AS s')).rows[0].s as string;
     listener.on('notification', (message) => {
       if (message.channel === 'keel_cache_ack') {
-        if (message.payload === this.schema) this.waits.heard();
+        const payload = message.payload ?? '';
+        if (payload.startsWith(`${this.schema} `)) this.waits.heard(payload.slice(this.schema.length + 1));
         return;
       }
       const [schema, instance] = (message.payload ?? '').split(' ');
@@ -126,6 +130,20 @@ export class PostgresStore implements Store {
     await listener.query('LISTEN keel_replaced');
     await listener.query('LISTEN keel_cache_ack');
     this.listener = listener;
+    // A lost connection is opened again. Meanwhile writers find acknowledgements by checking again,
+    // and other processes' replacements reach only the caches with their own expiry (a second).
+    let lost = false;
+    const again = () => {
+      if (lost || this.closing) return;
+      lost = true;
+      void listener.end().catch(() => {});
+      const retry = () => {
+        if (!this.closing) this.listen(url).catch(() => setTimeout(retry, LISTEN_RETRY_MS).unref());
+      };
+      setTimeout(retry, LISTEN_RETRY_MS).unref();
+    };
+    listener.on('error', again);
+    listener.on('end', again);
   }
 
   private forget(): void {
@@ -504,6 +522,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     clearInterval(this.sweeper);
     await this.cache.close();
     await this.listener?.end().catch(() => {});
