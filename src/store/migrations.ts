@@ -457,17 +457,12 @@ export const migrations: Array<{ version: number; name: string; sql: Record<Dial
       sqlite: `SELECT 1;`,
       postgres: `
         CREATE UNLOGGED TABLE keel_cache_leases (id TEXT PRIMARY KEY, applied BIGINT NOT NULL, expires TIMESTAMPTZ NOT NULL);
-        CREATE OR REPLACE FUNCTION keel_cache_position() RETURNS BIGINT LANGUAGE plpgsql AS $$
-        DECLARE pos BIGINT;
+        CREATE FUNCTION keel_cache_notice() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-          pos := NULLIF(current_setting('keel.cache_n', true), '')::bigint;
-          IF pos IS NULL THEN
-            UPDATE keel_cache_epoch SET n = n + 1 RETURNING n INTO pos;
-            PERFORM set_config('keel.cache_n', pos::text, true);
-            PERFORM pg_notify('keel_cache', current_schema());
-          END IF;
-          RETURN pos;
-        END $$;`,
+          PERFORM pg_notify('keel_cache', current_schema());
+          RETURN NULL;
+        END $$;
+        CREATE TRIGGER keel_cache_notice AFTER UPDATE OF n ON keel_cache_epoch FOR EACH ROW WHEN (NEW.n <> OLD.n) EXECUTE FUNCTION keel_cache_notice();`,
     },
   },
 ];

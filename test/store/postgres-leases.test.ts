@@ -23,7 +23,7 @@ forEachBackend('read leases', (backend) => {
   /** The second store's connections carry this name, so only they are cut. */
   const appName = `keel_lease_${randomBytes(4).toString('hex')}`;
   before(async () => {
-    k = await startKeel(backend);
+    k = await startKeel(backend, 'acme', { allowSnapshots: true });
     const url = new URL(k.config.databaseUrl!);
     url.searchParams.set('application_name', appName);
     const store = await openStore({ dataDir: k.config.dataDir, databaseUrl: url.toString() });
@@ -120,6 +120,24 @@ forEachBackend('read leases', (backend) => {
     await waitFor('the notice connection to be opened again', listener, (pids) => pids.length === 1 && pids[0] !== cut[0]);
     await write('after');
     assert.equal((await get(k.app, '/org/acme/group/noticed')).body.description, 'after');
+  });
+
+  test('a snapshot and a restore leave the leases alone: writes after them are still seen at once by the other process', async () => {
+    await leaseHeld(k.store);
+    await leaseHeld(second.store);
+    const leases = async () => (await db.query('SELECT id FROM keel_cache_leases ORDER BY id')).rows.map((row) => row.id as string);
+    const held = await leases();
+    assert.equal(held.length, 2);
+    assert.equal((await k.call('POST', '/org/acme/group', { name: 'kept', description: 'before' })).status, 201);
+    assert.equal((await k.call('POST', '/-admin/snapshots', { name: 'with-leases' })).status, 201);
+    // Restored, leases taken back to that moment would say less than their processes hold (and a reset would drop them).
+    assert.equal(Number((await db.query("SELECT count(*) AS n FROM keel_snapshot_rows WHERE tbl = 'keel_cache_leases'")).rows[0].n), 0, 'a snapshot holds no lease');
+    assert.ok((await k.call('POST', '/-admin/snapshots/with-leases/-restore')).status < 300);
+    assert.deepEqual(await leases(), held, 'a restore keeps the leases held');
+    for (let i = 1; i <= 3; i++) {
+      assert.equal((await k.call('PATCH', '/org/acme/group/kept', { description: String(i) })).status, 200);
+      assert.equal((await get(second.app, '/org/acme/group/kept')).body.description, String(i));
+    }
   });
 
   test('with leases off a process holds none, and every read catches up', async () => {

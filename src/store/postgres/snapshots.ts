@@ -10,7 +10,7 @@ import type { NewAuditEvent } from '../types.js';
 import { pendingInsert } from './statements.js';
 
 const SETUP_LOCK = 0x6b65656d; // next to the migration lock
-const OWN_TABLES = ['keel_migrations', 'keel_snapshots', 'keel_snapshot_rows', 'keel_cache_epoch', 'keel_cache_changes'];
+const OWN_TABLES = ['keel_migrations', 'keel_snapshots', 'keel_snapshot_rows', 'keel_cache_epoch', 'keel_cache_changes', 'keel_cache_leases'];
 
 /**
  * Keel's tables in the current schema (whatever the migrations made), snapshots' own excepted, and
