@@ -99,11 +99,12 @@ export class SqliteStore implements Store {
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
     this.writer = new Database(file);
+    // First: after a crash, switching to WAL may wait for the lock of whoever recovers the log.
+    this.writer.pragma('busy_timeout = 5000');
     this.writer.pragma('journal_mode = WAL');
     this.writer.pragma('synchronous = NORMAL');
     // Checkpoints run on a timer in a worker thread (see housekeeper.ts), not inside whichever commit crosses the WAL threshold.
     this.writer.pragma('wal_autocheckpoint = 0');
-    this.writer.pragma('busy_timeout = 5000');
     this.migrate();
     const lookupFile = lookupFileOf(file);
     this.stmt(this.writer, 'ATTACH ? AS lookup').run(lookupFile);
