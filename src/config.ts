@@ -168,6 +168,12 @@ const whole = (min: number, max: number): Parser<number> => (v, name) => {
   if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be a whole number from ${min} to ${max}, got '${String(v)}'`);
   return n;
 };
+/** 0 (off), or a whole number from `min` to `max`. */
+const offOr = (min: number, max: number): Parser<number> => (v, name) => {
+  const n = whole(0, max)(v, name);
+  if (n !== 0 && n < min) throw new Error(`${name} must be 0 (off) or a whole number from ${min} to ${max}, got '${String(v)}'`);
+  return n;
+};
 const oneOf = (values: string[]): Parser<string> => (v, name) => {
   if (typeof v !== 'string' || !values.includes(v)) throw new Error(`${name} must be one of ${values.join(', ')}, got '${String(v)}'`);
   return v;
@@ -245,7 +251,8 @@ export const OPTIONS: Option[] = [
   option('dataDir', 'KEEL_DATA_DIR', '--data-dir', text, 'SQLite file (keel.db) and admin.token'),
   option('databaseUrl', 'KEEL_DATABASE_URL', '--database-url', databaseUrl, 'a postgres:// URL selects PostgreSQL; several Keel processes may share it'),
   option('readCacheMb', 'KEEL_READ_CACHE_MB', '--read-cache-mb', whole(0, 1_000_000), 'on PostgreSQL: estimated MB of items held in the read cache at most, the least recently read dropped first (0 turns it off; see docs/storage.md)'),
-  option('readLeaseMs', 'KEEL_READ_LEASE_MS', '--read-lease-ms', whole(0, 60_000), 'on PostgreSQL: reads come from the cache with no round trip while a lease of this many ms holds, and writes wait for every live lease (0: every read asks the database; see docs/storage.md)'),
+  // A lease shorter than the margin a process keeps (100 ms) and its renewals would never hold.
+  option('readLeaseMs', 'KEEL_READ_LEASE_MS', '--read-lease-ms', offOr(300, 60_000), 'on PostgreSQL: reads come from the cache with no round trip while a lease of this many ms holds (300 to 60000), and writes wait for every live lease (0: every read asks the database; see docs/storage.md)'),
   option('org', 'KEEL_ORG', '--org', orgName, 'org created on the first start of an empty store'),
   option('logLevel', 'KEEL_LOG_LEVEL', '--log-level', oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'log level (JSON lines on stdout)'),
   option('accessLog', 'KEEL_ACCESS_LOG', '--access-log', oneOf(['errors', 'all', 'off']) as Parser<Config['accessLog']>, 'request lines: errors (status >= 400, and slow requests), all, or off'),

@@ -48,6 +48,8 @@ test('bad values are refused with a message naming the setting', () => {
     [{ env: { KEEL_DATABASE_URL: 'mysql://x' } }, /KEEL_DATABASE_URL must be a postgres:\/\/ URL/],
     [{ env: { KEEL_LOG_LEVEL: 'loud' } }, /KEEL_LOG_LEVEL must be one of/],
     [{ env: { KEEL_AUDIT: 'maybe' } }, /KEEL_AUDIT must be one of on, off/],
+    [{ env: { KEEL_READ_LEASE_MS: '1' } }, /KEEL_READ_LEASE_MS must be 0 \(off\) or a whole number from 300 to 60000, got '1'/],
+    [{ env: { KEEL_READ_LEASE_MS: '60001' } }, /KEEL_READ_LEASE_MS must be a whole number from 0 to 60000/],
     [{ env: {}, argv: ['--bogus', '1'] }, /unknown flag --bogus/],
     [{ env: {}, argv: ['--port'] }, /--port needs a value/],
     [{ env: {}, argv: ['--config', join(dir, 'missing.yaml')] }, /cannot read config file/],

@@ -70,6 +70,36 @@ forEachBackend('read leases', (backend) => {
     }
   });
 
+  test('under a held lease, a revoked key and a removed grant are refused at once by the other process, and a list shows each change at once', async () => {
+    const as = async (token: string, method: 'GET' | 'POST', url: string, body?: unknown) => {
+      const res = await second.app.core.inject({ method, url, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.statusCode, body: JSON.parse(res.body) };
+    };
+    assert.equal((await k.call('POST', '/org/acme/group', { name: 'guarded' })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/serviceaccount', { name: 'leased-reader' })).status, 201);
+    assert.equal((await k.call('POST', '/org/acme/policy', { name: 'leased-reader', targetKind: 'group', target: 'all', bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/leased-reader'] }] })).status, 201);
+    const key = (await k.call('POST', '/org/acme/serviceaccount/leased-reader/-addKey', { description: 'x' })).body.key as string;
+    assert.equal((await as(key, 'GET', '/org/acme/group/guarded')).status, 200);
+    const query = { spec: { terms: [{ op: '=', property: 'description', value: 'listed' }] } };
+    assert.deepEqual((await as(k.token, 'POST', '/org/acme/group/-query', query)).body.items, []);
+
+    await leaseHeld(second.store);
+    assert.equal((await k.call('PATCH', '/org/acme/group/guarded', { description: 'listed' })).status, 200);
+    assert.deepEqual((await as(k.token, 'POST', '/org/acme/group/-query', query)).body.items.map((g: { name: string }) => g.name), ['guarded'], 'the list shows the change');
+
+    await leaseHeld(second.store);
+    assert.equal((await k.call('PATCH', '/org/acme/policy/leased-reader', { bindings: [] })).status, 200);
+    assert.equal((await as(key, 'GET', '/org/acme/group/guarded')).status, 403, 'the removed grant is not used');
+
+    await leaseHeld(second.store);
+    assert.equal((await k.call('PATCH', '/org/acme/policy/leased-reader', { bindings: [{ permissions: ['view'], principalLinks: ['//serviceaccount/leased-reader'] }] })).status, 200);
+    assert.equal((await as(key, 'GET', '/org/acme/group/guarded')).status, 200, 'the grant added is used');
+
+    await leaseHeld(second.store);
+    assert.equal((await k.call('PATCH', '/org/acme/serviceaccount/leased-reader', { '$drop/keys': [key.split('.')[0]] })).status, 200);
+    assert.equal((await as(key, 'GET', '/org/acme/group/guarded')).status, 401, 'the revoked key is refused');
+  });
+
   test('a stopped process holds a write only until its lease runs out, and once running again answers nothing from before', { timeout: 60_000 }, async () => {
     await leaseHeld(k.store);
     await leaseHeld(second.store);
