@@ -19,5 +19,9 @@ if (files.length === 0) {
   console.error('no test files found under', roots.join(' '));
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', ...files], { stdio: 'inherit' });
+const reporters = [
+  '--test-reporter=tap', '--test-reporter-destination=stdout',
+  `--test-reporter=${new URL('./failures.mjs', import.meta.url).pathname}`, '--test-reporter-destination=stdout',
+];
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', ...reporters, ...files], { stdio: 'inherit' });
 process.exit(result.status ?? 1);
