@@ -8,7 +8,12 @@ import type { KindDef } from '../kinds/types.js';
 // One ajv instance for every kind. coerceTypes turns the strings the CLI sends ("20", "false")
 // into the schema's numbers and booleans, in place; verbose keeps the refused value on an error,
 // so that a format's message can say what was wrong with it.
-const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false, useDefaults: false, verbose: true });
+// No optimization pass over the generated code: it counts each generated variable (err12, _errs7,
+// data3, ...) as the first key of a fresh object, thousands of them, and V8 keeps at most 1536
+// shapes that start from the empty object. Once those are taken, every object that gets its first
+// key afterwards (each request's headers, each response's) gets a shape of its own, and every
+// property access on the request path falls to V8's slowest lookups (test/kinds/object-shapes.test.ts).
+const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false, useDefaults: false, verbose: true, code: { optimize: false } });
 addFormats.default(ajv);
 for (const [name, format] of Object.entries(FORMATS)) {
   ajv.addFormat(name, { type: 'string', validate: (value: string) => format.problem(value) === undefined });
