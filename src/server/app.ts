@@ -189,6 +189,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // `?dryRun=true&dryRun=false` would otherwise be read as whatever a handler makes of an array.
     // Answered here rather than thrown: the docs routes (registered before) keep fastify's own error handler.
     app.addHook('onRequest', (request, reply, done) => {
+      // Only a percent-escape puts a NUL or a lone surrogate in a path (the HTTP parser refuses raw
+      // control characters), and only a query can repeat a parameter: most URLs have neither.
+      const url = request.url;
+      if (url.indexOf('%') === -1 && url.indexOf('?') === -1) return done();
       const refused = pathOrQueryProblem(request.params, request.query);
       if (refused) return sendError(reply, request, refused);
       done();

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { KINDS } from '../kinds/index.js';
@@ -56,14 +56,12 @@ export function mountConsole(app: FastifyInstance, config: Config): void {
   const open = { config: { public: true } };
   const notBuilt = () => ApiError.notFound('the console is not built; run npm run build');
 
-  // Every answer under /console (the page, its assets, a missing file's error) carries the console's
-  // policy: the browser enforces it whichever of them a page or frame loads.
-  app.addHook('onSend', (request, reply, payload, done) => {
-    if (request.url === '/console' || request.url.startsWith('/console/') || request.url.startsWith('/console?')) {
-      reply.header('content-security-policy', consolePolicy(config, request)).header('x-frame-options', 'DENY').header('x-content-type-options', 'nosniff');
-    }
+  // Every answer of the console's routes (the page, its assets, a missing file's error, a refusal)
+  // carries the console's policy: the browser enforces it whichever of them a page or frame loads.
+  const withPolicy = (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void) => {
+    reply.header('content-security-policy', consolePolicy(config, request)).header('x-frame-options', 'DENY').header('x-content-type-options', 'nosniff');
     done(null, payload);
-  });
+  };
 
   // A browser opening the server's root lands in the console; API clients keep the API's 404.
   app.get('/', open, async (request, reply) => {
@@ -80,13 +78,13 @@ export function mountConsole(app: FastifyInstance, config: Config): void {
   }));
   app.get('/-kinds', open, async () => ({ kind: 'list', itemKind: 'kind', items: kinds, links: [{ rel: 'self', href: '/-kinds' }] }));
 
-  const page = async (_request: unknown, reply: import('fastify').FastifyReply) => {
+  const page = async (_request: unknown, reply: FastifyReply) => {
     const index = join(root, 'index.html');
     if (!existsSync(index)) throw notBuilt();
     return reply.type(TYPES['.html']).header('cache-control', 'no-cache').send(readFileSync(index));
   };
   // The console's files are not part of the API, so the OpenAPI document leaves them out.
-  const file = { ...open, schema: { hide: true } };
+  const file = { ...open, schema: { hide: true }, onSend: withPolicy };
   app.get('/console', file, page); // with or without the trailing slash: asset paths are absolute
   app.get('/console/*', file, async (request, reply) => {
     const rest = (request.params as { '*': string })['*'];

@@ -81,21 +81,16 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
     const issuerOf = (request: FastifyRequest) => coreBase(config, request);
     // The pages' forms are posted only from Keel's own pages: another site's page cannot make a
     // signed-in browser allow someone else's code (browsers send Origin with every cross-site POST).
-    const FORMS = new Set(['/login/device', '/login/authorize', '/login/invitation']);
-    // Callback style, and decided by the method first: this runs before every handler.
-    app.addHook('preHandler', (request, reply, done) => {
-      if (request.method !== 'POST' || !FORMS.has(request.routeOptions.url ?? '')) return done();
+    const sameOrigin = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
       const origin = request.headers.origin;
-      if (origin && origin !== 'null' && origin !== new URL(issuerOf(request)).origin) {
-        page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
-        return;
-      }
-      if (origin === 'null') {
+      if (origin === 'null' || (origin && origin !== new URL(issuerOf(request)).origin)) {
         page(reply, 403, 'Refused', '<p id="error" role="alert">This form may only be sent from Keel\'s own pages.</p>');
         return;
       }
       done();
-    });
+    };
+    /** A form's POST: described as any route, and refused when another site's page sent it. */
+    const form = (summary: string) => ({ ...described(summary), preHandler: sameOrigin });
 
     const metadata = (request: FastifyRequest) => {
       const base = issuerOf(request);
@@ -238,7 +233,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       return page(reply, 200, 'Confirm a sign-in', devicePage(code, upstream !== undefined));
     });
 
-    app.post('/login/device', described('Allow or deny a keel login code (HTML form)'), async (request, reply) => {
+    app.post('/login/device', form('Allow or deny a keel login code (HTML form)'), async (request, reply) => {
       const body = formOf(request);
       const userCode = normalizeCode(body.user_code);
       try {
@@ -296,7 +291,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       }
     });
 
-    app.post('/login/authorize', described('Sign in with email and password for the console (HTML form)'), async (request, reply) => {
+    app.post('/login/authorize', form('Sign in with email and password for the console (HTML form)'), async (request, reply) => {
       const body = formOf(request);
       let authorize: AuthorizeRequest;
       try {
@@ -382,7 +377,7 @@ export function mountSignIn(root: FastifyInstance, deps: SignInDeps): void {
       return page(reply, 200, 'Choose a password', invitationPage(token, invitation.email, invitation.org));
     });
 
-    app.post('/login/invitation', described('Set the password of an invitation (HTML form)'), async (request, reply) => {
+    app.post('/login/invitation', form('Set the password of an invitation (HTML form)'), async (request, reply) => {
       const body = formOf(request);
       if (upstream) return page(reply, 400, 'Invitation', `<p id="error" role="alert">Passwords are not used here: sign in through ${esc(upstream.issuer)}.</p>`);
       const problem = passwordProblem(body.password);

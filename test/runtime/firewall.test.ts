@@ -63,6 +63,9 @@ async function setup(rt: RuntimeKeel, work: string) {
   const call = async (from: string, address: string, port: number, path: string, gvc = 'web', org = 'acme') => {
     const get = `printf 'GET ${path} HTTP/1.0\\r\\n\\r\\n' | nc -w 5 ${address} ${port}`;
     const r = await rt.cpln.run(['workload', 'exec', from, '--org', org, '--gvc', gvc, '--location', LOCATION, '--', 'sh', '-c', `read a _ < /proc/uptime; ${get}; echo "rc=$?"; read b _ < /proc/uptime; echo "uptime=$a..$b"`], { timeoutMs: 60_000 });
+    // A rollout (each apply below starts one) replaces the replica the CLI picks: the old one may
+    // be stopping, the new one not started yet. That is no answer yet, and the caller asks again.
+    if (/is not running|no replica .* runs/.test(r.stderr) && !/rc=/.test(r.stdout)) return { ok: false, out: r.stderr, ms: NaN };
     const rc = Number(/rc=(\d+)/.exec(r.stdout)?.[1] ?? -1);
     // The wget's own duration, from the kernel's uptime (hundredths of a second) before and after it.
     const [a, b] = (/uptime=([\d.]+)\.\.([\d.]+)/.exec(r.stdout) ?? []).slice(1).map(Number);
