@@ -1,4 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+// First, before any data is read: the request path's object shapes (see shapes.ts).
+import './shapes.js';
 import { randomInt, randomUUID } from 'node:crypto';
 import { PolicyAuthorizer } from '../auth/policies.js';
 import { requiredPermission } from '../auth/permissions.js';
