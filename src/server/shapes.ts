@@ -6,6 +6,7 @@
 // a response's headers object took ten times as long to fill. The objects each request makes from
 // an empty object are given their shapes here, when Keel starts, before any data is read; the
 // objects that hold those shapes live as long as the process, and with them the shapes.
+import { POSITION_HEADER } from '../streams/position.js';
 
 /**
  * The first keys those objects get: a request's headers (Node's parser adds them in the client's
@@ -14,7 +15,7 @@
  */
 export const REQUEST_PATH_FIRST_KEYS = [
   'host', 'accept', 'authorization', 'user-agent', 'content-type', 'content-length', 'connection', 'accept-encoding', 'origin', 'cookie', 'x-forwarded-for',
-  'keel-seq', 'location', 'allow', 'retry-after', 'cache-control', 'vary', 'www-authenticate', 'access-control-allow-origin', 'content-security-policy', 'x-frame-options', 'range', 'docker-distribution-api-version',
+  POSITION_HEADER, 'location', 'allow', 'retry-after', 'cache-control', 'vary', 'www-authenticate', 'access-control-allow-origin', 'content-security-policy', 'x-frame-options', 'range', 'docker-distribution-api-version',
   'reqId',
 ] as const;
 
